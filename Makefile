@@ -1,0 +1,54 @@
+# gpufleet: one entry point for set-up, the main job and the tests.
+# The virtual environment lives outside the clone, keyed by the hash of requirements.txt, so a second run reuses it.
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+PYTHON ?= python3.11
+CACHE ?= $(HOME)/.cache/gpufleet
+REQ_HASH := $(shell sha256sum requirements.txt | cut -c1-12)
+VENV ?= $(CACHE)/venv-$(REQ_HASH)
+BIN := $(VENV)/bin
+export PATH := $(BIN):$(PATH)
+export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
+MODULES := $(sort $(basename $(notdir $(wildcard plugins/modules/*.py))))
+
+.PHONY: setup plan test lint unit docs bench freeze clean-venv
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: requirements.txt
+	@echo "== gpufleet: creating $(VENV) with $(PYTHON)"
+	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found; install Python 3.11 (ansible 12 needs it)"; exit 1; }
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -r requirements.txt
+	@touch $@
+
+# The main job. Until the lab lands (issue 3) it plans the upgrade of the example GPU cell offline: skew check,
+# control-plane path, per-pool kubelet plan, support calendar, baseline validation and the wave plan.
+plan: setup
+	$(BIN)/ansible-playbook playbooks/plan.yml -i inventories/example/hosts.yml $(ARGS)
+
+test: lint docs unit
+
+lint: setup
+	$(BIN)/ruff check plugins tests benchmarks
+	$(BIN)/mypy
+	$(BIN)/yamllint -s .
+	$(BIN)/ansible-lint --profile production
+
+docs: setup
+	@for m in $(MODULES); do $(BIN)/ansible-doc -t module gpufleet.upgrade.$$m >/dev/null || { echo "ansible-doc failed for $$m"; exit 1; }; done
+	@for f in plan_waves kube_minor; do $(BIN)/ansible-doc -t filter gpufleet.upgrade.$$f >/dev/null || { echo "ansible-doc failed for filter $$f"; exit 1; }; done
+	@echo "ansible-doc renders $(words $(MODULES)) modules and 2 filters"
+
+unit: setup
+	$(BIN)/pytest -q tests
+
+bench: setup
+	$(BIN)/python benchmarks/plan_waves.py
+
+freeze: setup
+	$(BIN)/python -m pip freeze --exclude-editable
+
+clean-venv:
+	rm -rf $(VENV)

@@ -1,0 +1,47 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet contributors
+# Apache License 2.0
+"""Shared documentation for gpufleet.upgrade modules."""
+from __future__ import annotations
+
+
+class ModuleDocFragment:
+    # Modules that only judge data (never change a host).
+    CHECK = r"""
+attributes:
+  check_mode:
+    support: full
+    description: Judges data only; nothing on the host changes in either mode.
+  diff_mode:
+    support: none
+notes:
+  - A failed gate fails the task with a message naming the node, the check, the measured value and the baseline.
+    The full list of checks is returned in C(checks) either way.
+"""
+
+    # Modules that run a tool on the host, or judge its captured output.
+    TOOL = r"""
+options:
+  binary:
+    description:
+      - Name or full path of the tool to run when O(output) is not given.
+    type: str
+  args:
+    description:
+      - Arguments for the tool. The module's default arguments are used when omitted.
+    type: list
+    elements: str
+  output:
+    description:
+      - Output of the tool captured elsewhere. When given, the tool is not run and the output is judged as is.
+    type: str
+attributes:
+  check_mode:
+    support: full
+    description: In check mode the tool is not run (it may load GPUs for minutes); captured O(output) is still judged.
+  diff_mode:
+    support: none
+notes:
+  - A failed gate fails the task with a message naming the node, the check, the measured value and the baseline.
+    The full list of checks is returned in C(checks) either way.
+"""

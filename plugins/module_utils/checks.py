@@ -1,0 +1,54 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet contributors
+# Apache License 2.0
+"""The shape every gate returns: a list of checks, each with the measured value and the baseline."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Sequence
+
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import GateFailed
+
+
+@dataclass
+class Check:
+    """One judged fact. ``subject`` is the node (and GPU, test, size...) it is about."""
+
+    name: str
+    subject: str
+    passed: bool
+    measured: Any
+    expected: Any
+    detail: str = ""
+    severity: str = field(default="fail")  # fail | warn
+
+    def as_dict(self) -> Dict[str, Any]:
+        return {"name": self.name, "subject": self.subject, "passed": self.passed, "measured": self.measured,
+                "expected": self.expected, "detail": self.detail, "severity": self.severity}
+
+    def message(self) -> str:
+        text = "%s: check %s: measured %s, baseline %s" % (self.subject, self.name, _fmt(self.measured),
+                                                           _fmt(self.expected))
+        return text + (" (%s)" % self.detail if self.detail else "")
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float):
+        return "%.2f" % value
+    return str(value)
+
+
+def summarize(checks: Sequence[Check]) -> Dict[str, Any]:
+    """``{passed, checks, failures, warnings}`` where failures are failed checks of severity fail."""
+    failures = [c for c in checks if not c.passed and c.severity == "fail"]
+    warnings = [c for c in checks if not c.passed and c.severity == "warn"]
+    return {"passed": not failures, "checks": [c.as_dict() for c in checks],
+            "failures": [c.message() for c in failures], "warnings": [c.message() for c in warnings]}
+
+
+def raise_if_failed(gate: str, summary: Dict[str, Any], **details: Any) -> None:
+    """Raise :class:`GateFailed` naming every failed check (node, check, measured, baseline)."""
+    if summary["passed"]:
+        return
+    failures: List[str] = summary["failures"]
+    raise GateFailed("%s gate failed: %s" % (gate, "; ".join(failures)), gate=gate, **summary, **details)

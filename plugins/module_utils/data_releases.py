@@ -1,0 +1,26 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet contributors
+# Apache License 2.0
+"""Kubernetes minor releases: release date and end of life (end of patch support).
+
+A data file kept as Python so that it travels with the modules to managed nodes (AnsiballZ ships module_utils
+``.py`` files only). Update it when a release ships or a planned date moves.
+"""
+from __future__ import annotations
+
+SOURCE = ("https://kubernetes.io/releases/ (release history and end-of-life dates), as recorded in "
+          "shared/REFERENCE.md section 1, late 2026; EOL dates from 1.33 on are the planned dates")
+RETRIEVED = "2026-11"
+
+# minor: (release date, end of life)
+RELEASES = {
+    "1.28": ("2023-08-15", "2024-10-22"),
+    "1.29": ("2023-12-13", "2025-02-28"),
+    "1.30": ("2024-04-17", "2025-07-15"),
+    "1.31": ("2024-08-13", "2025-11-11"),
+    "1.32": ("2024-12-11", "2026-03-10"),
+    "1.33": ("2025-04-23", "2026-06-28"),
+    "1.34": ("2025-08-27", "2026-10-27"),
+    "1.35": ("2025-12-17", "2027-02-28"),
+    "1.36": ("2026-04-20", "2027-06-28"),
+}

@@ -1,0 +1,113 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet contributors
+# Apache License 2.0
+"""etcd: ``etcdctl|etcdutl snapshot status -w json`` and ``etcdctl endpoint status -w json``.
+
+snapshot status: ``{"hash": N, "revision": N, "totalKey": N, "totalSize": N}`` (etcdutl 3.6 adds ``version``).
+endpoint status: ``[{"Endpoint": URL, "Status": {"header": {...}, "version", "dbSize", "dbSizeInUse", "leader",
+"raftIndex", "raftTerm", "raftAppliedIndex", "errors"?, "isLearner"?, "dbSizeQuota"? (3.6)}}]``.
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, List, Mapping, Optional
+
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.checks import Check, summarize
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import InputError, ParseError
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.textparse import load_document
+
+DEFAULT_QUOTA = 2 * 1024 ** 3  # etcd's default --quota-backend-bytes
+
+
+def _int_field(doc: Mapping[str, Any], key: str, what: str) -> int:
+    if key not in doc:
+        raise ParseError("%s: field %r missing (truncated output?)" % (what, key))
+    try:
+        return int(doc[key])
+    except (TypeError, ValueError):
+        raise ParseError("%s: field %r is %r, not an integer" % (what, key, doc[key]))
+
+
+def parse_snapshot_status(text: str) -> Dict[str, Any]:
+    doc = load_document(text, "etcd snapshot status")
+    if not isinstance(doc, dict):
+        raise ParseError("etcd snapshot status: expected a JSON object (use -w json)")
+    what = "etcd snapshot status"
+    return {"hash": _int_field(doc, "hash", what), "revision": _int_field(doc, "revision", what),
+            "total_keys": _int_field(doc, "totalKey", what), "total_size": _int_field(doc, "totalSize", what),
+            "version": doc.get("version", "")}
+
+
+def parse_endpoint_status(text: str) -> List[Dict[str, Any]]:
+    doc = load_document(text, "etcdctl endpoint status")
+    if isinstance(doc, dict):
+        doc = [doc]
+    if not isinstance(doc, list) or not doc:
+        raise ParseError("etcdctl endpoint status: expected a JSON list of endpoints (use -w json)")
+    out = []
+    for i, item in enumerate(doc):
+        what = "etcdctl endpoint status[%d]" % i
+        if not isinstance(item, dict) or not isinstance(item.get("Status"), dict):
+            raise ParseError("%s: no Status object" % what)
+        status = item["Status"]
+        header = status.get("header") or {}
+        out.append({"endpoint": item.get("Endpoint", ""), "version": status.get("version", ""),
+                    "db_size": _int_field(status, "dbSize", what),
+                    "db_size_in_use": int(status.get("dbSizeInUse", 0)),
+                    "db_size_quota": int(status["dbSizeQuota"]) if status.get("dbSizeQuota") else None,
+                    "member_id": header.get("member_id"), "leader": status.get("leader"),
+                    "is_leader": status.get("leader") is not None and status.get("leader") == header.get("member_id"),
+                    "is_learner": bool(status.get("isLearner")), "revision": header.get("revision"),
+                    "raft_index": status.get("raftIndex"), "errors": list(status.get("errors") or [])})
+    return out
+
+
+def judge_endpoints(endpoints: List[Dict[str, Any]], quota_bytes: Optional[int] = None,
+                    max_quota_ratio: float = 0.6) -> Dict[str, Any]:
+    return summarize(endpoint_checks(endpoints, quota_bytes, max_quota_ratio))
+
+
+def endpoint_checks(endpoints: List[Dict[str, Any]], quota_bytes: Optional[int] = None,
+                    max_quota_ratio: float = 0.6) -> List[Check]:
+    """Each endpoint: no alarms/errors, DB size under ``max_quota_ratio`` of the quota; the cluster has a leader."""
+    if not 0 < max_quota_ratio <= 1:
+        raise InputError("max_quota_ratio: expected a fraction in (0, 1], got %r" % max_quota_ratio)
+    checks = []
+    for ep in endpoints:
+        quota = ep["db_size_quota"] or quota_bytes or DEFAULT_QUOTA
+        ratio = ep["db_size"] / float(quota)
+        checks.append(Check("etcd_db_size", ep["endpoint"], ratio < max_quota_ratio,
+                            "%d bytes (%.1f%% of quota %d)" % (ep["db_size"], ratio * 100, quota),
+                            "< %.0f%% of quota" % (max_quota_ratio * 100),
+                            "defragment or compact before upgrading" if ratio >= max_quota_ratio else ""))
+        checks.append(Check("etcd_errors", ep["endpoint"], not ep["errors"], "; ".join(ep["errors"]) or "none",
+                            "none"))
+    leaders = {ep["leader"] for ep in endpoints if ep["leader"]}
+    checks.append(Check("etcd_leader", "etcd cluster", len(leaders) == 1, len(leaders), 1,
+                        "endpoints disagree on the leader" if len(leaders) > 1 else ""))
+    return checks
+
+
+def judge_snapshot(snapshot: Dict[str, Any], expect: Mapping[str, Any], path: str = "snapshot") -> Dict[str, Any]:
+    return summarize(snapshot_checks(snapshot, expect, path))
+
+
+def snapshot_checks(snapshot: Dict[str, Any], expect: Mapping[str, Any], path: str = "snapshot") -> List[Check]:
+    """A snapshot verifies when its hash is non-zero (or equals ``expect['hash']``), its revision is at least
+    ``expect['min_revision']``, it has at least ``expect['min_keys']`` keys (default 1) and a size above zero (or
+    at least ``expect['min_size']``)."""
+    checks = []
+    if expect.get("hash") is not None:
+        checks.append(Check("snapshot_hash", path, snapshot["hash"] == int(expect["hash"]), snapshot["hash"],
+                            int(expect["hash"])))
+    else:
+        checks.append(Check("snapshot_hash", path, snapshot["hash"] != 0, snapshot["hash"], "non-zero"))
+    min_rev = int(expect.get("min_revision") or 1)
+    checks.append(Check("snapshot_revision", path, snapshot["revision"] >= min_rev, snapshot["revision"],
+                        ">= %d" % min_rev, "the revision etcd had when the snapshot started"))
+    min_keys = int(expect.get("min_keys") or 1)
+    checks.append(Check("snapshot_keys", path, snapshot["total_keys"] >= min_keys, snapshot["total_keys"],
+                        ">= %d" % min_keys))
+    min_size = int(expect.get("min_size") or 1)
+    checks.append(Check("snapshot_size", path, snapshot["total_size"] >= min_size, snapshot["total_size"],
+                        ">= %d" % min_size))
+    return checks

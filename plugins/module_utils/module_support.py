@@ -1,0 +1,63 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet contributors
+# Apache License 2.0
+"""The one place where gpufleet modules meet AnsibleModule: tool execution and error conversion.
+
+Every check module either runs its tool (``binary`` + ``args``) or judges output captured elsewhere
+(``output``). Pure logic stays in the other module_utils; this file only moves text in and results out.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, List, Optional, Sequence
+
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import GpufleetError
+
+TOOL_ARGSPEC: Dict[str, Dict[str, Any]] = {
+    "binary": {"type": "str"},
+    "args": {"type": "list", "elements": "str"},
+    "output": {"type": "str"},
+}
+
+
+def run_tool(module: Any, binary: str, args: Sequence[str], ok_rcs: Sequence[int] = (0,),
+             allow_output_on_error: bool = False) -> Optional[Dict[str, Any]]:
+    """Run ``binary args`` and return ``{cmd, rc, stdout, stderr}``; None in check mode (the tool is not run:
+    several of these tools load GPUs for minutes). A missing binary or an unexpected exit fails the module with
+    the command and its stderr."""
+    if module.check_mode:
+        return None
+    path = module.get_bin_path(binary, required=False) if "/" not in binary else binary
+    if not path:
+        module.fail_json(msg="%s: not found on this host; install it or give its full path in 'binary'" % binary)
+    cmd: List[str] = [path] + [str(a) for a in args]
+    rc, stdout, stderr = module.run_command(cmd)
+    if rc not in ok_rcs and not (allow_output_on_error and stdout.strip()):
+        module.fail_json(msg="%s exited %d: %s" % (" ".join(cmd), rc, (stderr or stdout).strip()[-2000:]),
+                         rc=rc, stdout=stdout, stderr=stderr, cmd=cmd)
+    return {"cmd": cmd, "rc": rc, "stdout": stdout, "stderr": stderr}
+
+
+def tool_text(module: Any, default_binary: str, default_args: Sequence[str], **kwargs: Any) -> Optional[str]:
+    """``output`` when given, else the stdout of the tool (None in check mode)."""
+    if module.params.get("output") is not None:
+        return str(module.params["output"])
+    result = run_tool(module, module.params.get("binary") or default_binary,
+                      module.params.get("args") if module.params.get("args") is not None else default_args, **kwargs)
+    return None if result is None else str(result["stdout"])
+
+
+def run_module(module: Any, body: Callable[[], Dict[str, Any]]) -> None:
+    """Run ``body`` and exit. Checks never change a host: ``changed`` is always False. A :class:`GpufleetError`
+    becomes ``fail_json`` with its message and structured details."""
+    try:
+        result = body()
+    except GpufleetError as exc:
+        details = {k: v for k, v in exc.details.items() if k not in ("msg", "changed", "failed")}
+        module.fail_json(msg=exc.msg, error_type=type(exc).__name__, **details)
+        return
+    result.setdefault("changed", False)
+    module.exit_json(**result)
+
+
+def check_mode_skip(what: str) -> Dict[str, Any]:
+    return {"skipped": True, "msg": "check mode: %s was not run; give 'output' to judge captured output" % what}

@@ -1,0 +1,191 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet contributors
+# Apache License 2.0
+"""Find callers of APIs that a target Kubernetes release removes (REFERENCE.md section 3).
+
+Three sources: an apiserver's ``/metrics`` text (``apiserver_requested_deprecated_apis``; it resets when the
+apiserver restarts, so scrape every apiserver), manifest files (multi-document YAML or JSON, rendered charts), and
+Helm v3 release secrets (``data.release``: base64 of base64 of gzip of JSON; ``manifest`` holds the YAML).
+"""
+from __future__ import annotations
+
+import base64
+import binascii
+import gzip
+import json
+import os
+import re
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
+
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.data_removed_apis import REMOVED, SOURCE
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import InputError, ParseError
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.versions import KubeVersion, parse_version
+
+_METRIC = re.compile(r"^apiserver_requested_deprecated_apis\{(?P<labels>[^}]*)\}\s+(?P<value>\S+)")
+_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
+
+_BY_KIND: Dict[Tuple[str, str], Tuple[str, str, str, str, str]] = {(r[0], r[1]): r for r in REMOVED}
+_BY_RESOURCE: Dict[Tuple[str, str], Tuple[str, str, str, str, str]] = {(r[0], r[2]): r for r in REMOVED}
+
+
+def _removal(entry: Tuple[str, str, str, str, str]) -> KubeVersion:
+    return parse_version(entry[3])
+
+
+def _finding(source: str, obj: str, api_version: str, kind: str, removed_in: str, replacement: str,
+             target: KubeVersion, **extra: Any) -> Dict[str, Any]:
+    blocks = parse_version(removed_in) <= KubeVersion(target.major, target.minor)
+    item = {"source": source, "object": obj, "api_version": api_version, "kind": kind, "removed_in": removed_in,
+            "replacement": replacement, "blocks_target": blocks,
+            "message": "%s uses %s %s, removed in v%s%s; migrate to %s" % (
+                obj, api_version, kind, removed_in, " (blocks the upgrade to %s)" % target.minor_str
+                if blocks else "", replacement)}
+    item.update(extra)
+    return item
+
+
+# -- apiserver metrics -----------------------------------------------------------------------------------------
+def scan_metrics(text: str, target: KubeVersion, apiserver: str = "apiserver") -> List[Dict[str, Any]]:
+    """Findings from ``apiserver_requested_deprecated_apis`` series with value 1. Series for APIs not in the
+    table are still reported, with the apiserver's own ``removed_release`` label."""
+    if not isinstance(text, str):
+        raise ParseError("apiserver metrics: expected the text of /metrics")
+    findings = []
+    for line in text.splitlines():
+        m = _METRIC.match(line)
+        if not m:
+            continue
+        try:
+            if float(m.group("value")) < 1:
+                continue
+        except ValueError:
+            raise ParseError("apiserver metrics: bad sample value in %r" % line[:160])
+        labels = dict(_LABEL.findall(m.group("labels")))
+        group, version, resource = labels.get("group", ""), labels.get("version", ""), labels.get("resource", "")
+        api_version = "%s/%s" % (group, version) if group else version
+        entry = _BY_RESOURCE.get((api_version, resource))
+        removed = labels.get("removed_release") or (entry[3] if entry else "")
+        if not removed:
+            continue  # deprecated with no removal planned
+        kind = entry[1] if entry else resource
+        replacement = entry[4] if entry else "see the deprecation guide"
+        sub = labels.get("subresource")
+        findings.append(_finding("metrics:%s" % apiserver, "requests to %s%s" % (resource, "/" + sub if sub else ""),
+                                 api_version, kind, removed, replacement, target))
+    return findings
+
+
+# -- manifests -------------------------------------------------------------------------------------------------
+def _docs(text: str, where: str) -> Iterable[Any]:
+    import yaml
+    try:
+        return [d for d in yaml.safe_load_all(text) if d is not None]
+    except yaml.YAMLError as exc:
+        raise ParseError("%s: not valid YAML (%s); render templates first (helm template)" % (
+            where, str(exc).splitlines()[0]))
+
+
+def _objects(doc: Any) -> Iterable[Mapping[str, Any]]:
+    if isinstance(doc, Mapping):
+        if doc.get("kind") == "List" or (isinstance(doc.get("items"), list) and "apiVersion" not in doc):
+            for item in doc.get("items") or []:
+                yield from _objects(item)
+        elif "apiVersion" in doc and "kind" in doc:
+            yield doc
+    elif isinstance(doc, list):
+        for item in doc:
+            yield from _objects(item)
+
+
+def scan_manifest_text(text: str, target: KubeVersion, source: str) -> List[Dict[str, Any]]:
+    findings = []
+    for doc in _docs(text, source):
+        for obj in _objects(doc):
+            entry = _BY_KIND.get((str(obj.get("apiVersion")), str(obj.get("kind"))))
+            if entry is None:
+                continue
+            meta = obj.get("metadata") or {}
+            name = "%s %s%s" % (obj["kind"], (meta.get("namespace") + "/") if meta.get("namespace") else "",
+                                meta.get("name", "<unnamed>"))
+            findings.append(_finding(source, name, entry[0], entry[1], entry[3], entry[4], target))
+    return findings
+
+
+def scan_paths(paths: Iterable[str], target: KubeVersion) -> Tuple[List[Dict[str, Any]], List[str]]:
+    """Scan files and directories (recursively, *.yaml|*.yml|*.json). Returns (findings, files scanned)."""
+    findings: List[Dict[str, Any]] = []
+    scanned: List[str] = []
+    for path in paths:
+        if not os.path.exists(path):
+            raise InputError("manifest path %s does not exist" % path)
+        files = [path] if os.path.isfile(path) else sorted(
+            os.path.join(root, f) for root, _dirs, names in os.walk(path) for f in names
+            if f.endswith(MANIFEST_SUFFIXES))
+        for name in files:
+            with open(name, encoding="utf-8", errors="replace") as handle:
+                text = handle.read()
+            findings.extend(scan_manifest_text(text, target, name))
+            scanned.append(name)
+    return findings, scanned
+
+
+# -- Helm release secrets --------------------------------------------------------------------------------------
+def decode_helm_release(data_release: str) -> Dict[str, Any]:
+    """Decode a Helm v3 release from a Secret's ``data.release`` (as returned by the API: base64 of Helm's base64
+    of gzip of JSON). Also accepts Helm's own base64 (one layer) or raw gzip bytes."""
+    raw: Any = data_release
+    for _ in range(3):
+        if isinstance(raw, bytes) and raw[:2] == b"\x1f\x8b":
+            try:
+                raw = gzip.decompress(raw)
+            except (OSError, EOFError) as exc:
+                raise ParseError("helm release: gzip payload is corrupt or truncated: %s" % exc)
+            break
+        try:
+            raw = base64.b64decode(raw, validate=True)
+        except (binascii.Error, ValueError) as exc:
+            raise ParseError("helm release: data.release is not base64: %s" % exc)
+    try:
+        release = json.loads(raw)
+    except (ValueError, TypeError) as exc:
+        raise ParseError("helm release: decoded payload is not JSON: %s" % exc)
+    if not isinstance(release, dict) or "manifest" not in release:
+        raise ParseError("helm release: JSON has no 'manifest' (not a Helm v3 release?)")
+    return release
+
+
+def scan_helm_secrets(secrets: Iterable[Mapping[str, Any]], target: KubeVersion) -> List[Dict[str, Any]]:
+    findings: List[Dict[str, Any]] = []
+    for secret in secrets:
+        if secret.get("type") != "helm.sh/release.v1":
+            continue
+        meta = secret.get("metadata") or {}
+        where = "helm release secret %s/%s" % (meta.get("namespace", ""), meta.get("name", ""))
+        data = (secret.get("data") or {}).get("release")
+        if not data:
+            raise ParseError("%s: no data.release" % where)
+        try:
+            release = decode_helm_release(data)
+        except ParseError as exc:
+            raise ParseError("%s: %s" % (where, exc.msg))
+        label = "helm:%s/%s (revision %s)" % (release.get("namespace", meta.get("namespace", "")),
+                                              release.get("name", "?"), release.get("version", "?"))
+        for item in scan_manifest_text(release.get("manifest") or "", target, label):
+            item["message"] += "; the Helm release records the old apiVersion, so upgrades and rollbacks of it " \
+                               "fail until the release is rewritten (helm mapkubeapis)"
+            findings.append(item)
+    return findings
+
+
+def summarize_findings(findings: List[Dict[str, Any]], target: KubeVersion) -> Dict[str, Any]:
+    blocking = [f for f in findings if f["blocks_target"]]
+    return {"target": str(target), "findings": findings, "blocking": blocking,
+            "passed": not blocking, "source": SOURCE,
+            "failures": [f["message"] for f in blocking]}
+
+
+def target_version(value: Optional[str]) -> KubeVersion:
+    if not value:
+        raise InputError("target_version: required (the release to check against, e.g. v1.34.2)")
+    return parse_version(value, "target_version")

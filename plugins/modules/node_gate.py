@@ -1,0 +1,110 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet contributors
+# Apache License 2.0
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: node_gate
+short_description: Judge a Kubernetes Node and its kubelet config against the pool baseline
+version_added: 0.1.0
+description:
+  - Takes a Node object (as returned by M(kubernetes.core.k8s_info)) and the kubelet's C(/configz) answer, and
+    checks Ready, the kubelet version against the target, allocatable C(nvidia.com/gpu) against the baseline, and
+    chosen kubelet config keys (topologyManagerPolicy, cpuManagerPolicy, memoryManagerPolicy, ...).
+options:
+  node:
+    description: The Node object.
+    type: dict
+    required: true
+  configz:
+    description: The kubelet C(/configz) answer (an object with a C(kubeletconfig) key), as a dict or JSON text.
+    type: raw
+  target_version:
+    description: The kubelet version the node must report.
+    type: str
+  policy:
+    description: The C(node) section of the pool baseline.
+    type: dict
+    default: {}
+    suboptions:
+      allocatable_gpus:
+        description: Allocatable nvidia.com/gpu expected.
+        type: int
+      kubelet_config:
+        description: Kubelet config keys and the values they must have.
+        type: dict
+        default: {}
+      require_schedulable:
+        description: Also require the node to be schedulable (after uncordon).
+        type: bool
+        default: false
+extends_documentation_fragment:
+  - gpufleet.upgrade.common.CHECK
+author:
+  - gpufleet maintainers
+"""
+
+EXAMPLES = r"""
+- name: Read the node
+  kubernetes.core.k8s_info:
+    kind: Node
+    name: "{{ inventory_hostname }}"
+  register: gpufleet_node
+  delegate_to: localhost
+
+- name: Gate the node
+  gpufleet.upgrade.node_gate:
+    node: "{{ gpufleet_node.resources[0] }}"
+    target_version: v1.34.2
+    policy: "{{ gpufleet_baseline.node }}"
+    configz: "{{ gpufleet_configz }}"
+  delegate_to: localhost
+"""
+
+RETURN = r"""
+passed:
+  description: Whether the gate passed.
+  returned: success
+  type: bool
+node_facts:
+  description: name, ready, kubelet_version, unschedulable, allocatable_gpus, labels.
+  returned: success
+  type: dict
+checks:
+  description: Every check with subject, measured value and baseline.
+  returned: always
+  type: list
+  elements: dict
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.checks import raise_if_failed
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.module_support import run_module
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.node_gate import judge_node
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            node=dict(type="dict", required=True),
+            configz=dict(type="raw"),
+            target_version=dict(type="str"),
+            policy=dict(type="dict", default={}, options=dict(
+                allocatable_gpus=dict(type="int"), kubelet_config=dict(type="dict", default={}),
+                require_schedulable=dict(type="bool", default=False))),
+        ),
+        supports_check_mode=True,
+    )
+
+    def body():
+        p = module.params
+        summary = judge_node(p["node"], p["configz"], p["target_version"], p["policy"])
+        raise_if_failed("node_gate", summary, node_facts=summary["node"])
+        return {"passed": True, "node_facts": summary["node"], "checks": summary["checks"]}
+
+    run_module(module, body)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,128 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet contributors
+# Apache License 2.0
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: removed_apis
+short_description: Find callers of Kubernetes APIs that the target release removes
+version_added: 0.1.0
+description:
+  - Checks three sources against the removal table (the official deprecation guide, see
+    C(plugins/module_utils/data_removed_apis.py)) - apiserver C(/metrics) text
+    (C(apiserver_requested_deprecated_apis); scrape every apiserver, it resets on restart), manifest files and
+    directories (multi-document YAML or JSON, rendered charts), and Helm v3 release secrets.
+  - Reports every finding with the object, the API, the removal release and the replacement. Findings removed at or
+    before the target minor block the upgrade and fail the task (unless O(fail_on_blocking) is false).
+options:
+  target_version:
+    description: The release to check against, such as v1.34.2.
+    type: str
+    required: true
+  metrics:
+    description: C(/metrics) text of each apiserver.
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      apiserver:
+        description: Name of the apiserver (node) the text came from.
+        type: str
+        required: true
+      text:
+        description: The metrics text.
+        type: str
+        required: true
+  manifest_paths:
+    description: Files or directories of manifests on the host running the module.
+    type: list
+    elements: path
+    default: []
+  helm_secrets:
+    description: Secrets of type C(helm.sh/release.v1), as returned by M(kubernetes.core.k8s_info).
+    type: list
+    elements: dict
+    default: []
+  fail_on_blocking:
+    description: Fail when a finding blocks the target.
+    type: bool
+    default: true
+extends_documentation_fragment:
+  - gpufleet.upgrade.common.CHECK
+author:
+  - gpufleet maintainers
+"""
+
+EXAMPLES = r"""
+- name: Scan the GitOps manifests and every Helm release before going to v1.34
+  gpufleet.upgrade.removed_apis:
+    target_version: v1.34.2
+    manifest_paths: [/srv/gitops/rendered]
+    helm_secrets: "{{ gpufleet_helm_secrets.resources }}"
+  delegate_to: localhost
+"""
+
+RETURN = r"""
+passed:
+  description: No finding blocks the target.
+  returned: success
+  type: bool
+findings:
+  description: Every finding (source, object, api_version, kind, removed_in, replacement, blocks_target, message).
+  returned: always
+  type: list
+  elements: dict
+blocking:
+  description: Findings that block the target.
+  returned: always
+  type: list
+  elements: dict
+files_scanned:
+  description: Manifest files read.
+  returned: success
+  type: list
+  elements: str
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import GateFailed
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.module_support import run_module
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.removed_apis import (
+    scan_helm_secrets, scan_metrics, scan_paths, summarize_findings, target_version)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            target_version=dict(type="str", required=True),
+            metrics=dict(type="list", elements="dict", default=[], options=dict(
+                apiserver=dict(type="str", required=True), text=dict(type="str", required=True))),
+            manifest_paths=dict(type="list", elements="path", default=[]),
+            helm_secrets=dict(type="list", elements="dict", default=[]),
+            fail_on_blocking=dict(type="bool", default=True),
+        ),
+        supports_check_mode=True,
+    )
+
+    def body():
+        p = module.params
+        target = target_version(p["target_version"])
+        findings = []
+        for item in p["metrics"]:
+            findings.extend(scan_metrics(item["text"], target, item["apiserver"]))
+        manifest_findings, scanned = scan_paths(p["manifest_paths"], target)
+        findings.extend(manifest_findings)
+        findings.extend(scan_helm_secrets(p["helm_secrets"], target))
+        summary = summarize_findings(findings, target)
+        if not summary["passed"] and p["fail_on_blocking"]:
+            raise GateFailed("removed_apis gate failed for %s: %s" % (target, "; ".join(summary["failures"])),
+                             findings=findings, blocking=summary["blocking"])
+        return {"passed": summary["passed"], "findings": findings, "blocking": summary["blocking"],
+                "files_scanned": scanned, "source": summary["source"]}
+
+    run_module(module, body)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,168 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet contributors
+# Apache License 2.0
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: version_skew
+short_description: Check Kubernetes version skew and plan the upgrade path
+version_added: 0.1.0
+description:
+  - Given the observed version of every component on every node and a target version, reports every breach of
+    the Kubernetes version-skew policy (1.28 and later), plans the control-plane path one minor at a time, and
+    plans every node pool's kubelet upgrades, including skip-level upgrades of up to three minors in one drain.
+  - Refuses downgrades, targets that skip a control-plane minor (unless O(allow_multi_hop)), and kubelets newer
+    than the apiserver, with a message that says what to do instead.
+  - Also reports days to end of life of the current and target minors.
+options:
+  components:
+    description:
+      - Observed versions, one item per component and node.
+    type: list
+    elements: dict
+    required: true
+    suboptions:
+      component:
+        description: One of kube-apiserver, kube-controller-manager, kube-scheduler, cloud-controller-manager,
+          kubelet, kube-proxy, kubectl.
+        type: str
+        required: true
+      node:
+        description: The node the component runs on (not needed for kubectl).
+        type: str
+      version:
+        description: The version, such as v1.33.5.
+        type: str
+        required: true
+      pool:
+        description: The node pool of a kubelet, for the per-pool plan.
+        type: str
+  target:
+    description: The version to upgrade to, such as v1.34.2.
+    type: str
+    required: true
+  allow_multi_hop:
+    description: Plan a path over several control-plane minors instead of refusing a target more than one minor up.
+    type: bool
+    default: false
+  hop_versions:
+    description: Exact versions for intermediate hops, keyed by minor, for example C(1.34) to C(v1.34.3).
+    type: dict
+    default: {}
+  pools:
+    description:
+      - Per-pool policy keyed by pool name. C(skip_level) (default true) lets a pool stay behind and jump up to
+        three minors in one drain; false makes it follow the control plane one minor at a time.
+    type: dict
+    default: {}
+  fail_on_violation:
+    description: Fail when the cluster is already out of the skew policy.
+    type: bool
+    default: true
+  today:
+    description: Date (YYYY-MM-DD) for the support calendar; defaults to today.
+    type: str
+extends_documentation_fragment:
+  - gpufleet.upgrade.common.CHECK
+author:
+  - gpufleet maintainers
+"""
+
+EXAMPLES = r"""
+- name: Plan v1.33 -> v1.34 and check today's skew
+  gpufleet.upgrade.version_skew:
+    components:
+      - {component: kube-apiserver, node: cp-1, version: v1.33.5}
+      - {component: kubelet, node: gpu-a1, version: v1.33.5, pool: h100-train}
+    target: v1.34.2
+  register: skew
+
+- name: Plan a three-minor path; the training pool upgrades once, at the end
+  gpufleet.upgrade.version_skew:
+    components: "{{ gpufleet_observed_components }}"
+    target: v1.36.1
+    allow_multi_hop: true
+    pools:
+      inference: {skip_level: false}
+"""
+
+RETURN = r"""
+violations:
+  description: Current breaches of the skew policy.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{component: kubelet, node: gpu-a1, version: v1.35.0, rule: kubelet must never be newer than the apiserver,
+            reference: oldest apiserver v1.34.2 on cp-1, fix: upgrade the control plane to v1.35 first}]
+plan:
+  description: The upgrade plan.
+  returned: success
+  type: dict
+  contains:
+    control_plane_path:
+      description: Versions the control plane passes through, one minor per hop.
+      type: list
+      elements: str
+    pools:
+      description: Per pool, the kubelet upgrade steps and the hop before which the pool must be upgraded.
+      type: list
+      elements: dict
+    node_drains:
+      description: Total pool upgrade steps (each is one drain of the pool's nodes).
+      type: int
+support:
+  description: End-of-life status of the current and target minors.
+  returned: success
+  type: dict
+"""
+
+import datetime
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import InputError, PolicyError
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.module_support import run_module
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.support_calendar import support_status
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.versions import (
+    parse_observed, parse_pool_policies, parse_version, plan_upgrade, skew_violations)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            components=dict(type="list", elements="dict", required=True, options=dict(
+                component=dict(type="str", required=True), node=dict(type="str"),
+                version=dict(type="str", required=True), pool=dict(type="str"))),
+            target=dict(type="str", required=True),
+            allow_multi_hop=dict(type="bool", default=False),
+            hop_versions=dict(type="dict", default={}),
+            pools=dict(type="dict", default={}),
+            fail_on_violation=dict(type="bool", default=True),
+            today=dict(type="str"),
+        ),
+        supports_check_mode=True,
+    )
+
+    def body():
+        p = module.params
+        observed = parse_observed(p["components"])
+        target = parse_version(p["target"], "target")
+        violations = [v.as_dict() for v in skew_violations(observed)]
+        if violations and p["fail_on_violation"]:
+            raise PolicyError("the cluster is already out of the version-skew policy: " + "; ".join(
+                "%s on %s is %s: %s. %s" % (v["component"], v["node"] or "client", v["version"], v["rule"], v["fix"])
+                for v in violations), violations=violations)
+        plan = plan_upgrade(observed, target, allow_multi_hop=p["allow_multi_hop"], hop_versions=p["hop_versions"],
+                            pools=parse_pool_policies(p["pools"]))
+        try:
+            today = datetime.date.fromisoformat(p["today"]) if p["today"] else datetime.date.today()
+        except ValueError:
+            raise InputError("today: %r is not a date; use YYYY-MM-DD" % p["today"])
+        support = {"current": support_status(plan["current"], today), "target": support_status(target, today)}
+        return {"violations": violations, "plan": plan, "support": support}
+
+    run_module(module, body)
+
+
+if __name__ == "__main__":
+    main()
