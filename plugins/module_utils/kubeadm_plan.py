@@ -39,7 +39,7 @@ def parse_plan(text: str) -> Dict[str, Any]:
         return _empty_result("empty")
     stripped = text.lstrip()
     if stripped.startswith("{") or stripped.startswith("apiVersion:") or stripped.startswith("kind:"):
-        return _parse_structured(load_document(text, "kubeadm upgrade plan"))
+        return _parse_structured(load_document(text, "kubeadm upgrade plan", allow_yaml=True))
     return _parse_text(text)
 
 

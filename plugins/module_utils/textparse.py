@@ -11,8 +11,9 @@ from typing import Any, Dict, List, Sequence, Tuple
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import ParseError
 
 
-def load_document(text: str, what: str) -> Any:
-    """Parse JSON, falling back to YAML when PyYAML is available. Errors name the tool (``what``)."""
+def load_document(text: str, what: str, allow_yaml: bool = False) -> Any:
+    """Parse JSON (or YAML too, with ``allow_yaml``). Errors name the tool (``what``) and quote the output's first
+    line, which is usually the tool's own error message."""
     if not isinstance(text, str):
         raise ParseError("%s: expected text output, got %s" % (what, type(text).__name__))
     stripped = text.strip()
@@ -24,6 +25,8 @@ def load_document(text: str, what: str) -> Any:
         json_error = exc
     if stripped[0] in "{[":
         raise ParseError("%s: output is not valid JSON (truncated?): %s" % (what, json_error))
+    if not allow_yaml:
+        raise ParseError("%s: output is not JSON; it starts with %r" % (what, stripped.splitlines()[0][:200]))
     try:
         import yaml  # PyYAML ships with ansible-core on the controller
     except ImportError:  # pragma: no cover - only on a managed node without PyYAML

@@ -1,0 +1,75 @@
+from __future__ import annotations
+
+import pytest
+
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import InputError, ParseError
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.etcd import (
+    judge_endpoints, judge_snapshot, parse_endpoint_status, parse_snapshot_status)
+from tests.conftest import fixture_text
+
+
+@pytest.mark.parametrize("name", ["snapshot-status.json", "snapshot-status-etcdutl36.json"])
+def test_snapshot_status(name):
+    snap = parse_snapshot_status(fixture_text("etcd", name))
+    assert snap["hash"] == 3842719201 and snap["revision"] == 1048213 and snap["total_keys"] == 8421
+    assert judge_snapshot(snap, {"min_revision": 1048000, "hash": 3842719201})["passed"]
+
+
+def test_snapshot_failures():
+    snap = parse_snapshot_status(fixture_text("etcd", "snapshot-status.json"))
+    summary = judge_snapshot(snap, {"min_revision": 1048999, "hash": 1}, "/backup/snap.db")
+    assert summary["failures"] == [
+        "/backup/snap.db: check snapshot_hash: measured 3842719201, baseline 1",
+        "/backup/snap.db: check snapshot_revision: measured 1048213, baseline >= 1048999 (the revision etcd had when "
+        "the snapshot started)"]
+    empty = {"hash": 0, "revision": 0, "total_keys": 0, "total_size": 0, "version": ""}
+    assert len(judge_snapshot(empty, {})["failures"]) == 4
+
+
+def test_endpoint_status_ok():
+    eps = parse_endpoint_status(fixture_text("etcd", "endpoint-status-ok.json"))
+    assert len(eps) == 3 and eps[0]["is_leader"] and not eps[1]["is_leader"]
+    assert judge_endpoints(eps)["passed"]
+
+
+def test_db_over_60_percent():
+    eps = parse_endpoint_status(fixture_text("etcd", "endpoint-status-big.json"))
+    summary = judge_endpoints(eps)
+    assert len(summary["failures"]) == 3
+    assert summary["failures"][0] == ("https://10.0.0.11:2379: check etcd_db_size: measured 1503238553 bytes (70.0% of "
+                                      "quota 2147483648), baseline < 60% of quota (defragment or compact before "
+                                      "upgrading)")
+    assert judge_endpoints(eps, quota_bytes=8 * 1024 ** 3)["passed"]
+
+
+def test_reported_quota_and_alarm_36():
+    eps = parse_endpoint_status(fixture_text("etcd", "endpoint-status-alarm-36.json"))
+    assert eps[0]["db_size_quota"] == 8589934592
+    summary = judge_endpoints(eps, quota_bytes=1)  # the reported quota wins over the option
+    assert summary["failures"] == ["https://10.0.0.12:2379: check etcd_errors: measured memberID:10276657743932975438 "
+                                   "alarm:NOSPACE , baseline none"]
+
+
+def test_no_leader_agreement():
+    eps = parse_endpoint_status(fixture_text("etcd", "endpoint-status-ok.json"))
+    eps[2]["leader"] = 42
+    assert judge_endpoints(eps)["failures"][-1].startswith("etcd cluster: check etcd_leader: measured 2, baseline 1")
+
+
+@pytest.mark.parametrize("text,message", [
+    ('{"hash": 1, "revision": 2, "totalKey": 3}', "'totalSize' missing"),
+    ('{"hash": "abc", "revision": 2, "totalKey": 3, "totalSize": 4}', "not an integer"),
+    ("Error: snapshot file has wrong size", "output is not JSON; it starts with 'Error: snapshot file has wrong size'"),
+    ('[{"Endpoint": "x"}]', "no Status object"),
+])
+def test_malformed(text, message):
+    with pytest.raises(ParseError, match=message):
+        if text.startswith("["):
+            parse_endpoint_status(text)
+        else:
+            parse_snapshot_status(text)
+
+
+def test_ratio_validation():
+    with pytest.raises(InputError, match="max_quota_ratio"):
+        judge_endpoints([], max_quota_ratio=1.5)

@@ -1,0 +1,98 @@
+from __future__ import annotations
+
+import pytest
+
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import GateFailed, ParseError
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.kubeadm_plan import judge_plan, parse_plan
+from tests.conftest import fixture_text
+
+
+def test_current_text_layout():
+    plan = parse_plan(fixture_text("kubeadm", "plan-1.34-text.txt"))
+    assert plan["format"] == "text" and plan["available"]
+    (upgrade,) = plan["upgrades"]
+    assert upgrade["description"] == "stable version"
+    assert upgrade["target_version"] == "v1.34.2"
+    assert upgrade["apply_command"] == "kubeadm upgrade apply v1.34.2"
+    assert upgrade["kubeadm_required"] is None
+    kubelets = [c for c in upgrade["components"] if c["name"] == "kubelet"]
+    assert [(k["node"], k["current"]) for k in kubelets][-1] == ("gpu-b1", "v1.33.4")
+    assert len(kubelets) == 5
+    proxy = next(c for c in upgrade["components"] if c["name"] == "kube-proxy")
+    assert proxy == {"name": "kube-proxy", "node": "", "current": "1.33.5", "target": "v1.34.2", "count": 1}
+    assert sum(1 for c in upgrade["components"] if c["name"] == "etcd") == 3
+    assert [c["group"] for c in plan["config_versions"]] == ["kubeproxy.config.k8s.io", "kubelet.config.k8s.io"]
+    assert plan["manual_config_upgrades"] == []
+
+
+def test_note_and_manual_config_upgrade():
+    plan = parse_plan(fixture_text("kubeadm", "plan-1.34-note-manual.txt"))
+    assert plan["upgrades"][0]["kubeadm_required"] == "v1.34.2"
+    assert plan["manual_config_upgrades"] == ["kubeproxy.config.k8s.io"]
+    with pytest.raises(GateFailed, match="kubeproxy.config.k8s.io need a manual upgrade"):
+        judge_plan(plan, "v1.34.2", node="cp-1")
+    verdict = judge_plan(plan, "v1.34.2", allow_manual_config_upgrade=True)
+    assert verdict["needs_upgrade"] and verdict["upgrade"]["target_version"] == "v1.34.2"
+
+
+def test_legacy_grouped_layout():
+    plan = parse_plan(fixture_text("kubeadm", "plan-1.27-legacy.txt"))
+    assert plan["format"] == "legacy-text"
+    upgrade = plan["upgrades"][0]
+    assert upgrade["description"] == "version in the v1.27 series"
+    kubelets = [c for c in upgrade["components"] if c["name"] == "kubelet"]
+    assert [(k["current"], k["count"]) for k in kubelets] == [("v1.26.0", 2), ("v1.26.1", 1)]
+    assert all(k["node"] == "" for k in kubelets)
+    assert upgrade["target_version"] == "v1.27.1"
+
+
+def test_two_offers_pick_the_target():
+    plan = parse_plan(fixture_text("kubeadm", "plan-two-offers.txt"))
+    assert plan["offered_versions"] == ["v1.33.5", "v1.34.2"]
+    assert judge_plan(plan, "v1.34.2")["upgrade"]["description"] == "stable version"
+    assert judge_plan(plan, "v1.33.5")["upgrade"]["description"] == "version in the v1.33 series"
+    with pytest.raises(GateFailed, match="does not offer v1.35.0; it offers v1.33.5, v1.34.2"):
+        judge_plan(plan, "v1.35.0", node="cp-1")
+
+
+@pytest.mark.parametrize("name", ["plan-1.34.json", "plan-1.34.yaml"])
+def test_structured(name):
+    plan = parse_plan(fixture_text("kubeadm", name))
+    assert plan["format"] == "json" and plan["api_version"] == "output.kubeadm.k8s.io/v1alpha3"
+    upgrade = plan["upgrades"][0]
+    assert upgrade["target_version"] == "v1.34.2"
+    assert upgrade["kubeadm_required"] == "v1.34.2"  # kubeadm component current v1.33.5 < new
+    assert ("gpu-a1", "v1.33.5") in [(c["node"], c["current"]) for c in upgrade["components"] if c["name"] == "kubelet"]
+
+
+def test_structured_no_upgrade():
+    plan = parse_plan(fixture_text("kubeadm", "plan-none.json"))
+    assert not plan["available"]
+    assert judge_plan(plan, "v1.34.2") == {"upgrade": None, "needs_upgrade": False}
+
+
+@pytest.mark.parametrize("text", ["", "   \n", None])
+def test_empty_means_no_upgrade(text):
+    plan = parse_plan(text)
+    assert plan["format"] == "empty" and plan["available"] is False
+
+
+@pytest.mark.parametrize("text,message", [
+    ("error execution phase preflight: [preflight] Some fatal errors occurred", "none of the expected sections"),
+    ('{"kind": "UpgradePlan", "availableUpgrades": [', "not valid JSON"),
+    ('{"kind": "Pod"}', "kind is 'Pod'"),
+])
+def test_malformed(text, message):
+    with pytest.raises(ParseError, match=message):
+        parse_plan(text)
+
+
+def test_truncated_text_is_a_clear_error():
+    full = fixture_text("kubeadm", "plan-1.34-text.txt")
+    cut = full[: full.index("Upgrade to the latest stable version:") + len("Upgrade to the latest stable version:\n\n")]
+    with pytest.raises(ParseError, match="expected a COMPONENT header"):
+        parse_plan(cut)
+    cut2 = full[: full.index("kube-scheduler")]
+    with pytest.raises(ParseError, match="no target version"):
+        # the table is cut and the apply command never came; only control-plane rows before scheduler remain
+        parse_plan(cut2.replace("kube-apiserver", "kube-apiserverX"))

@@ -1,0 +1,57 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import InputError, ParseError
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.node_gate import judge_node, node_facts
+from tests.conftest import fixture_text
+
+POLICY = {"allocatable_gpus": 8, "kubelet_config": {"topologyManagerPolicy": "single-numa-node",
+                                                    "cpuManagerPolicy": "static", "memoryManagerPolicy": "Static"}}
+
+
+def node(name):
+    return json.loads(fixture_text("k8s", name))
+
+
+def test_ready_node_passes():
+    summary = judge_node(node("node-gpu-a1-ready.json"), fixture_text("k8s", "configz-gpu-a1.json"), "v1.34.2", POLICY)
+    assert summary["passed"], summary["failures"]
+    assert summary["node"]["allocatable_gpus"] == 8 and summary["node"]["labels"]["gpufleet.io/rack-set"] == "rs-a"
+
+
+def test_degraded_node_names_every_failure():
+    configz = json.loads(fixture_text("k8s", "configz-gpu-a1.json"))
+    configz["kubeletconfig"]["topologyManagerPolicy"] = "none"
+    summary = judge_node(node("node-gpu-a1-degraded.json"), configz, "v1.34.2", dict(POLICY, require_schedulable=True))
+    assert summary["failures"] == [
+        "gpu-a1: check node_ready: measured False, baseline True",
+        "gpu-a1: check kubelet_version: measured v1.33.5, baseline v1.34.2",
+        "gpu-a1: check allocatable_gpus: measured 7, baseline 8 (nvidia.com/gpu allocatable)",
+        "gpu-a1 topologyManagerPolicy: check kubelet_config: measured none, baseline single-numa-node",
+        "gpu-a1: check schedulable: measured False, baseline True",
+    ]
+
+
+def test_config_keys_need_configz():
+    with pytest.raises(InputError, match="no configz was given"):
+        judge_node(node("node-gpu-a1-ready.json"), None, None, POLICY)
+
+
+def test_bad_inputs():
+    with pytest.raises(InputError, match="expected a Kubernetes Node"):
+        node_facts({"kind": "Pod"})
+    with pytest.raises(ParseError, match="'kubeletconfig'"):
+        judge_node(node("node-gpu-a1-ready.json"), {"kubelet": {}}, None, POLICY)
+    broken = node("node-gpu-a1-ready.json")
+    broken["status"]["allocatable"]["nvidia.com/gpu"] = "eight"
+    with pytest.raises(ParseError, match="not an integer"):
+        node_facts(broken)
+
+
+def test_missing_ready_condition_is_not_ready():
+    n = node("node-gpu-a1-ready.json")
+    n["status"]["conditions"] = []
+    assert judge_node(n, None, None, {})["failures"] == ["gpu-a1: check node_ready: measured None, baseline True"]
