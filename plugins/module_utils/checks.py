@@ -51,4 +51,6 @@ def raise_if_failed(gate: str, summary: Dict[str, Any], **details: Any) -> None:
     if summary["passed"]:
         return
     failures: List[str] = summary["failures"]
-    raise GateFailed("%s gate failed: %s" % (gate, "; ".join(failures)), gate=gate, **summary, **details)
+    payload = dict(summary, gate=gate)
+    payload.update(details)
+    raise GateFailed("%s gate failed: %s" % (gate, "; ".join(failures)), **payload)

@@ -1,0 +1,217 @@
+"""Each module end to end through AnsibleModule: argument spec, tool execution (run_command patched to replay a
+fixture, so the command line is checked too), check mode, and the failure message a user sees."""
+from __future__ import annotations
+
+import json
+from typing import Any, Dict, List, Optional
+
+import pytest
+from ansible.module_utils import basic
+from ansible.module_utils.testing import patch_module_args
+
+from ansible_collections.gpufleet.upgrade.plugins.modules import (
+    baseline_info, dcgm_diag, etcd_status, gpu_health, kubeadm_plan, nccl_allreduce, node_gate, removed_apis,
+    version_skew, wave_plan)
+from tests.conftest import FIXTURES, fixture_text
+
+
+class Exit(Exception):
+    def __init__(self, result: Dict[str, Any], failed: bool) -> None:
+        super().__init__(result.get("msg", ""))
+        self.result = result
+        self.failed = failed
+
+
+@pytest.fixture
+def run(monkeypatch):
+    def exit_json(self, **kwargs):
+        raise Exit(kwargs, False)
+
+    def fail_json(self, msg, **kwargs):
+        kwargs["msg"] = msg
+        raise Exit(kwargs, True)
+
+    monkeypatch.setattr(basic.AnsibleModule, "exit_json", exit_json)
+    monkeypatch.setattr(basic.AnsibleModule, "fail_json", fail_json)
+
+    def _run(module, args: Dict[str, Any], commands: Optional[Dict[str, Any]] = None, check_mode: bool = False):
+        calls: List[List[str]] = []
+
+        def run_command(self, cmd, *a, **kw):
+            calls.append(list(cmd))
+            key = " ".join(cmd[1:])
+            for prefix, answer in (commands or {}).items():
+                if key.startswith(prefix):
+                    return answer
+            raise AssertionError("unexpected command %r" % cmd)
+
+        monkeypatch.setattr(basic.AnsibleModule, "run_command", run_command)
+        monkeypatch.setattr(basic.AnsibleModule, "get_bin_path", lambda self, name, *a, **kw: "/usr/bin/" + name)
+        if check_mode:
+            args = dict(args, _ansible_check_mode=True)
+        with patch_module_args(args), pytest.raises(Exit) as exc:
+            module.main()
+        exc.value.result["_calls"] = calls
+        return exc.value
+
+    return _run
+
+
+def ok(text: str):
+    return (0, text, "")
+
+
+COMPONENTS = [
+    {"component": "kube-apiserver", "node": "cp-1", "version": "v1.33.5"},
+    {"component": "kubelet", "node": "gpu-a1", "version": "v1.33.5", "pool": "train"},
+]
+
+
+def test_version_skew(run):
+    out = run(version_skew, {"components": COMPONENTS, "target": "v1.34.2", "today": "2026-11-30"})
+    assert not out.failed and out.result["changed"] is False
+    assert out.result["plan"]["control_plane_path"] == ["v1.34.2"]
+    assert out.result["support"]["current"]["status"] == "out-of-support"
+    fail = run(version_skew, {"components": COMPONENTS, "target": "v1.35.0"})
+    assert fail.failed and fail.result["error_type"] == "PolicyError" and "Upgrade to v1.34 first" in fail.result["msg"]
+    bad = run(version_skew, {"components": COMPONENTS, "target": "v1.34.2", "today": "30/11/2026"})
+    assert bad.failed and bad.result["msg"] == "today: '30/11/2026' is not a date; use YYYY-MM-DD"
+    violating = COMPONENTS + [{"component": "kubelet", "node": "gpu-b1", "version": "v1.34.0"}]
+    out = run(version_skew, {"components": violating, "target": "v1.34.2"})
+    assert out.failed and "already out of the version-skew policy" in out.result["msg"]
+    assert out.result["violations"][0]["node"] == "gpu-b1"
+
+
+def test_kubeadm_plan_runs_kubeadm_json(run):
+    out = run(kubeadm_plan, {"target": "v1.34.2"},
+              {"upgrade plan -o json": ok(fixture_text("kubeadm", "plan-1.34.json"))})
+    assert out.result["_calls"] == [["/usr/bin/kubeadm", "upgrade", "plan", "-o", "json"]]
+    assert out.result["needs_upgrade"] and out.result["kubeadm_required"] == "v1.34.2"
+    miss = run(kubeadm_plan, {"target": "v1.35.0", "node": "cp-1", "output": fixture_text("kubeadm",
+                                                                                         "plan-1.34-text.txt")})
+    assert miss.failed and miss.result["msg"].startswith("kubeadm upgrade plan on cp-1 does not offer v1.35.0")
+    skipped = run(kubeadm_plan, {"target": "v1.34.2"}, check_mode=True)
+    assert skipped.result["skipped"] and skipped.result["_calls"] == []
+    failing = run(kubeadm_plan, {}, {"upgrade plan": (1, "", "[ERROR CoreDNSUnsupportedPlugins]: ...")})
+    assert failing.failed and "exited 1" in failing.result["msg"] and "CoreDNSUnsupportedPlugins" in failing.result["msg"]
+
+
+def test_dcgm_diag(run):
+    policy = {"required_tests": ["memory"], "expected_gpus": 8}
+    out = run(dcgm_diag, {"level": 2, "policy": policy, "node": "gpu-a1"},
+              {"diag -r 2 -j": (226, fixture_text("dcgm", "diag-r2-warning.json"), "")})
+    assert not out.failed and out.result["passed"] and len(out.result["warnings_found"]) == 1
+    assert out.result["_calls"][0] == ["/usr/bin/dcgmi", "diag", "-r", "2", "-j"]
+    fail = run(dcgm_diag, {"policy": policy, "node": "gpu-a1", "output": fixture_text("dcgm", "diag-r1-fail.json")})
+    assert fail.failed
+    assert fail.result["msg"] == ("dcgm_diag gate failed: gpu-a1 gpu 5 memory: check dcgm_test: measured Fail, "
+                                  "baseline Pass (GPU 5: Memory test failed: DBE detected (isolate))")
+    assert fail.result["checks"] and fail.result["gate"] == "dcgm_diag"
+    parse = run(dcgm_diag, {"output": "{trunc"})
+    assert parse.failed and parse.result["error_type"] == "ParseError"
+    assert run(dcgm_diag, {}, check_mode=True).result["skipped"]
+
+
+def test_nccl_allreduce(run):
+    baseline = {"busbw_gbps": {"8G": 470.0}, "tolerance_pct": 10, "min_runs": 3}
+    texts = [fixture_text("nccl", "allreduce-8gpu-run%d.txt" % i) for i in (1, 2, 3)]
+    out = run(nccl_allreduce, {"baseline": baseline, "outputs": texts})
+    assert out.result["passed"] and out.result["median_busbw"][str(8 * 1024 ** 3)] == pytest.approx(480.0, abs=0.01)
+    slow = run(nccl_allreduce, {"baseline": baseline, "node": "gpu-a1",
+                                "outputs": [fixture_text("nccl", "allreduce-8gpu-slow.txt")] * 3})
+    assert slow.failed and "gpu-a1 size 8G: check nccl_busbw: measured 336.00, baseline >= 423.00 GB/s" in \
+        slow.result["msg"]
+    assert run(nccl_allreduce, {"baseline": baseline}, check_mode=True).result["skipped"]
+
+
+def test_nccl_allreduce_runs_the_tool_n_times(run):
+    baseline = {"busbw_gbps": {"8G": 470.0}, "tolerance_pct": 10, "min_runs": 3,
+                "args": ["-b", "1G", "-e", "8G", "-f", "2", "-g", "8"]}
+    out = run(nccl_allreduce, {"baseline": baseline, "runs": 3},
+              {"-b 1G -e 8G": ok(fixture_text("nccl", "allreduce-8gpu-run1.txt"))})
+    assert len(out.result["_calls"]) == 3 and out.result["_calls"][0][1:3] == ["-b", "1G"]
+    assert out.result["passed"]
+
+
+def test_gpu_health(run):
+    policy = {"count": 8, "driver_version": "570.172.08"}
+    cmds = {"--query-gpu=": ok(fixture_text("nvidia_smi", "query-gpu-7-of-8.csv")),
+            "--query-remapped-rows=": ok(fixture_text("nvidia_smi", "remapped-rows-ok.csv")),
+            "-k -b": ok(fixture_text("nvidia_smi", "kern-xid79.log"))}
+    out = run(gpu_health, {"policy": policy, "node": "gpu-a1"}, cmds)
+    assert out.failed
+    assert out.result["msg"].startswith("gpu_health gate failed: gpu-a1: check gpu_count: measured 7, baseline 8")
+    assert "XID 79 on PCI:0000:9a:00" in out.result["msg"]
+    assert out.result["_calls"][0][1].startswith("--query-gpu=index,uuid,pci.bus_id")
+    good = run(gpu_health, {"policy": policy, "gpu_output": fixture_text("nvidia_smi", "query-gpu-8-ok.csv"),
+                            "remap_output": fixture_text("nvidia_smi", "remapped-rows-ok.csv"),
+                            "kernel_log": fixture_text("nvidia_smi", "kern-clean.log")}, check_mode=True)
+    assert good.result["passed"] and good.result["gpu_count"] == 8 and good.result["_calls"] == []
+    assert run(gpu_health, {"policy": policy}, check_mode=True).result["skipped"]
+
+
+def test_node_gate(run):
+    node = json.loads(fixture_text("k8s", "node-gpu-a1-ready.json"))
+    policy = {"allocatable_gpus": 8, "kubelet_config": {"cpuManagerPolicy": "static"}}
+    out = run(node_gate, {"node": node, "configz": fixture_text("k8s", "configz-gpu-a1.json"),
+                          "target_version": "v1.34.2", "policy": policy})
+    assert out.result["passed"] and out.result["node_facts"]["kubelet_version"] == "v1.34.2"
+    fail = run(node_gate, {"node": json.loads(fixture_text("k8s", "node-gpu-a1-degraded.json")),
+                           "target_version": "v1.34.2", "policy": {"allocatable_gpus": 8}})
+    assert fail.failed and "gpu-a1: check allocatable_gpus: measured 7, baseline 8" in fail.result["msg"]
+
+
+def test_removed_apis(run):
+    secrets = json.loads(fixture_text("k8s", "helm-secrets.json"))
+    args = {"target_version": "v1.34.2", "manifest_paths": [str(FIXTURES / "manifests" / "gitops")],
+            "helm_secrets": secrets,
+            "metrics": [{"apiserver": "cp-1", "text": fixture_text("metrics", "apiserver-cp-1.prom")}]}
+    out = run(removed_apis, args)
+    assert out.failed and out.result["msg"].startswith("removed_apis gate failed for v1.34.2: ")
+    assert len(out.result["blocking"]) == 4  # flowschema (metrics + manifest), PDB, Helm HPA
+    report = run(removed_apis, dict(args, fail_on_blocking=False))
+    assert not report.failed and report.result["passed"] is False and len(report.result["files_scanned"]) == 3
+    clean = run(removed_apis, {"target_version": "v1.34.2", "metrics": [
+        {"apiserver": "cp-2", "text": fixture_text("metrics", "apiserver-clean.prom")}]})
+    assert clean.result["passed"] and clean.result["findings"] == []
+
+
+def test_etcd_status(run):
+    out = run(etcd_status, {"cacert": "/pki/ca.crt", "cert": "/pki/c.crt", "key": "/pki/c.key",
+                            "snapshot_path": "/backup/snap.db", "expect": {"min_revision": 1000}},
+              {"--endpoints=https://127.0.0.1:2379 --cacert=/pki/ca.crt": ok(fixture_text("etcd",
+                                                                                         "endpoint-status-ok.json")),
+               "snapshot status /backup/snap.db -w json": ok(fixture_text("etcd", "snapshot-status.json"))})
+    assert out.result["passed"] and out.result["snapshot"]["revision"] == 1048213
+    assert out.result["_calls"][1][0] == "/usr/bin/etcdutl"
+    big = run(etcd_status, {"endpoint_status_output": fixture_text("etcd", "endpoint-status-big.json")})
+    assert big.failed and "70.0% of quota" in big.result["msg"]
+    snap_fail = run(etcd_status, {"check_endpoints": False, "snapshot_output": fixture_text("etcd",
+                                                                                           "snapshot-status.json"),
+                                  "expect": {"hash": 7}})
+    assert snap_fail.failed and "snapshot: check snapshot_hash: measured 3842719201, baseline 7" in snap_fail.result["msg"]
+    broken = run(etcd_status, {"check_endpoints": False, "snapshot_path": "/b.db"},
+                 {"snapshot status": (1, "", "Error: snapshot file integrity check failed")})
+    assert broken.failed and "integrity check failed" in broken.result["msg"]
+
+
+def test_baseline_info(run):
+    out = run(baseline_info, {"path": str(FIXTURES / "baselines" / "h100-train.yml")})
+    assert out.result["baseline"]["gpu"]["count"] == 8
+    bad = run(baseline_info, {"baseline": {"name": "x", "gpu": {"count": "8", "driver_version": "1"}},
+                              "name": "inline"})
+    assert bad.failed and bad.result["msg"] == "inline: field gpu.count: expected an integer, got str ('8')"
+    assert bad.result["field"] == "gpu.count"
+    neither = run(baseline_info, {})
+    assert neither.failed and "one of the following is required: path, baseline" in neither.result["msg"]
+
+
+def test_wave_plan(run):
+    nodes = [{"name": "cp-1", "role": "control-plane"}] + [
+        {"name": "g%d" % i, "pool": "p", "failure_domain": "rs-%d" % (i // 2), "gpus": 8, "gpu_type": "H100"}
+        for i in range(8)]
+    out = run(wave_plan, {"nodes": nodes, "caps": {"max_gpu_fraction": 0.25}})
+    assert [w["kind"] for w in out.result["waves"]] == ["control-plane", "canary", "domain", "domain", "domain",
+                                                        "domain"]
+    bad = run(wave_plan, {"nodes": nodes, "caps": {"max_gpu_fraction": 0.1}})
+    assert bad.failed and bad.result["error_type"] == "PlanError" and "rs-0 has 8 GPUs, more than the cap of 6 GPUs" in bad.result["msg"]
