@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: gpufleet contributors
 # Apache License 2.0
 """Pool baselines: one YAML document per node pool / GPU type, holding every gate threshold.

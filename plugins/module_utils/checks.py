@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: gpufleet contributors
 # Apache License 2.0
 """The shape every gate returns: a list of checks, each with the measured value and the baseline."""

@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: gpufleet contributors
 # Apache License 2.0
 """Removed Kubernetes APIs: (group/version, kind, resource, removed in, replacement).

@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: gpufleet contributors
 # Apache License 2.0
 """``dcgmi diag -r N -j`` (DCGM 4.x and 3.x) parser and gate (REFERENCE.md section 5).
@@ -38,7 +37,7 @@ def parse_diag(text: str, warning_max_severity: int = 1) -> Dict[str, Any]:
             KEY_V4, KEY_V3, ", ".join(sorted(doc)) or "none"))
     if not isinstance(body, dict):
         raise ParseError("dcgmi diag: %r is not an object" % (KEY_V4 if fmt == "dcgm4" else KEY_V3))
-    metadata = body.get("metadata") if isinstance(body.get("metadata"), dict) else {}
+    metadata: Dict[str, Any] = body["metadata"] if isinstance(body.get("metadata"), dict) else {}
     out: Dict[str, Any] = {
         "format": fmt,
         "version": metadata.get("version") or body.get("version") or "",
@@ -89,7 +88,7 @@ def _results(category: str, test: str, result: Any, where: str, max_sev: int) ->
         gpus = [g.strip() for g in str(result["gpu_ids"]).split(",") if g.strip()]
     else:
         gpus = ["all"]
-    warnings = []
+    warnings: List[Dict[str, Any]] = []
     for w in result.get("warnings") or []:
         if isinstance(w, dict):
             sev = w.get("error_severity")

@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: gpufleet contributors
 # Apache License 2.0
 """etcd: ``etcdctl|etcdutl snapshot status -w json`` and ``etcdctl endpoint status -w json``.

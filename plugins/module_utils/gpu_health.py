@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: gpufleet contributors
 # Apache License 2.0
 """GPU health from ``nvidia-smi`` CSV queries and kernel-log XIDs (REFERENCE.md section 5).

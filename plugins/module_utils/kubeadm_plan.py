@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: gpufleet contributors
 # Apache License 2.0
 """Parse ``kubeadm upgrade plan`` output (REFERENCE.md section 2) and judge it against a target.
@@ -10,7 +9,7 @@ as ``2 x v1.26.0``). Empty output means "no upgrade available" and is a result, 
 from __future__ import annotations
 
 import re
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import GateFailed, ParseError
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.textparse import (
@@ -21,7 +20,8 @@ API_VERSION = "output.kubeadm.k8s.io/v1alpha3"
 _MANUAL_HEADING = "Components that must be upgraded manually after you have upgraded the control plane"
 _UPGRADE_HEADING = re.compile(r"^Upgrade to the latest (?P<description>.+):\s*$")
 _APPLY = re.compile(r"^\s*(?P<cmd>kubeadm upgrade apply (?P<version>v?\d+\.\d+\.\d+\S*))\s*$")
-_NOTE = re.compile(r"Note: Before you can perform this upgrade, you have to update kubeadm to (?P<v>v?\d+\.\d+\.\d+\S*)\.")
+_NOTE = re.compile(r"Note: Before you can perform this upgrade, you have to update kubeadm to "
+                   r"(?P<v>v?\d+\.\d+\.\d+\S*)\.")
 _GROUPED = re.compile(r"^(?P<count>\d+) x (?P<version>\S+)$")
 _RULE = re.compile(r"^_{10,}\s*$")
 
@@ -146,7 +146,7 @@ def _parse_text(text: str) -> Dict[str, Any]:
     return _finish(result)
 
 
-def _read_table(lines: List[str], start: int, what: str):
+def _read_table(lines: List[str], start: int, what: str) -> Tuple[int, List[Dict[str, Any]], bool]:
     """Read a COMPONENT table from ``lines[start]`` (its header). Returns (next index, rows, legacy?)."""
     if start >= len(lines) or not lines[start].startswith("COMPONENT"):
         raise ParseError("kubeadm upgrade plan: expected a COMPONENT header for the %s table at line %d, got %r" % (
@@ -172,7 +172,7 @@ def _read_table(lines: List[str], start: int, what: str):
     return i, rows, legacy
 
 
-def _read_config_table(lines: List[str], start: int):
+def _read_config_table(lines: List[str], start: int) -> Tuple[int, List[Dict[str, Any]]]:
     columns = column_starts(lines[start], ["API GROUP", "CURRENT VERSION", "PREFERRED VERSION",
                                            "MANUAL UPGRADE REQUIRED"])
     rows = []

@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: gpufleet contributors
 # Apache License 2.0
 """The one place where gpufleet modules meet AnsibleModule: tool execution and error conversion.

@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: gpufleet contributors
 # Apache License 2.0
 """nccl-tests ``all_reduce_perf`` parser and bandwidth gate (REFERENCE.md section 5).

@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: gpufleet contributors
 # Apache License 2.0
 """Node gate from a Kubernetes Node object and the kubelet's ``/configz`` JSON."""

@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: gpufleet contributors
 # Apache License 2.0
 """Wave planner: order nodes into upgrade waves.
@@ -161,7 +160,7 @@ def plan_waves(nodes: Sequence[Node], caps: Caps) -> Dict[str, Any]:
     control = sorted((n for n in nodes if n.role == CONTROL_PLANE), key=lambda n: n.name)
     workers = sorted((n for n in nodes if n.role == WORKER), key=lambda n: (n.ring, n.failure_domain, n.name))
     total_gpus = sum(n.gpus for n in workers)
-    cap_gpus = max(int(math.floor(total_gpus * caps.max_gpu_fraction + 1e-9)), 0)
+    cap_gpus = max(math.floor(total_gpus * caps.max_gpu_fraction + 1e-9), 0)
     if total_gpus and cap_gpus == 0:
         raise PlanError("caps.max_gpu_fraction %.3f of %d GPUs rounds down to 0 GPUs in flight; raise it" % (
             caps.max_gpu_fraction, total_gpus))

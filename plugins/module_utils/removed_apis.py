@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: gpufleet contributors
 # Apache License 2.0
 """Find callers of APIs that a target Kubernetes release removes (REFERENCE.md section 3).
@@ -106,8 +105,8 @@ def scan_manifest_text(text: str, target: KubeVersion, source: str) -> List[Dict
             if entry is None:
                 continue
             meta = obj.get("metadata") or {}
-            name = "%s %s%s" % (obj["kind"], (meta.get("namespace") + "/") if meta.get("namespace") else "",
-                                meta.get("name", "<unnamed>"))
+            namespace = "%s/" % meta["namespace"] if meta.get("namespace") else ""
+            name = "%s %s%s" % (obj["kind"], namespace, meta.get("name", "<unnamed>"))
             findings.append(_finding(source, name, entry[0], entry[1], entry[3], entry[4], target))
     return findings
 

@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: gpufleet contributors
 # Apache License 2.0
 """Days to end of life for a Kubernetes version, from :mod:`data_releases`."""

@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: gpufleet contributors
 # Apache License 2.0
 """Small shared helpers for reading tool output: JSON/YAML documents and tabwriter tables."""

@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: gpufleet contributors
 # Apache License 2.0
 """Kubernetes versions and the version-skew policy (REFERENCE.md section 1, policy for 1.28 and later).
@@ -50,19 +49,19 @@ class KubeVersion:
             pre_key = (_PRE_ORDER[kind],) + nums
         return (self.major, self.minor, self.patch if self.patch is not None else -1, 0, pre_key)
 
-    def __lt__(self, other: "KubeVersion") -> bool:
+    def __lt__(self, other: KubeVersion) -> bool:
         return self.sort_key() < other.sort_key()
 
-    def __le__(self, other: "KubeVersion") -> bool:
+    def __le__(self, other: KubeVersion) -> bool:
         return self.sort_key() <= other.sort_key()
 
-    def __gt__(self, other: "KubeVersion") -> bool:
+    def __gt__(self, other: KubeVersion) -> bool:
         return self.sort_key() > other.sort_key()
 
-    def __ge__(self, other: "KubeVersion") -> bool:
+    def __ge__(self, other: KubeVersion) -> bool:
         return self.sort_key() >= other.sort_key()
 
-    def minors_above(self, other: "KubeVersion") -> int:
+    def minors_above(self, other: KubeVersion) -> int:
         """How many minors this version is above ``other`` (negative when below). Same major only."""
         if self.major != other.major:
             raise PolicyError(

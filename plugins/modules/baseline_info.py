@@ -1,5 +1,4 @@
 #!/usr/bin/python
-# -*- coding: utf-8 -*-
 # Copyright: gpufleet contributors
 # Apache License 2.0
 from __future__ import annotations
@@ -54,7 +53,8 @@ from ansible_collections.gpufleet.upgrade.plugins.module_utils.module_support im
 
 def main():
     module = AnsibleModule(
-        argument_spec=dict(path=dict(type="path"), baseline=dict(type="dict"), name=dict(type="str", default="baseline")),
+        argument_spec=dict(path=dict(type="path"), baseline=dict(type="dict"),
+                           name=dict(type="str", default="baseline")),
         required_one_of=[("path", "baseline")],
         mutually_exclusive=[("path", "baseline")],
         supports_check_mode=True,

@@ -1,12 +1,11 @@
 #!/usr/bin/python
-# -*- coding: utf-8 -*-
 # Copyright: gpufleet contributors
 # Apache License 2.0
 from __future__ import annotations
 
 DOCUMENTATION = r"""
 module: gpu_health
-short_description: Judge GPU count, driver, ECC, row remaps, persistence mode and XIDs from nvidia-smi and the kernel log
+short_description: Judge GPU count, driver, ECC, row remaps, persistence and XIDs (nvidia-smi, kernel log)
 version_added: 0.1.0
 description:
   - Reads C(nvidia-smi --query-gpu=... --format=csv,noheader,nounits), C(nvidia-smi --query-remapped-rows=...) and

@@ -86,7 +86,8 @@ def test_wrong_gpu_count():
 
 @pytest.mark.parametrize("text,message", [
     ("", "empty"),
-    ("Error: unable to establish a connection to the specified host: localhost", "not JSON; it starts with 'Error: unable to establish"),
+    ("Error: unable to establish a connection to the specified host: localhost",
+     "not JSON; it starts with 'Error: unable to establish"),
     ('{"something": 1}', "neither 'DCGM Diagnostic'"),
     ('{"DCGM Diagnostic": {"test_categories": [{"category": "x"}]}}', "has no tests list"),
     ('{"DCGM Diagnostic": {"test_categories": [{"category": "x", "tests": [{"name": "t", "results": '

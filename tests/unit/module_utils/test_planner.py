@@ -15,7 +15,8 @@ def cell(racks=4, per_rack=4, gpus=8, dr=None, unsched=()):
         for n in range(per_rack):
             name = "gpu-%s%d" % ("abcdefghijklmnop"[r], n + 1)
             nodes.append({"name": name, "pool": "h100-train", "failure_domain": "rs-%d" % r, "gpus": gpus,
-                          "gpu_type": "H100", "dr_pair": (dr or {}).get(r, ""), "unschedulable_before": name in unsched})
+                          "gpu_type": "H100", "dr_pair": (dr or {}).get(r, ""),
+                          "unschedulable_before": name in unsched})
     return nodes
 
 

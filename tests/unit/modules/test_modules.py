@@ -93,7 +93,8 @@ def test_kubeadm_plan_runs_kubeadm_json(run):
     skipped = run(kubeadm_plan, {"target": "v1.34.2"}, check_mode=True)
     assert skipped.result["skipped"] and skipped.result["_calls"] == []
     failing = run(kubeadm_plan, {}, {"upgrade plan": (1, "", "[ERROR CoreDNSUnsupportedPlugins]: ...")})
-    assert failing.failed and "exited 1" in failing.result["msg"] and "CoreDNSUnsupportedPlugins" in failing.result["msg"]
+    assert failing.failed and "exited 1" in failing.result["msg"]
+    assert "CoreDNSUnsupportedPlugins" in failing.result["msg"]
 
 
 def test_dcgm_diag(run):
@@ -189,7 +190,8 @@ def test_etcd_status(run):
     snap_fail = run(etcd_status, {"check_endpoints": False, "snapshot_output": fixture_text("etcd",
                                                                                            "snapshot-status.json"),
                                   "expect": {"hash": 7}})
-    assert snap_fail.failed and "snapshot: check snapshot_hash: measured 3842719201, baseline 7" in snap_fail.result["msg"]
+    assert snap_fail.failed
+    assert "snapshot: check snapshot_hash: measured 3842719201, baseline 7" in snap_fail.result["msg"]
     broken = run(etcd_status, {"check_endpoints": False, "snapshot_path": "/b.db"},
                  {"snapshot status": (1, "", "Error: snapshot file integrity check failed")})
     assert broken.failed and "integrity check failed" in broken.result["msg"]
@@ -214,4 +216,5 @@ def test_wave_plan(run):
     assert [w["kind"] for w in out.result["waves"]] == ["control-plane", "canary", "domain", "domain", "domain",
                                                         "domain"]
     bad = run(wave_plan, {"nodes": nodes, "caps": {"max_gpu_fraction": 0.1}})
-    assert bad.failed and bad.result["error_type"] == "PlanError" and "rs-0 has 8 GPUs, more than the cap of 6 GPUs" in bad.result["msg"]
+    assert bad.failed and bad.result["error_type"] == "PlanError"
+    assert "rs-0 has 8 GPUs, more than the cap of 6 GPUs" in bad.result["msg"]
