@@ -1,0 +1,124 @@
+"""The main job and the collection as users run them: ansible-playbook on the example inventory, and the built
+collection installed elsewhere (as AWX does) with its modules called by FQCN."""
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+BIN = pathlib.Path(sys.executable).parent
+
+
+def ansible(tool, *args, cwd=ROOT, env_extra=None, check=False):
+    env = dict(os.environ, ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1", PATH="%s:%s" % (BIN, os.environ["PATH"]))
+    env.update(env_extra or {})
+    proc = subprocess.run([str(BIN / tool), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+    if check and proc.returncode != 0:
+        raise AssertionError("%s failed (%d):\n%s\n%s" % (tool, proc.returncode, proc.stdout[-4000:], proc.stderr[-4000:]))
+    return proc
+
+
+def plan(tmp_path, *extra, inventory="inventories/example/hosts.yml"):
+    out = tmp_path / "plan.json"
+    proc = ansible("ansible-playbook", "playbooks/plan.yml", "-i", inventory, "-e", "gpufleet_plan_output=%s" % out,
+                   *extra, env_extra={"ANSIBLE_CONFIG": str(ROOT / "ansible.cfg")})
+    return proc, out
+
+
+def test_plan_example_cell(tmp_path):
+    proc, out = plan(tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    doc = json.loads(out.read_text())
+    assert doc["target"] == "v1.36.1" and doc["skew"]["control_plane_path"] == ["v1.36.1"]
+    waves = doc["waves"]
+    assert [w["kind"] for w in waves][:4] == ["control-plane"] * 3 + ["canary"]
+    assert sorted(n for w in waves for n in w["nodes"]) == sorted(
+        ["cp-1", "cp-2", "cp-3"] + ["gpu-a%d" % i for i in range(1, 5)] + ["gpu-b%d" % i for i in range(1, 5)]
+        + ["inf-a1", "inf-b1"])
+    for w in waves:  # the DR pair chat-api (inf-a1, inf-b1) never upgrades together
+        assert not {"inf-a1", "inf-b1"} <= set(w["nodes"])
+    assert doc["keep_cordoned"] == ["gpu-a4"]
+    assert doc["baselines"]["h100-train"]["gpu"]["count"] == 8
+    # a second run changes nothing
+    again, _ = plan(tmp_path)
+    assert again.returncode == 0 and "changed=0" in again.stdout
+
+
+def test_plan_refuses_a_skipped_minor_then_plans_it_when_asked(tmp_path):
+    proc, out = plan(tmp_path, "-e", "gpufleet_target_version=v1.37.0")
+    assert proc.returncode != 0 and not out.exists()
+    assert "the control plane never skips a minor" in proc.stdout and "Upgrade to v1.36 first" in proc.stdout
+    proc, out = plan(tmp_path, "-e", "gpufleet_target_version=v1.37.0", "-e", "gpufleet_allow_multi_hop=true",
+                     "-e", "gpufleet_allow_unsupported_target=true")
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert json.loads(out.read_text())["skew"]["control_plane_path"] == ["v1.36", "v1.37.0"]
+
+
+def test_plan_refuses_downgrade_before_anything(tmp_path):
+    proc, out = plan(tmp_path, "-e", "gpufleet_target_version=v1.34.2")
+    assert proc.returncode != 0 and not out.exists()
+    assert "downgrades are refused" in proc.stdout
+
+
+def test_plan_rejects_an_inventory_without_required_groups(tmp_path):
+    inv = tmp_path / "hosts.yml"
+    inv.write_text("all:\n  hosts:\n    lonely: {ansible_host: lonely.example.invalid}\n")
+    proc, out = plan(tmp_path, inventory=str(inv))
+    assert proc.returncode != 0 and not out.exists()
+    assert "The inventory needs the groups kube_control_plane, etcd and gpu_nodes" in proc.stdout
+
+
+def test_plan_rejects_a_broken_baseline(tmp_path):
+    inv_dir = tmp_path / "inv"
+    shutil.copytree(ROOT / "inventories" / "example", inv_dir)
+    baseline = inv_dir / "baselines" / "l40s-infer.yml"
+    baseline.write_text(baseline.read_text().replace("count: 4", "count: four"))
+    proc, out = plan(tmp_path, inventory=str(inv_dir / "hosts.yml"))
+    assert proc.returncode != 0 and not out.exists()
+    assert "l40s-infer.yml: field gpu.count: expected an integer, got str ('four')" in proc.stdout
+
+
+def test_built_collection_installs_and_runs_by_fqcn(tmp_path):
+    build = ansible("ansible-galaxy", "collection", "build", "--output-path", str(tmp_path), str(ROOT), check=True)
+    (artifact,) = tmp_path.glob("gpufleet-upgrade-*.tar.gz")
+    assert "Created collection" in build.stdout
+    dest = tmp_path / "installed"
+    # Install from outside the checkout, so the checkout's own copy of the collection is not in sight.
+    isolated = {"ANSIBLE_CONFIG": str(tmp_path / "none.cfg")}
+    ansible("ansible-galaxy", "collection", "install", "--no-deps", "--force", "-p", str(dest), str(artifact),
+            cwd=tmp_path, env_extra=isolated, check=True)
+    installed = dest / "ansible_collections" / "gpufleet" / "upgrade"
+    assert (installed / "plugins" / "modules" / "wave_plan.py").is_file()
+    assert not (installed / "collections").exists() and not (installed / ".ansible").exists()
+    # Run from a directory without ansible.cfg: the module must resolve from the installed collection only.
+    work = tmp_path / "elsewhere"
+    work.mkdir()
+    nodes = json.dumps({"nodes": [{"name": "cp-1", "role": "control-plane"},
+                                  {"name": "g1", "failure_domain": "rs-a", "gpus": 8, "gpu_type": "H100"},
+                                  {"name": "g2", "failure_domain": "rs-b", "gpus": 8, "gpu_type": "H100"}],
+                        "caps": {"max_gpu_fraction": 0.5}})
+    env = {"ANSIBLE_COLLECTIONS_PATH": str(dest), "ANSIBLE_CONFIG": str(work / "none.cfg")}
+    proc = ansible("ansible", "localhost", "-m", "gpufleet.upgrade.wave_plan", "-a", nodes, "-o", cwd=work,
+                   env_extra=env, check=True)
+    result = json.loads(proc.stdout.split(" => ", 1)[1])
+    assert result["canaries"] == ["g1"] and [w["kind"] for w in result["waves"]] == ["control-plane", "canary",
+                                                                                      "domain"]
+    doc = ansible("ansible-doc", "gpufleet.upgrade.dcgm_diag", cwd=work, env_extra=env, check=True)
+    assert str(installed) in doc.stdout
+
+
+@pytest.mark.parametrize("module", ["version_skew", "wave_plan"])
+def test_check_mode_from_checkout(module, tmp_path):
+    args = {"version_skew": {"components": [{"component": "kube-apiserver", "node": "cp", "version": "v1.35.0"}],
+                             "target": "v1.36.1"},
+            "wave_plan": {"nodes": [{"name": "cp", "role": "control-plane"}]}}[module]
+    proc = ansible("ansible", "localhost", "-m", "gpufleet.upgrade." + module, "-a", json.dumps(args), "--check", "-o",
+                   env_extra={"ANSIBLE_CONFIG": str(ROOT / "ansible.cfg")}, check=True)
+    assert "localhost | SUCCESS => " in proc.stdout
+    assert json.loads(proc.stdout.split(" => ", 1)[1])["changed"] is False
