@@ -18,9 +18,11 @@ BIN = pathlib.Path(sys.executable).parent
 def ansible(tool, *args, cwd=ROOT, env_extra=None, check=False):
     env = dict(os.environ, ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1", PATH="%s:%s" % (BIN, os.environ["PATH"]))
     env.update(env_extra or {})
-    proc = subprocess.run([str(BIN / tool), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run([str(BIN / tool), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300,
+                          check=False)
     if check and proc.returncode != 0:
-        raise AssertionError("%s failed (%d):\n%s\n%s" % (tool, proc.returncode, proc.stdout[-4000:], proc.stderr[-4000:]))
+        raise AssertionError("%s failed (%d):\n%s\n%s" % (
+            tool, proc.returncode, proc.stdout[-4000:], proc.stderr[-4000:]))
     return proc
 
 
