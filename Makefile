@@ -11,7 +11,7 @@ export PATH := $(BIN):$(PATH)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 MODULES := $(sort $(basename $(notdir $(wildcard plugins/modules/*.py))))
 
-.PHONY: setup plan test lint unit docs bench freeze clean-venv
+.PHONY: setup plan test lint unit docs bench freeze clean-venv venv-path lab-up lab-down lab-reset lab-status
 
 setup: $(VENV)/.installed
 
@@ -46,6 +46,23 @@ unit: setup
 
 bench: setup
 	$(BIN)/python benchmarks/plan_waves.py
+
+venv-path:
+	@echo $(VENV)
+
+# The lab (issue 3): a GPU cell on this machine. Cold: builds etcd, two Kubernetes minors and KWOK from their Go
+# modules and a Debian host image (cached in ~/.cache/gpufleet/lab); warm: seconds.
+lab-up: setup
+	bin/lab up
+
+lab-down: setup
+	bin/lab down
+
+lab-reset: setup
+	bin/lab reset
+
+lab-status: setup
+	bin/lab status
 
 freeze: setup
 	$(BIN)/python -m pip freeze --exclude-editable

@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# Build the lab's real control-plane binaries from Go modules, cached outside the clone.
+#   go-binaries.sh etcd VERSION          -> $GPUFLEET_LAB_CACHE/bin/etcd-VERSION/{etcd,etcdctl,etcdutl}
+#   go-binaries.sh kubernetes VERSION    -> $GPUFLEET_LAB_CACHE/bin/kubernetes-VERSION/{kube-apiserver,kube-controller-manager,kube-scheduler,kubectl}
+#   go-binaries.sh kwok VERSION          -> $GPUFLEET_LAB_CACHE/bin/kwok-VERSION/kwok
+# No registry ships these binaries here; the Go module proxy ships their sources (see shared/LAB-NOTES.md).
+# A finished build leaves a .done stamp; a rerun with the stamp present does nothing.
+set -Eeuo pipefail
+what=${1:?usage: go-binaries.sh etcd|kubernetes|kwok VERSION}
+version=${2:?version}
+cache=${GPUFLEET_LAB_CACHE:-$HOME/.cache/gpufleet/lab}
+out="$cache/bin/$what-$version"
+[[ -f "$out/.done" ]] && { echo "lab build: $what $version cached in $out"; exit 0; }
+export GOTOOLCHAIN=local GOFLAGS=-buildvcs=false CGO_ENABLED=0
+export GOMODCACHE=${GOMODCACHE:-$cache/gomod} GOCACHE=${GOCACHE:-$cache/gocache}
+work=$(mktemp -d "$cache/build-$what-XXXX")
+trap 'rm -rf "$work"' EXIT
+mkdir -p "$out"
+cd "$work"
+echo "lab build: $what $version (module cache $GOMODCACHE; this takes minutes the first time)"
+started=$(date +%s)
+case "$what" in
+  etcd)
+    go mod init gpufleet.lab/etcd >/dev/null 2>&1
+    for m in server etcdctl etcdutl; do
+      go get "go.etcd.io/etcd/$m/v3@$version" >/dev/null
+    done
+    go build -trimpath -ldflags "-s -w" -o "$out/etcd" go.etcd.io/etcd/server/v3
+    go build -trimpath -ldflags "-s -w" -o "$out/etcdctl" go.etcd.io/etcd/etcdctl/v3
+    go build -trimpath -ldflags "-s -w" -o "$out/etcdutl" go.etcd.io/etcd/etcdutl/v3
+    ;;
+  kubernetes)
+    minor=$(echo "$version" | sed -E 's/^v1\.([0-9]+)\..*/\1/')
+    staging_version="v0.${version#v1.}"
+    go mod init gpufleet.lab/kubernetes >/dev/null 2>&1
+    staging="api apiextensions-apiserver apimachinery apiserver cli-runtime client-go cloud-provider cluster-bootstrap
+      code-generator component-base component-helpers controller-manager cri-api cri-client csi-translation-lib
+      dynamic-resource-allocation endpointslice externaljwt kms kube-aggregator kube-controller-manager kube-proxy
+      kube-scheduler kubectl kubelet metrics mount-utils pod-security-admission sample-apiserver sample-cli-plugin
+      sample-controller"
+    {
+      echo "require k8s.io/kubernetes $version"
+      for s in $staging; do echo "replace k8s.io/$s => k8s.io/$s $staging_version"; done
+    } >> go.mod
+    cat > tools.go <<'GO'
+//go:build tools
+
+package tools
+
+import (
+	_ "k8s.io/kubernetes/cmd/kube-apiserver"
+	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
+	_ "k8s.io/kubernetes/cmd/kube-scheduler"
+	_ "k8s.io/kubernetes/cmd/kubectl"
+)
+GO
+    go mod tidy >/dev/null 2>&1 || go mod tidy
+    ld="-s -w -X k8s.io/component-base/version.gitVersion=$version -X k8s.io/component-base/version.gitMajor=1"
+    ld="$ld -X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/component-base/version.gitTreeState=clean"
+    ld="$ld -X k8s.io/client-go/pkg/version.gitVersion=$version -X k8s.io/client-go/pkg/version.gitMajor=1"
+    ld="$ld -X k8s.io/client-go/pkg/version.gitMinor=$minor"
+    for cmd in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
+      go build -trimpath -ldflags "$ld" -o "$out/$cmd" "k8s.io/kubernetes/cmd/$cmd"
+      echo "lab build: $cmd $version built"
+    done
+    ;;
+  kwok)
+    GOBIN="$out" go install "sigs.k8s.io/kwok/cmd/kwok@$version"
+    # KWOK's own stage definitions, from the same module: nodes Ready at once with lease heartbeats, pods fast.
+    stages="$GOMODCACHE/sigs.k8s.io/kwok@$version/kustomize/stage"
+    for f in node/fast/node-initialize.yaml node/heartbeat-with-lease/node-heartbeat-with-lease.yaml \
+             pod/fast/pod-ready.yaml pod/fast/pod-complete.yaml pod/fast/pod-delete.yaml; do
+      echo "---"; cat "$stages/$f"
+    done > "$out/stages.yaml"
+    ;;
+  *) echo "unknown build $what" >&2; exit 2 ;;
+esac
+touch "$out/.done"
+echo "lab build: $what $version done in $(( $(date +%s) - started )) s -> $out"

@@ -1,0 +1,125 @@
+"""lab: the gpufleet lab CLI.
+
+  lab up               build what is missing (cached), start the control plane and the hosts, write inventories/lab/
+  lab down             stop everything the lab started (state is kept for the next up)
+  lab reset            down, then forget all state: the next up starts on the `from` version again
+  lab status           what runs, at which version
+  lab fault HOST KIND  inject a fault (lab fault --list for the kinds)
+  lab clear HOST       clear every fault on HOST
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import time
+
+from gpufleet_lab import cluster, config, faults, hosts, kube, pki, procs
+from gpufleet_lab.procs import LabError
+
+say = cluster.say
+
+
+def up(cfg: config.LabConfig) -> None:
+    started = time.time()
+    cluster.build(cfg)
+    pki.ensure(cfg.pki)
+    state = cluster.load_state(cfg)
+    cluster.save_state(cfg, state)
+    cluster.component_kubeconfigs(cfg)
+    cluster.start_etcd(cfg)
+    if not procs.pid_of(cfg.run, "lab-controller"):
+        say("starting the lab controller (apiserver load balancer on 127.0.0.1:%d, version switches)" %
+            cfg.ports["apiserver_lb"])
+        procs.start(cfg.run, "lab-controller", [sys.executable, "-m", "gpufleet_lab", "controller"],
+                    env={"PYTHONPATH": str(config.LAB_DIR)})
+    for host in cfg.control_plane:
+        cluster.start_apiserver(cfg, host, state["apiserver"][host])
+    procs.wait_https("https://127.0.0.1:%d/readyz" % cfg.ports["apiserver_lb"], cfg.pki, cfg.run, "lab-controller")
+    cluster.start_controllers(cfg, cluster.oldest(list(state["apiserver"].values())))
+    cluster.start_kwok(cfg)
+    say("installing the Kueue %s and JobSet %s CRDs" % (kube.KUEUE_VERSION, kube.JOBSET_VERSION))
+    kube.ensure_crds(cfg)
+    kube.ensure_nodes(cfg, state["kubelet"])
+    kube.wait_nodes_ready(cfg)
+    say("%d Node objects Ready" % len(cfg.hosts))
+    hosts.ensure_hosts(cfg)
+    inventory = hosts.write_inventory(cfg)
+    say("inventory %s, kubeconfig %s" % (inventory, cfg.kubeconfig))
+    say("up in %.0f s" % (time.time() - started))
+
+
+def down(cfg: config.LabConfig) -> None:
+    hosts.stop_hosts(cfg)
+    for name in ["lab-controller", "kwok", "scheduler", "controller-manager"] + [
+            "apiserver-" + h for h in cfg.control_plane] + ["etcd"]:
+        if procs.stop(cfg.run, name):
+            say("stopped %s" % name)
+    left = procs.running(cfg.run)
+    if left:
+        raise LabError("still running after down: %s" % ", ".join(left))
+
+
+def status(cfg: config.LabConfig) -> int:
+    state = cluster.load_state(cfg)
+    running = procs.running(cfg.run)
+    out = {"processes": running, "apiserver_versions": state["apiserver"], "kubelet_versions": state["kubelet"],
+           "controllers_version": cluster.controllers_version(cfg), "hosts": hosts.host_status(cfg),
+           "faults": {}}
+    for host in cfg.hosts:
+        path = cfg.run / "hosts" / host / "state.json"
+        if path.exists():
+            found = sorted((json.loads(path.read_text()).get("faults") or {}))
+            if found:
+                out["faults"][host] = found
+    print(json.dumps(out, indent=2))
+    return 0 if running else 3
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="lab", description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    for name in ("up", "down", "reset", "status", "controller"):
+        sub.add_parser(name)
+    fault = sub.add_parser("fault")
+    fault.add_argument("host", nargs="?")
+    fault.add_argument("kind", nargs="?")
+    fault.add_argument("--list", action="store_true")
+    clear = sub.add_parser("clear")
+    clear.add_argument("host")
+    args = parser.parse_args(argv)
+    cfg = config.load()
+    try:
+        if args.cmd == "up":
+            up(cfg)
+        elif args.cmd == "down":
+            down(cfg)
+        elif args.cmd == "reset":
+            down(cfg)
+            shutil.rmtree(cfg.run, ignore_errors=True)
+            for name in ("hosts.yml", "kubeconfig"):
+                (cfg.inventory / name).unlink(missing_ok=True)
+            say("state removed (%s)" % cfg.run)
+        elif args.cmd == "status":
+            return status(cfg)
+        elif args.cmd == "controller":
+            from gpufleet_lab import controller
+            controller.main(cfg)
+        elif args.cmd == "fault":
+            if args.list or not (args.host and args.kind):
+                for kind, what in sorted(faults.kinds().items()):
+                    print("%-20s %s" % (kind, what))
+                return 0 if args.list else 2
+            say("fault %s on %s: %s" % (args.kind, args.host, faults.inject(cfg, args.host, args.kind)))
+        elif args.cmd == "clear":
+            faults.clear(cfg, args.host)
+            say("faults cleared on %s" % args.host)
+    except LabError as exc:
+        print("lab: error: %s" % exc, file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,173 @@
+"""The lab's real control plane: etcd, one kube-apiserver per control-plane host, kube-controller-manager,
+kube-scheduler, KWOK, and the Node objects of the lab's hosts."""
+from __future__ import annotations
+
+import json
+import pathlib
+import subprocess
+import time
+from typing import Any, Dict, List
+
+from gpufleet_lab import pki, procs
+from gpufleet_lab.config import LAB_DIR, LabConfig
+from gpufleet_lab.procs import LabError
+
+STATE_FILE = "cluster/state.json"  # also mounted read-only into every lab host for the simulators
+
+
+def say(msg: str) -> None:
+    print("lab: " + msg, flush=True)
+
+
+# -- state: which version each control-plane host's apiserver runs, and each node's kubelet ------------------------
+def load_state(cfg: LabConfig) -> Dict[str, Any]:
+    path = cfg.run / STATE_FILE
+    if path.exists():
+        return json.loads(path.read_text())
+    return {"apiserver": {h: cfg.from_version for h in cfg.control_plane},
+            "kubelet": {h: cfg.from_version for h in cfg.hosts}}
+
+
+def save_state(cfg: LabConfig, state: Dict[str, Any]) -> None:
+    (cfg.run / "cluster").mkdir(parents=True, exist_ok=True)
+    tmp = cfg.run / (STATE_FILE + ".tmp")
+    tmp.write_text(json.dumps(state, indent=2, sort_keys=True))
+    tmp.replace(cfg.run / STATE_FILE)
+
+
+def oldest(versions: List[str]) -> str:
+    return sorted(versions, key=lambda v: tuple(int(x) for x in v.lstrip("v").split("-")[0].split(".")))[0]
+
+
+# -- builds --------------------------------------------------------------------------------------------------------
+def build(cfg: LabConfig) -> None:
+    script = LAB_DIR / "build" / "go-binaries.sh"
+    jobs = [("etcd", cfg.etcd_version), ("kwok", cfg.kwok_version)] + [("kubernetes", v) for v in cfg.versions]
+    for what, version in jobs:
+        if (cfg.bin_dir(what, version) / ".done").exists():
+            continue
+        say("building %s %s from its Go module (cached in %s; a cold build takes minutes)" % (
+            what, version, cfg.bin_dir(what, version)))
+        started = time.time()
+        env_cache = {"GPUFLEET_LAB_CACHE": str(cfg.cache)}
+        proc = subprocess.run(["bash", str(script), what, version], env=_env(env_cache), check=False)
+        if proc.returncode != 0:
+            raise LabError("building %s %s failed (exit %d); see the output above" % (what, version, proc.returncode))
+        say("built %s %s in %.0f s" % (what, version, time.time() - started))
+
+
+def _env(extra: Dict[str, str]) -> Dict[str, str]:
+    import os
+    env = dict(os.environ)
+    env.update(extra)
+    return env
+
+
+# -- etcd ------------------------------------------------------------------------------------------------------------
+def etcd_url(cfg: LabConfig) -> str:
+    return "https://127.0.0.1:%d" % cfg.ports["etcd"]
+
+
+def start_etcd(cfg: LabConfig) -> None:
+    p = cfg.pki
+    data = cfg.run / "etcd"
+    data.mkdir(parents=True, exist_ok=True)
+    data.chmod(0o700)
+    peer = "http://127.0.0.1:%d" % cfg.ports["etcd_peer"]
+    argv = [str(cfg.bin_dir("etcd", cfg.etcd_version) / "etcd"), "--name=lab", "--data-dir=%s" % data,
+            "--listen-client-urls=%s" % etcd_url(cfg), "--advertise-client-urls=%s" % etcd_url(cfg),
+            "--listen-peer-urls=%s" % peer, "--initial-advertise-peer-urls=%s" % peer,
+            "--initial-cluster=lab=%s" % peer, "--cert-file=%s" % (p / "etcd-server.crt"),
+            "--key-file=%s" % (p / "etcd-server.key"), "--trusted-ca-file=%s" % (p / "ca.crt"),
+            "--client-cert-auth=true", "--unsafe-no-fsync=true", "--quota-backend-bytes=2147483648",
+            "--log-level=warn"]
+    if not procs.pid_of(cfg.run, "etcd"):
+        say("starting etcd %s on %s" % (cfg.etcd_version, etcd_url(cfg)))
+        procs.start(cfg.run, "etcd", argv)
+    procs.wait_https(etcd_url(cfg) + "/health", p, cfg.run, "etcd", client="etcd-client")
+
+
+# -- apiservers ------------------------------------------------------------------------------------------------------
+def apiserver_argv(cfg: LabConfig, host: str, version: str) -> List[str]:
+    p = cfg.pki
+    return [str(cfg.bin_dir("kubernetes", version) / "kube-apiserver"),
+            "--etcd-servers=%s" % etcd_url(cfg), "--etcd-cafile=%s" % (p / "ca.crt"),
+            "--etcd-certfile=%s" % (p / "etcd-client.crt"), "--etcd-keyfile=%s" % (p / "etcd-client.key"),
+            "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
+            "--secure-port=%d" % cfg.apiserver_port(host),
+            "--tls-cert-file=%s" % (p / "apiserver.crt"), "--tls-private-key-file=%s" % (p / "apiserver.key"),
+            "--client-ca-file=%s" % (p / "ca.crt"), "--service-cluster-ip-range=10.96.0.0/16",
+            "--authorization-mode=Node,RBAC", "--allow-privileged=true",
+            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+            "--service-account-key-file=%s" % (p / "sa.pub"),
+            "--service-account-signing-key-file=%s" % (p / "sa.key"),
+            "--endpoint-reconciler-type=none", "--profiling=false", "--v=1"]
+
+
+def start_apiserver(cfg: LabConfig, host: str, version: str) -> None:
+    name = "apiserver-" + host
+    if not procs.pid_of(cfg.run, name):
+        say("starting kube-apiserver %s for %s on 127.0.0.1:%d" % (version, host, cfg.apiserver_port(host)))
+        procs.start(cfg.run, name, apiserver_argv(cfg, host, version))
+    procs.wait_https("https://127.0.0.1:%d/readyz" % cfg.apiserver_port(host), cfg.pki, cfg.run, name, timeout=180)
+
+
+def restart_apiserver(cfg: LabConfig, host: str, version: str) -> None:
+    procs.stop(cfg.run, "apiserver-" + host)
+    start_apiserver(cfg, host, version)
+
+
+# -- controller-manager, scheduler, kwok ---------------------------------------------------------------------------
+def component_kubeconfigs(cfg: LabConfig) -> None:
+    lb = "https://127.0.0.1:%d" % cfg.ports["apiserver_lb"]
+    for user in ("admin", "controller-manager", "scheduler", "kwok", "lab-controller"):
+        pki.kubeconfig(cfg.pki, lb, user, cfg.run / "kubeconfigs" / (user + ".conf"))
+    pki.kubeconfig(cfg.pki, lb, "admin", cfg.kubeconfig)
+
+
+def start_controllers(cfg: LabConfig, version: str) -> None:
+    """kube-controller-manager and kube-scheduler never run newer than the oldest apiserver."""
+    p = cfg.pki
+    kc = cfg.run / "kubeconfigs"
+    kcm = [str(cfg.bin_dir("kubernetes", version) / "kube-controller-manager"),
+           "--kubeconfig=%s" % (kc / "controller-manager.conf"),
+           "--authentication-kubeconfig=%s" % (kc / "controller-manager.conf"),
+           "--authorization-kubeconfig=%s" % (kc / "controller-manager.conf"),
+           "--bind-address=127.0.0.1", "--secure-port=%d" % cfg.ports["controller_manager"],
+           "--leader-elect=false", "--use-service-account-credentials=false",
+           "--service-account-private-key-file=%s" % (p / "sa.key"), "--root-ca-file=%s" % (p / "ca.crt"),
+           "--cluster-signing-cert-file=%s" % (p / "ca.crt"), "--cluster-signing-key-file=%s" % (p / "ca.key"),
+           "--controllers=*,-nodeipam,-service-lb-controller,-cloud-node-lifecycle,-route",
+           "--node-monitor-grace-period=60s", "--v=1"]
+    sched = [str(cfg.bin_dir("kubernetes", version) / "kube-scheduler"),
+             "--kubeconfig=%s" % (kc / "scheduler.conf"),
+             "--authentication-kubeconfig=%s" % (kc / "scheduler.conf"),
+             "--authorization-kubeconfig=%s" % (kc / "scheduler.conf"),
+             "--bind-address=127.0.0.1", "--secure-port=%d" % cfg.ports["scheduler"], "--leader-elect=false",
+             "--v=1"]
+    for name, argv in (("controller-manager", kcm), ("scheduler", sched)):
+        if not procs.pid_of(cfg.run, name):
+            say("starting kube-%s %s" % (name, version))
+            procs.start(cfg.run, name, argv)
+            (cfg.run / (name + ".version")).write_text(version)
+
+
+def controllers_version(cfg: LabConfig) -> str:
+    try:
+        return (cfg.run / "controller-manager.version").read_text().strip()
+    except OSError:
+        return ""
+
+
+def start_kwok(cfg: LabConfig) -> None:
+    if procs.pid_of(cfg.run, "kwok"):
+        return
+    say("starting KWOK %s (keeps the lab's Node objects alive and moves pods through their lifecycle)" %
+        cfg.kwok_version)
+    argv = [str(cfg.bin_dir("kwok", cfg.kwok_version) / "kwok"),
+            "--kubeconfig=%s" % (cfg.run / "kubeconfigs" / "kwok.conf"),
+            "--manage-all-nodes=false", "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+            "--node-ip=127.0.0.1", "--node-port=%d" % cfg.ports["kwok"],
+            "--server-address=127.0.0.1:%d" % (cfg.ports["kwok"] + 1),
+            "--config=%s" % (cfg.bin_dir("kwok", cfg.kwok_version) / "stages.yaml")]
+    procs.start(cfg.run, "kwok", argv)

@@ -1,0 +1,144 @@
+"""The lab controller: a long-running process started by `lab up`.
+
+1. A TCP load balancer in front of every live apiserver (what a real HA control plane has), so clients keep
+   working while one apiserver restarts at a new version, and may hit either version meanwhile.
+2. Control-plane requests from the simulated kubeadm/kubelet on the hosts (files under run/requests): restart a
+   host's real kube-apiserver at a new version (then keep kube-controller-manager and kube-scheduler at the oldest
+   apiserver version), or set a Node's kubeletVersion (SIMULATION of the kubelet registering).
+3. Device-plugin SIMULATION: a GPU host whose state reports fewer GPUs gets that allocatable nvidia.com/gpu.
+"""
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import traceback
+from typing import Dict, List
+
+from gpufleet_lab import cluster, kube
+from gpufleet_lab.config import LabConfig
+
+
+class LoadBalancer:
+    def __init__(self, cfg: LabConfig) -> None:
+        self.cfg = cfg
+        self.counter = itertools.count()
+
+    def backends(self) -> List[int]:
+        return [self.cfg.apiserver_port(h) for h in self.cfg.control_plane]
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        ports = self.backends()
+        start = next(self.counter)
+        upstream = None
+        for i in range(len(ports)):
+            port = ports[(start + i) % len(ports)]
+            try:
+                upstream = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", port), 2)
+                break
+            except (OSError, asyncio.TimeoutError):
+                continue
+        if upstream is None:
+            writer.close()
+            return
+        up_reader, up_writer = upstream
+
+        async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+            try:
+                while True:
+                    data = await src.read(65536)
+                    if not data:
+                        break
+                    dst.write(data)
+                    await dst.drain()
+            except (ConnectionError, OSError):
+                pass
+            finally:
+                try:
+                    dst.close()
+                except Exception:  # noqa: BLE001
+                    pass
+
+        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+
+
+def reconcile_controllers(cfg: LabConfig, state: Dict) -> None:
+    want = cluster.oldest(list(state["apiserver"].values()))
+    if cluster.controllers_version(cfg) != want:
+        from gpufleet_lab import procs
+        procs.stop(cfg.run, "controller-manager")
+        procs.stop(cfg.run, "scheduler")
+        cluster.start_controllers(cfg, want)
+
+
+def handle_request(cfg: LabConfig, body: Dict) -> Dict:
+    kind, host, version = body.get("kind"), body.get("host"), body.get("version")
+    state = cluster.load_state(cfg)
+    if version not in cfg.versions:
+        return {"error": "the lab has no %s binaries for %s (it has %s)" % (kind, version, ", ".join(cfg.versions))}
+    if kind == "apiserver":
+        if host not in cfg.control_plane:
+            return {"error": "%s is not a control-plane host" % host}
+        cluster.restart_apiserver(cfg, host, version)
+        state["apiserver"][host] = version
+        cluster.save_state(cfg, state)
+        reconcile_controllers(cfg, state)
+        return {"ok": True, "apiserver": version}
+    if kind == "kubelet":
+        if host not in cfg.hosts:
+            return {"error": "%s is not a lab host" % host}
+        kube.set_kubelet_version(cfg, host, version)
+        state["kubelet"][host] = version
+        cluster.save_state(cfg, state)
+        return {"ok": True, "kubelet": version}
+    return {"error": "unknown request kind %r" % kind}
+
+
+async def requests_loop(cfg: LabConfig) -> None:
+    reqdir = cfg.run / "requests"
+    reqdir.mkdir(parents=True, exist_ok=True)
+    gpu_seen: Dict[str, int] = {}
+    while True:
+        for path in sorted(reqdir.glob("*.json")):
+            try:
+                body = json.loads(path.read_text())
+            except ValueError:
+                continue
+            path.unlink()
+            print("request: %s" % body, flush=True)
+            try:
+                answer = await asyncio.to_thread(handle_request, cfg, body)
+            except Exception as exc:  # noqa: BLE001 - answer every request, never die
+                traceback.print_exc()
+                answer = {"error": "%s: %s" % (type(exc).__name__, exc)}
+            print("answer: %s" % answer, flush=True)
+            done = reqdir / (body.get("id", path.stem) + ".done")
+            done.with_suffix(".tmp").write_text(json.dumps(answer))
+            done.with_suffix(".tmp").replace(done)
+        for host in cfg.gpu_hosts:
+            try:
+                hstate = json.loads((cfg.run / "hosts" / host / "state.json").read_text())
+            except (OSError, ValueError):
+                continue
+            gpus = int(hstate.get("gpus", cfg.gpus_per_node)) - (1 if "gpu-missing" in (hstate.get("faults") or {})
+                                                                 else 0)
+            if gpu_seen.get(host) != gpus:
+                try:
+                    await asyncio.to_thread(kube.set_allocatable_gpus, cfg, host, gpus)
+                    gpu_seen[host] = gpus
+                except Exception:  # noqa: BLE001
+                    traceback.print_exc()
+        await asyncio.sleep(0.3)
+
+
+async def amain(cfg: LabConfig) -> None:
+    lb = LoadBalancer(cfg)
+    server = await asyncio.start_server(lb.handle, "127.0.0.1", cfg.ports["apiserver_lb"])
+    print("lab controller: load balancer on 127.0.0.1:%d -> %s" % (cfg.ports["apiserver_lb"], lb.backends()),
+          flush=True)
+    async with server:
+        await asyncio.gather(server.serve_forever(), requests_loop(cfg))
+
+
+def main(cfg: LabConfig) -> None:
+    asyncio.run(amain(cfg))

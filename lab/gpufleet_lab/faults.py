@@ -1,0 +1,107 @@
+"""Fault injection: what `lab fault HOST KIND` changes, and `lab clear HOST` undoes."""
+from __future__ import annotations
+
+import json
+from typing import Dict
+
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+
+from gpufleet_lab import hosts, kube
+from gpufleet_lab.config import LabConfig
+from gpufleet_lab.procs import LabError
+
+# kind: (what it does, hosts it applies to: "gpu", "cp" or "any")
+HOST_FAULTS: Dict[str, tuple] = {
+    "gpu-missing": ("one GPU gone after a reboot: nvidia-smi/dcgmi see 7 of 8, allocatable nvidia.com/gpu 7", "gpu"),
+    "xid79": ("kernel log gets 'NVRM: Xid (PCI:0000:9a:00): 79 ... GPU has fallen off the bus'", "gpu"),
+    "dcgm-fail": ("dcgmi diag: memory test fails on GPU 5 (error_severity 2, isolate)", "gpu"),
+    "nccl-slow": ("all_reduce_perf bus bandwidth 30% below baseline", "gpu"),
+    "nccl-wrong": ("all_reduce_perf reports wrong elements at 1 MiB", "gpu"),
+    "ecc": ("an uncorrectable ECC error on GPU 4", "gpu"),
+    "remap-pending": ("a pending row remap on GPU 6", "gpu"),
+    "hostengine-down": ("dcgmi diag cannot reach nv-hostengine (runtime_error)", "gpu"),
+    "kubeadm-apply-fail": ("kubeadm upgrade apply/node fails on this host", "cp"),
+    "snapshot-fail": ("etcdctl snapshot save fails (no space left on device)", "cp"),
+}
+OTHER_FAULTS = {
+    "unreachable": "the host's container is paused: Ansible cannot reach it",
+    "pdb-block": "a pod on the node guarded by a PodDisruptionBudget with no disruptions allowed (eviction 429)",
+}
+FAULT_NS = "gpufleet-lab-faults"
+
+
+def kinds() -> Dict[str, str]:
+    out = {k: v[0] for k, v in HOST_FAULTS.items()}
+    out.update(OTHER_FAULTS)
+    return out
+
+
+def _state_path(cfg: LabConfig, host: str):
+    return cfg.run / "hosts" / host / "state.json"
+
+
+def _edit(cfg: LabConfig, host: str, fn) -> None:
+    path = _state_path(cfg, host)
+    state = json.loads(path.read_text())
+    fn(state)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(state, indent=2, sort_keys=True))
+    tmp.replace(path)
+
+
+def inject(cfg: LabConfig, host: str, kind: str) -> str:
+    if host not in cfg.hosts:
+        raise LabError("unknown host %r; lab hosts: %s" % (host, ", ".join(cfg.hosts)))
+    if kind in HOST_FAULTS:
+        scope = HOST_FAULTS[kind][1]
+        if scope == "gpu" and host not in cfg.gpu_hosts or scope == "cp" and host not in cfg.control_plane:
+            raise LabError("fault %s applies to %s hosts only" % (kind, "GPU" if scope == "gpu" else "control-plane"))
+        _edit(cfg, host, lambda s: s.setdefault("faults", {}).__setitem__(kind, True))
+    elif kind == "unreachable":
+        hosts.podman("pause", hosts.container(host))
+    elif kind == "pdb-block":
+        _pdb_block(cfg, host)
+    else:
+        raise LabError("unknown fault %r; kinds: %s" % (kind, ", ".join(sorted(kinds()))))
+    return kinds()[kind]
+
+
+def clear(cfg: LabConfig, host: str) -> None:
+    if host not in cfg.hosts:
+        raise LabError("unknown host %r" % host)
+    _edit(cfg, host, lambda s: s.__setitem__("faults", {}))
+    if hosts.host_status(cfg).get(host) == "paused":
+        hosts.podman("unpause", hosts.container(host))
+    core = client.CoreV1Api(kube.api(cfg))
+    policy = client.PolicyV1Api(kube.api(cfg))
+    for name in ("pdb-block-" + host,):
+        for fn in (lambda: policy.delete_namespaced_pod_disruption_budget(name, FAULT_NS),
+                   lambda: core.delete_namespaced_pod(name, FAULT_NS, grace_period_seconds=0)):
+            try:
+                fn()
+            except ApiException as exc:
+                if exc.status != 404:
+                    raise
+
+
+def _pdb_block(cfg: LabConfig, host: str) -> None:
+    core = client.CoreV1Api(kube.api(cfg))
+    policy = client.PolicyV1Api(kube.api(cfg))
+    try:
+        core.create_namespace({"metadata": {"name": FAULT_NS}})
+    except ApiException as exc:
+        if exc.status != 409:
+            raise
+    name = "pdb-block-" + host
+    labels = {"app": name}
+    pod = {"metadata": {"name": name, "labels": labels},
+           "spec": {"nodeName": host, "tolerations": [{"operator": "Exists"}],
+                    "containers": [{"name": "guarded", "image": "registry.invalid/guarded:1"}]}}
+    pdb = {"metadata": {"name": name}, "spec": {"minAvailable": 1, "selector": {"matchLabels": labels}}}
+    for fn, body in ((core.create_namespaced_pod, pod), (policy.create_namespaced_pod_disruption_budget, pdb)):
+        try:
+            fn(FAULT_NS, body)
+        except ApiException as exc:
+            if exc.status != 409:
+                raise

@@ -1,0 +1,163 @@
+"""The lab's bare-metal hosts: podman containers from the offline-built Debian image, one per Node, with the lab's
+apt repository, per-host simulator state, and (control-plane hosts) the etcd client certificates."""
+from __future__ import annotations
+
+import json
+import pathlib
+import subprocess
+import time
+from typing import Dict, List
+
+import yaml
+
+from gpufleet_lab import packages
+from gpufleet_lab.config import LAB_DIR, LabConfig
+from gpufleet_lab.procs import LabError
+
+PREFIX = "gpufleet-lab-"
+APT_LIST = "deb [trusted=yes] file:/srv/gpufleet-apt ./\n"
+
+
+def say(msg: str) -> None:
+    print("lab: " + msg, flush=True)
+
+
+def podman(*args: str, check: bool = True, capture: bool = True) -> subprocess.CompletedProcess:
+    proc = subprocess.run(["podman", *args], capture_output=capture, text=True, check=False)
+    if check and proc.returncode != 0:
+        raise LabError("podman %s failed (%d): %s" % (" ".join(args[:3]), proc.returncode,
+                                                     (proc.stderr or proc.stdout).strip()[-1500:]))
+    return proc
+
+
+def base_image(cfg: LabConfig) -> str:
+    script = LAB_DIR / "build" / "host-image.sh"
+    proc = subprocess.run(["bash", str(script), cfg.image_tag], check=False,
+                          env=dict(__import__("os").environ, GPUFLEET_LAB_CACHE=str(cfg.cache)))
+    if proc.returncode != 0:
+        raise LabError("building the host image failed; see the output above")
+    return "localhost/gpufleet-lab-host:%s" % cfg.image_tag
+
+
+def node_packages(cfg: LabConfig, role: str) -> List[str]:
+    version = packages.k8s_deb_version(cfg.from_version)
+    minor = ".".join(cfg.from_version.lstrip("v").split(".")[:2])
+    pkgs = ["gpufleet-lab-sim", "kubeadm=%s" % version, "kubelet=%s" % version, "kubectl=%s" % version,
+            "cri-tools=%s.0-1.1" % minor]
+    if role == "cp":
+        pkgs.append("gpufleet-etcd-client")
+    else:
+        driver = cfg.drivers["from"]
+        branch = driver.split(".")[0]
+        pkgs += ["nvidia-driver-%s-server=%s-0lab1" % (branch, driver),
+                 "nvidia-fabricmanager-%s=%s-0lab1" % (branch, driver), "nvidia-container-toolkit=1.17.8-1",
+                 "datacenter-gpu-manager-4-core=1:4.2.3-1", "nccl-tests"]
+    return pkgs
+
+
+def node_image(cfg: LabConfig, role: str, repo: pathlib.Path) -> str:
+    """Commit (once per repository content and start version) an image with the start packages installed and
+    held, so every `lab up` starts hosts in seconds."""
+    tag = "localhost/gpufleet-lab-node:%s-%s-%s" % (role, repo.name, cfg.from_version)
+    if podman("image", "exists", tag, check=False).returncode == 0:
+        return tag
+    base = base_image(cfg)
+    say("installing the %s packages (%s) into a new %s image" % (role, cfg.from_version, tag))
+    name = PREFIX + "build-" + role
+    podman("rm", "-f", name, check=False)
+    podman("run", "-d", "--name", name, "-v", "%s:/srv/gpufleet-apt:ro" % repo, base, "sleep", "infinity")
+    try:
+        pkgs = node_packages(cfg, role)
+        holds = [p.split("=")[0] for p in pkgs if p.startswith(("kube", "nvidia-driver", "nvidia-fabricmanager"))]
+        script = ("set -e; rm -f /etc/apt/sources.list; rm -rf /etc/apt/sources.list.d/*; "
+                  "echo '%s' > /etc/apt/sources.list.d/gpufleet-lab.list; "
+                  "apt-get update -qq; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq %s >/dev/null; "
+                  "apt-mark hold %s >/dev/null; mkdir -p /var/lib/gpufleet-lab /etc/kubernetes"
+                  % (APT_LIST.strip(), " ".join(pkgs), " ".join(holds)))
+        podman("exec", name, "sh", "-c", script)
+        podman("commit", "-q", name, tag)
+    finally:
+        podman("rm", "-f", name, check=False)
+    return tag
+
+
+def initial_host_state(cfg: LabConfig, host: str) -> Dict:
+    gpu = host in cfg.gpu_hosts
+    services = {"kubelet": "active", "containerd": "active"}
+    if gpu:
+        services.update({"nvidia-persistenced": "active", "nvidia-fabricmanager": "active"})
+    return {"host": host, "gpus": cfg.gpus_per_node if gpu else 0, "persistence": True, "faults": {},
+            "services": services, "boot_time": time.time()}
+
+
+def container(host: str) -> str:
+    return PREFIX + host
+
+
+def ensure_hosts(cfg: LabConfig) -> None:
+    repo, count = packages.ensure_repo(cfg)
+    say("apt repository with %d packages at %s" % (count, repo))
+    images = {role: node_image(cfg, role, repo) for role in ("cp", "gpu")}
+    (cfg.run / "requests").mkdir(parents=True, exist_ok=True)
+    for host in cfg.hosts:
+        name = container(host)
+        state = podman("container", "inspect", "--format", "{{.State.Status}}", name, check=False)
+        if state.returncode == 0 and state.stdout.strip() == "running":
+            continue
+        if state.returncode == 0 and state.stdout.strip() == "paused":
+            podman("unpause", name)
+            continue
+        podman("rm", "-f", name, check=False)
+        hostdir = cfg.run / "hosts" / host
+        hostdir.mkdir(parents=True, exist_ok=True)
+        statefile = hostdir / "state.json"
+        if not statefile.exists():
+            statefile.write_text(json.dumps(initial_host_state(cfg, host), indent=2))
+        role = "cp" if host in cfg.control_plane else "gpu"
+        args = ["run", "-d", "--name", name, "--hostname", host, "--network", "host", "--label", "gpufleet-lab=1",
+                "-e", "GPUFLEET_SIM_HOST=%s" % host,
+                "-v", "%s:/var/lib/gpufleet-lab" % hostdir,
+                "-v", "%s:/var/lib/gpufleet-lab/cluster:ro" % (cfg.run / "cluster"),
+                "-v", "%s:/var/lib/gpufleet-lab/requests" % (cfg.run / "requests"),
+                "-v", "%s:/srv/gpufleet-apt:ro" % repo]
+        if role == "cp":
+            args += ["-v", "%s:/etc/kubernetes/pki:ro" % cfg.pki,
+                     "-v", "%s:/etc/kubernetes/admin.conf:ro" % (cfg.run / "kubeconfigs" / "admin.conf")]
+        say("starting host %s (%s)" % (host, images[role]))
+        podman(*args, images[role], "sleep", "infinity")
+
+
+def stop_hosts(cfg: LabConfig) -> None:
+    names = podman("ps", "-a", "--filter", "label=gpufleet-lab=1", "--format", "{{.Names}}", check=False).stdout.split()
+    if names:
+        say("removing hosts %s" % ", ".join(names))
+        podman("rm", "-f", "-t", "2", *names, check=False)
+
+
+def host_status(cfg: LabConfig) -> Dict[str, str]:
+    out = {}
+    for host in cfg.hosts:
+        proc = podman("container", "inspect", "--format", "{{.State.Status}}", container(host), check=False)
+        out[host] = proc.stdout.strip() if proc.returncode == 0 else "absent"
+    return out
+
+
+def write_inventory(cfg: LabConfig) -> pathlib.Path:
+    gpu_children = {}
+    for rack_set, hosts in cfg.rack_sets.items():
+        group = "rack_set_" + rack_set.replace("-", "_")
+        gpu_children[group] = {"vars": {"gpufleet_failure_domain": rack_set},
+                               "hosts": {h: {"ansible_host": container(h)} for h in hosts}}
+    inventory = {"all": {
+        "vars": {"ansible_connection": "containers.podman.podman", "ansible_python_interpreter": "/usr/bin/python3",
+                 "gpufleet_lab": True},
+        "children": {
+            "kube_control_plane": {"hosts": {h: {"ansible_host": container(h)} for h in cfg.control_plane}},
+            "etcd": {"children": {"kube_control_plane": {}}},
+            "gpu_nodes": {"children": gpu_children},
+        }}}
+    cfg.inventory.mkdir(parents=True, exist_ok=True)
+    path = cfg.inventory / "hosts.yml"
+    header = "# Written by `lab up` (lab/gpufleet_lab/hosts.py); regenerated on every up. Do not edit.\n"
+    path.write_text(header + yaml.safe_dump(inventory, sort_keys=False))
+    return path

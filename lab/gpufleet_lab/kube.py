@@ -1,0 +1,134 @@
+"""Kubernetes objects of the lab: Node objects for the hosts, the Kueue and JobSet CRDs."""
+from __future__ import annotations
+
+import glob
+import os
+import pathlib
+import subprocess
+import time
+from typing import Any, Dict, List
+
+import yaml
+from kubernetes import client, config, dynamic
+from kubernetes.client.rest import ApiException
+
+from gpufleet_lab.config import LabConfig
+from gpufleet_lab.procs import LabError
+
+KUEUE_VERSION = "v0.17.0"
+JOBSET_VERSION = "v0.11.1"  # the JobSet release Kueue v0.17.0 builds against
+
+
+def api(cfg: LabConfig, user: str = "admin") -> client.ApiClient:
+    return config.new_client_from_config(str(cfg.run / "kubeconfigs" / (user + ".conf")))
+
+
+def node_object(cfg: LabConfig, host: str, kubelet: str) -> Dict[str, Any]:
+    cp = host in cfg.control_plane
+    labels = {"kubernetes.io/hostname": host, "kubernetes.io/os": "linux", "type": "kwok",
+              "gpufleet.io/lab": "true"}
+    capacity = {"cpu": "32", "memory": "256Gi", "pods": "110"}
+    taints = []
+    if cp:
+        labels["node-role.kubernetes.io/control-plane"] = ""
+        labels["gpufleet.io/pool"] = "control-plane"
+        taints = [{"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}]
+    else:
+        rack_set = cfg.rack_set_of(host)
+        labels.update({"gpufleet.io/pool": "h100-train", "gpufleet.io/rack-set": rack_set,
+                       "gpufleet.io/rail-group": "rail-%d" % (sorted(cfg.rack_sets).index(rack_set) + 1),
+                       "nvidia.com/gpu.product": cfg.gpu_product, "nvidia.com/gpu.count": str(cfg.gpus_per_node)})
+        capacity = {"cpu": "224", "memory": "2Ti", "pods": "110", "nvidia.com/gpu": str(cfg.gpus_per_node)}
+    return {"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": host, "labels": labels,
+                         "annotations": {"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"}},
+            "spec": {"taints": taints},
+            "status": {"capacity": capacity, "allocatable": dict(capacity),
+                       "nodeInfo": {"kubeletVersion": kubelet, "kubeProxyVersion": kubelet,
+                                    "containerRuntimeVersion": "containerd://1.7.27",
+                                    "kernelVersion": "6.8.0-85-generic", "osImage": "Debian GNU/Linux 12 (bookworm)",
+                                    "operatingSystem": "linux", "architecture": "amd64"}}}
+
+
+def ensure_nodes(cfg: LabConfig, kubelets: Dict[str, str]) -> None:
+    core = client.CoreV1Api(api(cfg))
+    for host in cfg.hosts:
+        try:
+            core.read_node(host)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+            core.create_node(node_object(cfg, host, kubelets[host]))
+
+
+def wait_nodes_ready(cfg: LabConfig, timeout: float = 120) -> None:
+    core = client.CoreV1Api(api(cfg))
+    deadline = time.time() + timeout
+    pending: List[str] = list(cfg.hosts)
+    while time.time() < deadline:
+        pending = []
+        for node in core.list_node(label_selector="gpufleet.io/lab=true").items:
+            ready = any(c.type == "Ready" and c.status == "True" for c in (node.status.conditions or []))
+            if not ready:
+                pending.append(node.metadata.name)
+        if not pending:
+            return
+        time.sleep(1)
+    raise LabError("nodes not Ready after %ds: %s (is KWOK running? see its log)" % (timeout, ", ".join(pending)))
+
+
+def set_kubelet_version(cfg: LabConfig, host: str, version: str) -> None:
+    core = client.CoreV1Api(api(cfg, "lab-controller"))
+    core.patch_node_status(host, {"status": {"nodeInfo": {"kubeletVersion": version, "kubeProxyVersion": version}}})
+
+
+def set_allocatable_gpus(cfg: LabConfig, host: str, gpus: int) -> None:
+    core = client.CoreV1Api(api(cfg, "lab-controller"))
+    node = core.read_node(host)
+    if (node.status.allocatable or {}).get("nvidia.com/gpu") == str(gpus):
+        return
+    core.patch_node_status(host, {"status": {"allocatable": {"nvidia.com/gpu": str(gpus)},
+                                             "capacity": {"nvidia.com/gpu": str(gpus)}}})
+
+
+def crd_files(cfg: LabConfig) -> List[pathlib.Path]:
+    """Kueue and JobSet CRD manifests from their Go modules (downloaded once into the lab's module cache)."""
+    env = dict(os.environ, GOTOOLCHAIN="local", GOMODCACHE=str(cfg.cache / "gomod"), GOFLAGS="-mod=mod")
+    files: List[pathlib.Path] = []
+    for module, version, sub in (("sigs.k8s.io/kueue", KUEUE_VERSION, "config/components/crd/bases"),
+                                 ("sigs.k8s.io/jobset", JOBSET_VERSION, "config/components/crd/bases")):
+        moddir = cfg.cache / "gomod" / ("%s@%s" % (module, version))
+        if not moddir.is_dir():
+            proc = subprocess.run(["go", "mod", "download", "%s@%s" % (module, version)], env=env, cwd="/",
+                                  capture_output=True, text=True, check=False)
+            if proc.returncode != 0:
+                raise LabError("go mod download %s@%s failed: %s" % (module, version, proc.stderr.strip()))
+        files += [pathlib.Path(p) for p in sorted(glob.glob(str(moddir / sub / "*.yaml")))]
+    return files
+
+
+def ensure_crds(cfg: LabConfig) -> int:
+    dyn = dynamic.DynamicClient(api(cfg))
+    crds = dyn.resources.get(api_version="apiextensions.k8s.io/v1", kind="CustomResourceDefinition")
+    count = 0
+    for path in crd_files(cfg):
+        for doc in yaml.safe_load_all(path.read_text()):
+            if not doc or doc.get("kind") != "CustomResourceDefinition":
+                continue
+            # Kueue's conversion webhook needs its controller; the lab serves the storage version only.
+            doc["spec"].pop("conversion", None)
+            try:
+                crds.get(name=doc["metadata"]["name"])
+            except ApiException as exc:
+                if exc.status != 404:
+                    raise
+                crds.create(body=doc)
+            count += 1
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        established = [c for c in crds.get().items if any(
+            cond.type == "Established" and cond.status == "True" for cond in (c.status.conditions or []))]
+        if len(established) >= count:
+            return count
+        time.sleep(0.5)
+    raise LabError("CRDs not Established within 60 s")

@@ -1,0 +1,97 @@
+"""Certificates for the lab: one CA, etcd server/client, apiserver serving, admin (system:masters), SA keys."""
+from __future__ import annotations
+
+import datetime
+import ipaddress
+import pathlib
+from typing import List, Optional
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+DAYS = 365
+
+
+def _write_key(path: pathlib.Path, key) -> None:
+    path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL,
+                                       serialization.NoEncryption()))
+    path.chmod(0o600)
+
+
+def _name(cn: str, org: Optional[str] = None) -> x509.Name:
+    attrs = [x509.NameAttribute(NameOID.COMMON_NAME, cn)]
+    if org:
+        attrs.append(x509.NameAttribute(NameOID.ORGANIZATION_NAME, org))
+    return x509.Name(attrs)
+
+
+def ensure(pki: pathlib.Path) -> None:
+    """Create every certificate once; later calls reuse them."""
+    pki.mkdir(parents=True, exist_ok=True)
+    if (pki / "admin.crt").exists():
+        return
+    now = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(minutes=5)
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca = (x509.CertificateBuilder().subject_name(_name("gpufleet-lab-ca")).issuer_name(_name("gpufleet-lab-ca"))
+          .public_key(ca_key.public_key()).serial_number(x509.random_serial_number())
+          .not_valid_before(now).not_valid_after(now + datetime.timedelta(days=DAYS * 5))
+          .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+          .add_extension(x509.KeyUsage(True, False, False, False, False, True, True, False, False), critical=True)
+          .sign(ca_key, hashes.SHA256()))
+    (pki / "ca.crt").write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    _write_key(pki / "ca.key", ca_key)
+
+    def issue(name: str, cn: str, org: Optional[str], server: bool, client: bool, dns: List[str]) -> None:
+        key = ec.generate_private_key(ec.SECP256R1())
+        usages = ([ExtendedKeyUsageOID.SERVER_AUTH] if server else []) + (
+            [ExtendedKeyUsageOID.CLIENT_AUTH] if client else [])
+        builder = (x509.CertificateBuilder().subject_name(_name(cn, org)).issuer_name(ca.subject)
+                   .public_key(key.public_key()).serial_number(x509.random_serial_number())
+                   .not_valid_before(now).not_valid_after(now + datetime.timedelta(days=DAYS))
+                   .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+                   .add_extension(x509.ExtendedKeyUsage(usages), critical=False))
+        if server:
+            builder = builder.add_extension(x509.SubjectAlternativeName(
+                [x509.DNSName(d) for d in dns] + [x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
+                                                  x509.IPAddress(ipaddress.ip_address("10.96.0.1"))]),
+                critical=False)
+        cert = builder.sign(ca_key, hashes.SHA256())
+        (pki / (name + ".crt")).write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+        _write_key(pki / (name + ".key"), key)
+
+    issue("etcd-server", "etcd", None, True, True, ["localhost"])
+    issue("etcd-client", "kube-apiserver-etcd-client", None, False, True, [])
+    issue("apiserver", "kube-apiserver", None, True, False,
+          ["localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
+           "kubernetes.default.svc.cluster.local"])
+    issue("controller-manager", "system:kube-controller-manager", None, False, True, [])
+    issue("scheduler", "system:kube-scheduler", None, False, True, [])
+    issue("kwok", "kwok-controller", "system:masters", False, True, [])
+    issue("lab-controller", "gpufleet-lab-controller", "system:masters", False, True, [])
+    issue("admin", "kubernetes-admin", "system:masters", False, True, [])
+    sa = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    _write_key(pki / "sa.key", sa)
+    (pki / "sa.pub").write_bytes(sa.public_key().public_bytes(serialization.Encoding.PEM,
+                                                              serialization.PublicFormat.SubjectPublicKeyInfo))
+
+
+def kubeconfig(pki: pathlib.Path, server: str, user: str, path: pathlib.Path, embed: bool = True) -> None:
+    """Write a kubeconfig for ``user`` (a cert/key pair in ``pki``). Embedded data, so it can be copied anywhere."""
+    import base64
+
+    import yaml
+
+    def data(name: str) -> str:
+        return base64.b64encode((pki / name).read_bytes()).decode()
+
+    doc = {"apiVersion": "v1", "kind": "Config", "current-context": "gpufleet-lab",
+           "clusters": [{"name": "gpufleet-lab", "cluster": {"server": server,
+                                                              "certificate-authority-data": data("ca.crt")}}],
+           "users": [{"name": user, "user": {"client-certificate-data": data(user + ".crt"),
+                                             "client-key-data": data(user + ".key")}}],
+           "contexts": [{"name": "gpufleet-lab", "context": {"cluster": "gpufleet-lab", "user": user}}]}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    path.chmod(0o600)

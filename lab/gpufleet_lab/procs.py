@@ -1,0 +1,116 @@
+"""Background processes of the lab: started detached (they outlive `lab up`), tracked by pid files."""
+from __future__ import annotations
+
+import os
+import pathlib
+import signal
+import ssl
+import subprocess
+import time
+import urllib.request
+from typing import Dict, List, Optional
+
+
+class LabError(Exception):
+    """A lab step failed; the message says which and where its log is."""
+
+
+def _pidfile(run: pathlib.Path, name: str) -> pathlib.Path:
+    return run / "pids" / (name + ".pid")
+
+
+def log_path(run: pathlib.Path, name: str) -> pathlib.Path:
+    return run / "logs" / (name + ".log")
+
+
+def pid_of(run: pathlib.Path, name: str) -> Optional[int]:
+    path = _pidfile(run, name)
+    try:
+        pid = int(path.read_text().strip())
+    except (OSError, ValueError):
+        return None
+    try:
+        os.kill(pid, 0)
+    except OSError:
+        return None
+    # a zombie or a recycled pid does not count
+    try:
+        stat = pathlib.Path("/proc/%d/stat" % pid).read_text()
+        if stat.split(")")[-1].split()[0] == "Z":
+            return None
+    except OSError:
+        return None
+    return pid
+
+
+def start(run: pathlib.Path, name: str, argv: List[str], env: Optional[Dict[str, str]] = None) -> int:
+    """Start ``argv`` in its own session, output to logs/NAME.log. Returns the pid (an existing one if running)."""
+    existing = pid_of(run, name)
+    if existing:
+        return existing
+    (run / "pids").mkdir(parents=True, exist_ok=True)
+    (run / "logs").mkdir(parents=True, exist_ok=True)
+    log = open(log_path(run, name), "ab")
+    proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                            start_new_session=True, env=dict(os.environ, **(env or {})), close_fds=True)
+    log.close()
+    _pidfile(run, name).write_text(str(proc.pid))
+    return proc.pid
+
+
+def stop(run: pathlib.Path, name: str, timeout: float = 15.0) -> bool:
+    pid = pid_of(run, name)
+    if not pid:
+        _pidfile(run, name).unlink(missing_ok=True)
+        return False
+    try:
+        os.killpg(pid, signal.SIGTERM)
+    except OSError:
+        pass
+    deadline = time.time() + timeout
+    while time.time() < deadline and pid_of(run, name):
+        time.sleep(0.1)
+    if pid_of(run, name):
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except OSError:
+            pass
+        time.sleep(0.2)
+    _pidfile(run, name).unlink(missing_ok=True)
+    return True
+
+
+def running(run: pathlib.Path) -> List[str]:
+    pids = run / "pids"
+    if not pids.is_dir():
+        return []
+    return sorted(p.stem for p in pids.glob("*.pid") if pid_of(run, p.stem))
+
+
+def tail(path: pathlib.Path, lines: int = 15) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+def wait_https(url: str, pki: pathlib.Path, run: pathlib.Path, name: str, timeout: float = 120.0,
+               client: str = "admin") -> None:
+    """Wait until ``url`` answers 200 with the lab's client certificate; fail with the process log otherwise."""
+    ctx = ssl.create_default_context(cafile=str(pki / "ca.crt"))
+    ctx.load_cert_chain(str(pki / (client + ".crt")), str(pki / (client + ".key")))
+    deadline = time.time() + timeout
+    last = ""
+    while time.time() < deadline:
+        if not pid_of(run, name):
+            raise LabError("%s exited while starting; last lines of %s:\n%s" % (
+                name, log_path(run, name), tail(log_path(run, name))))
+        try:
+            with urllib.request.urlopen(url, context=ctx, timeout=5) as resp:  # noqa: S310 - loopback only
+                if resp.status == 200:
+                    return
+        except Exception as exc:  # noqa: BLE001 - any failure means "not yet"
+            last = str(exc)
+        time.sleep(0.5)
+    raise LabError("%s did not become healthy at %s within %ds (%s); last lines of %s:\n%s" % (
+        name, url, timeout, last, log_path(run, name), tail(log_path(run, name))))

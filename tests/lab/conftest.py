@@ -1,0 +1,43 @@
+"""One lab per test run: the session fixture brings it up once (a no-op when it is already up) and takes it down
+at the end unless it was already running before the run (or GPUFLEET_LAB_KEEP=1)."""
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "lab"))
+
+from gpufleet_lab import config as lab_config  # noqa: E402
+
+
+def lab_cli(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    env = dict(os.environ, GPUFLEET_VENV=str(pathlib.Path(sys.executable).parents[1]))
+    proc = subprocess.run([str(ROOT / "bin" / "lab"), *args], capture_output=True, text=True, env=env, check=False,
+                          timeout=3600)
+    if check and proc.returncode != 0:
+        raise AssertionError("lab %s failed (%d):\n%s\n%s" % (" ".join(args), proc.returncode, proc.stdout[-5000:],
+                                                             proc.stderr[-5000:]))
+    return proc
+
+
+def podman_exec(host: str, *cmd: str, stdin: str = "") -> subprocess.CompletedProcess:
+    return subprocess.run(["podman", "exec", "-i", "gpufleet-lab-" + host, *cmd], input=stdin, capture_output=True,
+                          text=True, check=False, timeout=600)
+
+
+@pytest.fixture(scope="session")
+def lab():
+    cfg = lab_config.load()
+    before = lab_cli("status", check=False)
+    was_up = before.returncode == 0 and json.loads(before.stdout)["processes"]
+    proc = lab_cli("up")
+    print(proc.stdout[-3000:])
+    yield cfg
+    if not was_up and not os.environ.get("GPUFLEET_LAB_KEEP"):
+        lab_cli("down")

@@ -1,0 +1,270 @@
+"""The lab is real where it claims to be, and its simulators speak the formats the checks engine reads."""
+from __future__ import annotations
+
+import json
+import pathlib
+import ssl
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+from kubernetes import client, config
+from kubernetes.client.rest import ApiException
+
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.dcgm import judge_diag, parse_diag
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.etcd import (
+    judge_endpoints, judge_snapshot, parse_endpoint_status, parse_snapshot_status)
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.gpu_health import (
+    judge_health, parse_query_gpu, parse_remapped_rows, scan_xids)
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.kubeadm_plan import judge_plan, parse_plan
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.nccl import judge_runs, parse_output
+from tests.lab.conftest import ROOT, lab_cli, podman_exec
+
+pytestmark = pytest.mark.lab
+
+GPU_POLICY = {"count": 8, "driver_version": "570.172.08"}
+NCCL_BASELINE = {"busbw_gbps": {"1G": 450.0, "8G": 470.0}, "tolerance_pct": 10, "min_runs": 3}
+ETCD_FLAGS = ["--endpoints=https://127.0.0.1:23790", "--cacert=/etc/kubernetes/pki/ca.crt",
+              "--cert=/etc/kubernetes/pki/etcd-client.crt", "--key=/etc/kubernetes/pki/etcd-client.key"]
+
+
+def core(cfg):
+    return client.CoreV1Api(config.new_client_from_config(str(cfg.kubeconfig)))
+
+
+def apiserver_version(cfg, host):
+    ctx = ssl.create_default_context(cafile=str(cfg.pki / "ca.crt"))
+    ctx.load_cert_chain(str(cfg.pki / "admin.crt"), str(cfg.pki / "admin.key"))
+    with urllib.request.urlopen("https://127.0.0.1:%d/version" % cfg.apiserver_port(host), context=ctx,
+                                timeout=10) as resp:
+        return json.load(resp)["gitVersion"]
+
+
+def run_ok(host, *cmd):
+    proc = podman_exec(host, *cmd)
+    assert proc.returncode == 0, "%s on %s failed: %s %s" % (" ".join(cmd), host, proc.stdout, proc.stderr)
+    return proc.stdout
+
+
+def gpu_checks(cfg, host):
+    gpus = parse_query_gpu(run_ok(host, "nvidia-smi", "--query-gpu=index,uuid,pci.bus_id,name,driver_version,"
+                                        "persistence_mode,ecc.errors.uncorrected.volatile.total",
+                                  "--format=csv,noheader,nounits"))
+    remaps = parse_remapped_rows(run_ok(host, "nvidia-smi", "--query-remapped-rows=gpu_bus_id,gpu_uuid,"
+                                        "remapped_rows.correctable,remapped_rows.uncorrectable,remapped_rows.pending,"
+                                        "remapped_rows.failure", "--format=csv,noheader,nounits"))
+    return judge_health(gpus, remaps, scan_xids(run_ok(host, "journalctl", "-k")), GPU_POLICY, host)
+
+
+def dcgm_checks(host):
+    proc = podman_exec(host, "dcgmi", "diag", "-r", "1", "-j")
+    return judge_diag(parse_diag(proc.stdout), {"required_tests": ["memory"], "expected_gpus": 8}, host)
+
+
+def nccl_checks(host):
+    runs = [parse_output(podman_exec(host, "all_reduce_perf", "-b", "1G", "-e", "8G", "-f", "2", "-g", "8").stdout)
+            for _ in range(3)]
+    return judge_runs(runs, NCCL_BASELINE, host)
+
+
+# -- the control plane is real ----------------------------------------------------------------------------------
+def test_apiservers_report_their_true_version(lab):
+    for host in lab.control_plane:
+        assert apiserver_version(lab, host) == lab.from_version
+    kubectl = lab.bin_dir("kubernetes", lab.from_version) / "kubectl"
+    out = subprocess.run([str(kubectl), "--kubeconfig", str(lab.kubeconfig), "version", "-o", "json"],
+                         capture_output=True, text=True, check=True).stdout
+    assert json.loads(out)["serverVersion"]["gitVersion"] == lab.from_version
+
+
+def test_gpu_nodes_ready_with_8_gpus(lab):
+    nodes = {n.metadata.name: n for n in core(lab).list_node(label_selector="gpufleet.io/lab=true").items}
+    assert sorted(nodes) == sorted(lab.hosts)
+    for host in lab.gpu_hosts:
+        node = nodes[host]
+        assert any(c.type == "Ready" and c.status == "True" for c in node.status.conditions)
+        assert node.status.allocatable["nvidia.com/gpu"] == "8"
+        assert node.metadata.labels["gpufleet.io/rack-set"] == lab.rack_set_of(host)
+        assert node.status.node_info.kubelet_version == lab.from_version
+
+
+def test_eviction_against_exhausted_pdb_gets_429(lab):
+    host = lab.gpu_hosts[-1]
+    lab_cli("fault", host, "pdb-block")
+    try:
+        api = core(lab)
+        policy = client.PolicyV1Api(api.api_client)
+        deadline = time.time() + 60
+        while time.time() < deadline:  # the disruption controller computes the PDB status
+            pdb = policy.read_namespaced_pod_disruption_budget("pdb-block-" + host, "gpufleet-lab-faults")
+            if pdb.status and pdb.status.observed_generation and pdb.status.current_healthy == 1:
+                break
+            time.sleep(1)
+        assert pdb.status.disruptions_allowed == 0
+        with pytest.raises(ApiException) as err:
+            api.create_namespaced_pod_eviction("pdb-block-" + host, "gpufleet-lab-faults", {
+                "apiVersion": "policy/v1", "kind": "Eviction",
+                "metadata": {"name": "pdb-block-" + host, "namespace": "gpufleet-lab-faults"}})
+        assert err.value.status == 429
+        assert "Cannot evict pod as it would violate the pod's disruption budget" in err.value.body
+    finally:
+        lab_cli("clear", host)
+
+
+def test_etcd_snapshot_from_etcdctl_verifies_with_etcdutl(lab):
+    endpoints = parse_endpoint_status(run_ok("cp-1", "etcdctl", *ETCD_FLAGS, "endpoint", "status", "-w", "json"))
+    assert judge_endpoints(endpoints)["passed"]
+    run_ok("cp-1", "etcdctl", *ETCD_FLAGS, "snapshot", "save", "/tmp/lab-snapshot.db")
+    snap = parse_snapshot_status(run_ok("cp-1", "etcdutl", "snapshot", "status", "/tmp/lab-snapshot.db", "-w", "json"))
+    summary = judge_snapshot(snap, {"min_revision": 1, "min_keys": 50})
+    assert summary["passed"], summary["failures"]
+
+
+def test_apt_sees_pinned_versions_and_holds(lab):
+    policy = run_ok("gpu-a1", "apt-cache", "policy", "kubeadm")
+    for version in lab.versions:
+        assert version.lstrip("v") + "-1.1" in policy
+    assert "Installed: %s-1.1" % lab.from_version.lstrip("v") in policy
+    holds = run_ok("gpu-a1", "apt-mark", "showhold").split()
+    assert {"kubeadm", "kubelet", "kubectl", "nvidia-driver-570-server", "nvidia-fabricmanager-570"} <= set(holds)
+    # a held package does not move without --allow-change-held-packages
+    proc = podman_exec("gpu-a1", "apt-get", "install", "-y", "-q", "kubeadm=%s-1.1" % lab.to_version.lstrip("v"))
+    assert proc.returncode != 0 and "held" in (proc.stdout + proc.stderr)
+    # fabric manager must equal the driver: apt refuses a mismatched pair
+    proc = podman_exec("gpu-a1", "apt-get", "install", "-y", "-q", "--allow-change-held-packages",
+                       "nvidia-fabricmanager-580")
+    assert proc.returncode != 0
+
+
+def test_ansible_reaches_every_host_through_podman(lab):
+    ansible = str(pathlib.Path(sys.executable).parent / "ansible")  # the same venv as pytest
+    proc = subprocess.run([ansible, "-i", str(lab.inventory / "hosts.yml"), "all", "-m", "ansible.builtin.ping",
+                           "-o"], capture_output=True, text=True, cwd=ROOT, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.count("SUCCESS") == len(lab.hosts)
+
+
+# -- simulators speak the engine's formats ------------------------------------------------------------------------
+def test_simulators_parse_and_pass_when_healthy(lab):
+    host = lab.gpu_hosts[0]
+    assert gpu_checks(lab, host)["passed"]
+    assert dcgm_checks(host)["passed"]
+    summary = nccl_checks(host)
+    assert summary["passed"], summary["failures"]
+
+
+@pytest.mark.parametrize("fmt", ["text", "json", "yaml"])
+def test_kubeadm_plan_parses(lab, fmt):
+    host = "cp-1"
+    try:
+        run_ok(host, "apt-get", "install", "-y", "-q", "--allow-change-held-packages",
+               "kubeadm=%s-1.1" % lab.to_version.lstrip("v"))
+        args = ["kubeadm", "upgrade", "plan"] + ([] if fmt == "text" else ["-o", fmt])
+        plan = parse_plan(run_ok(host, *args))
+        assert plan["available"] and plan["offered_versions"] == [lab.to_version]
+        assert judge_plan(plan, lab.to_version)["needs_upgrade"]
+        kubelets = [c for c in plan["upgrades"][0]["components"] if c["name"] == "kubelet"]
+        assert sorted(k["node"] for k in kubelets) == sorted(lab.hosts)
+    finally:
+        run_ok(host, "apt-get", "install", "-y", "-q", "--allow-change-held-packages",
+               "kubeadm=%s-1.1" % lab.from_version.lstrip("v"))
+    # kubeadm at the cluster's version offers nothing: empty output, exit 0
+    assert parse_plan(run_ok(host, "kubeadm", "upgrade", "plan"))["available"] is False
+
+
+# -- faults change what the checks see -----------------------------------------------------------------------------
+@pytest.mark.parametrize("kind,check", [
+    ("gpu-missing", "gpu"), ("xid79", "gpu"), ("ecc", "gpu"), ("remap-pending", "gpu"), ("dcgm-fail", "dcgm"),
+    ("hostengine-down", "dcgm"), ("nccl-slow", "nccl"), ("nccl-wrong", "nccl"),
+])
+def test_gpu_faults_fail_the_checks(lab, kind, check):
+    host = lab.gpu_hosts[1]
+    judge = {"gpu": lambda: gpu_checks(lab, host), "dcgm": lambda: dcgm_checks(host),
+             "nccl": lambda: nccl_checks(host)}[check]
+    assert judge()["passed"]
+    lab_cli("fault", host, kind)
+    try:
+        summary = judge()
+        assert not summary["passed"]
+    finally:
+        lab_cli("clear", host)
+    assert judge()["passed"]
+
+
+def test_gpu_missing_shows_on_the_node(lab):
+    host = lab.gpu_hosts[1]
+    lab_cli("fault", host, "gpu-missing")
+    try:
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            if core(lab).read_node(host).status.allocatable["nvidia.com/gpu"] == "7":
+                break
+            time.sleep(0.5)
+        assert core(lab).read_node(host).status.allocatable["nvidia.com/gpu"] == "7"
+    finally:
+        lab_cli("clear", host)
+    deadline = time.time() + 30
+    while time.time() < deadline and core(lab).read_node(host).status.allocatable["nvidia.com/gpu"] != "8":
+        time.sleep(0.5)
+    assert core(lab).read_node(host).status.allocatable["nvidia.com/gpu"] == "8"
+
+
+def test_unreachable_host(lab):
+    host = lab.gpu_hosts[0]
+    lab_cli("fault", host, "unreachable")
+    try:
+        assert podman_exec(host, "true").returncode != 0
+    finally:
+        lab_cli("clear", host)
+    assert podman_exec(host, "true").returncode == 0
+
+
+def test_snapshot_fail_fault(lab):
+    lab_cli("fault", "cp-2", "snapshot-fail")
+    try:
+        proc = podman_exec("cp-2", "etcdctl", *ETCD_FLAGS, "snapshot", "save", "/tmp/s.db")
+        assert proc.returncode != 0 and "no space left on device" in proc.stderr
+    finally:
+        lab_cli("clear", "cp-2")
+
+
+# -- an upgrade passes through a mixed-version HA control plane -----------------------------------------------------
+def test_rollout_shows_both_apiserver_versions_then_rolls_back(lab):
+    to = lab.to_version.lstrip("v") + "-1.1"
+    back = lab.from_version.lstrip("v") + "-1.1"
+    # kubeadm refuses a target above its own version
+    proc = podman_exec("cp-1", "kubeadm", "upgrade", "apply", lab.to_version, "-y")
+    assert proc.returncode != 0 and "higher than the kubeadm version" in proc.stderr
+    # the kubeadm-apply-fail fault fails the apply and leaves the apiserver where it was
+    run_ok("cp-1", "apt-get", "install", "-y", "-q", "--allow-change-held-packages", "kubeadm=" + to)
+    lab_cli("fault", "cp-1", "kubeadm-apply-fail")
+    try:
+        assert podman_exec("cp-1", "kubeadm", "upgrade", "apply", lab.to_version, "-y").returncode != 0
+    finally:
+        lab_cli("clear", "cp-1")
+    assert apiserver_version(lab, "cp-1") == lab.from_version
+    try:
+        out = run_ok("cp-1", "kubeadm", "upgrade", "apply", lab.to_version, "-y")
+        assert "SUCCESS" in out
+        versions = {h: apiserver_version(lab, h) for h in lab.control_plane}
+        assert versions == {"cp-1": lab.to_version, "cp-2": lab.from_version, "cp-3": lab.from_version}
+        # through the load balancer, clients see both versions during the rollout
+        seen = set()
+        for _ in range(12):
+            seen.add(client.VersionApi(config.new_client_from_config(str(lab.kubeconfig))).get_code().git_version)
+        assert seen == {lab.from_version, lab.to_version}
+        status = json.loads(lab_cli("status").stdout)
+        assert status["controllers_version"] == lab.from_version  # never newer than the oldest apiserver
+        # the kubelet restarted at a new package version reports it on its Node
+        run_ok("gpu-b1", "apt-get", "install", "-y", "-q", "--allow-change-held-packages", "kubelet=" + to)
+        run_ok("gpu-b1", "systemctl", "restart", "kubelet")
+        assert core(lab).read_node("gpu-b1").status.node_info.kubelet_version == lab.to_version
+    finally:
+        run_ok("gpu-b1", "apt-get", "install", "-y", "-q", "--allow-change-held-packages", "kubelet=" + back)
+        run_ok("gpu-b1", "systemctl", "restart", "kubelet")
+        run_ok("cp-1", "kubeadm", "upgrade", "apply", lab.from_version, "-y")
+        run_ok("cp-1", "apt-get", "install", "-y", "-q", "--allow-change-held-packages", "kubeadm=" + back)
+        run_ok("cp-1", "apt-mark", "hold", "kubeadm", "kubelet")
+    assert apiserver_version(lab, "cp-1") == lab.from_version
