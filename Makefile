@@ -31,7 +31,7 @@ plan: setup
 test: lint docs unit
 
 lint: setup
-	$(BIN)/ruff check plugins tests benchmarks
+	$(BIN)/ruff check plugins tests benchmarks lab
 	$(BIN)/mypy
 	$(BIN)/yamllint -s .
 	$(BIN)/ansible-lint --profile production

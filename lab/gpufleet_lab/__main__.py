@@ -70,7 +70,7 @@ def status(cfg: config.LabConfig) -> int:
     for host in cfg.hosts:
         path = cfg.run / "hosts" / host / "state.json"
         if path.exists():
-            found = sorted((json.loads(path.read_text()).get("faults") or {}))
+            found = sorted(json.loads(path.read_text()).get("faults") or {})
             if found:
                 out["faults"][host] = found
     print(json.dumps(out, indent=2))

@@ -3,7 +3,6 @@ kube-scheduler, KWOK, and the Node objects of the lab's hosts."""
 from __future__ import annotations
 
 import json
-import pathlib
 import subprocess
 import time
 from typing import Any, Dict, List

@@ -55,7 +55,7 @@ def inject(cfg: LabConfig, host: str, kind: str) -> str:
         raise LabError("unknown host %r; lab hosts: %s" % (host, ", ".join(cfg.hosts)))
     if kind in HOST_FAULTS:
         scope = HOST_FAULTS[kind][1]
-        if scope == "gpu" and host not in cfg.gpu_hosts or scope == "cp" and host not in cfg.control_plane:
+        if (scope == "gpu" and host not in cfg.gpu_hosts) or (scope == "cp" and host not in cfg.control_plane):
             raise LabError("fault %s applies to %s hosts only" % (kind, "GPU" if scope == "gpu" else "control-plane"))
         _edit(cfg, host, lambda s: s.setdefault("faults", {}).__setitem__(kind, True))
     elif kind == "unreachable":
@@ -75,14 +75,14 @@ def clear(cfg: LabConfig, host: str) -> None:
         hosts.podman("unpause", hosts.container(host))
     core = client.CoreV1Api(kube.api(cfg))
     policy = client.PolicyV1Api(kube.api(cfg))
-    for name in ("pdb-block-" + host,):
-        for fn in (lambda: policy.delete_namespaced_pod_disruption_budget(name, FAULT_NS),
+    name = "pdb-block-" + host
+    for delete in (lambda: policy.delete_namespaced_pod_disruption_budget(name, FAULT_NS),
                    lambda: core.delete_namespaced_pod(name, FAULT_NS, grace_period_seconds=0)):
-            try:
-                fn()
-            except ApiException as exc:
-                if exc.status != 404:
-                    raise
+        try:
+            delete()
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
 
 
 def _pdb_block(cfg: LabConfig, host: str) -> None:

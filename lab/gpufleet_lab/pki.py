@@ -32,7 +32,7 @@ def ensure(pki: pathlib.Path) -> None:
     pki.mkdir(parents=True, exist_ok=True)
     if (pki / "admin.crt").exists():
         return
-    now = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(minutes=5)
+    now = datetime.datetime.now(datetime.UTC) - datetime.timedelta(minutes=5)
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca = (x509.CertificateBuilder().subject_name(_name("gpufleet-lab-ca")).issuer_name(_name("gpufleet-lab-ca"))
           .public_key(ca_key.public_key()).serial_number(x509.random_serial_number())

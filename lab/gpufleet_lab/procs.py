@@ -106,10 +106,10 @@ def wait_https(url: str, pki: pathlib.Path, run: pathlib.Path, name: str, timeou
             raise LabError("%s exited while starting; last lines of %s:\n%s" % (
                 name, log_path(run, name), tail(log_path(run, name))))
         try:
-            with urllib.request.urlopen(url, context=ctx, timeout=5) as resp:  # noqa: S310 - loopback only
+            with urllib.request.urlopen(url, context=ctx, timeout=5) as resp:
                 if resp.status == 200:
                     return
-        except Exception as exc:  # noqa: BLE001 - any failure means "not yet"
+        except Exception as exc:
             last = str(exc)
         time.sleep(0.5)
     raise LabError("%s did not become healthy at %s within %ds (%s); last lines of %s:\n%s" % (

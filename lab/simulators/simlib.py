@@ -10,7 +10,7 @@ STATE_DIR = os.environ.get("GPUFLEET_SIM_STATE", "/var/lib/gpufleet-lab")
 STATE = os.path.join(STATE_DIR, "state.json")
 CLUSTER = os.path.join(STATE_DIR, "cluster", "state.json")
 REQUESTS = os.path.join(STATE_DIR, "requests")
-VERSIONS = "/usr/share/gpufleet-sim"
+VERSIONS = os.environ.get("GPUFLEET_SIM_VERSIONS", "/usr/share/gpufleet-sim")
 
 
 def host():

@@ -13,7 +13,7 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "lab"))
 
-from gpufleet_lab import config as lab_config  # noqa: E402
+from gpufleet_lab import config as lab_config
 
 
 def lab_cli(*args: str, check: bool = True) -> subprocess.CompletedProcess:

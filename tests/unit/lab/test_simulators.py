@@ -1,0 +1,139 @@
+"""The lab's simulators (SIMULATION, lab/simulators) run here without the lab, against a temporary state
+directory, and their output must parse with the checks engine's parsers - the same contract the lab tests check
+inside the podman hosts."""
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.dcgm import judge_diag, parse_diag
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.gpu_health import (
+    judge_health, parse_query_gpu, parse_remapped_rows, scan_xids)
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.kubeadm_plan import parse_plan
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.nccl import judge_runs, parse_output
+
+SIM = pathlib.Path(__file__).resolve().parents[3] / "lab" / "simulators"
+QUERY = ("--query-gpu=index,uuid,pci.bus_id,name,driver_version,persistence_mode,"
+         "ecc.errors.uncorrected.volatile.total")
+REMAP = ("--query-remapped-rows=gpu_bus_id,gpu_uuid,remapped_rows.correctable,remapped_rows.uncorrectable,"
+         "remapped_rows.pending,remapped_rows.failure")
+
+
+@pytest.fixture
+def sim(tmp_path):
+    state_dir = tmp_path / "state"
+    versions = tmp_path / "versions"
+    (state_dir / "cluster").mkdir(parents=True)
+    versions.mkdir()
+    for key, value in {"nvidia-driver": "570.172.08", "kubeadm": "v1.36.3", "kubelet": "v1.35.4",
+                       "dcgm": "4.2.3"}.items():
+        (versions / (key + ".version")).write_text(value + "\n")
+    state = {"gpus": 8, "persistence": True, "faults": {}, "services": {}}
+    (state_dir / "state.json").write_text(json.dumps(state))
+    (state_dir / "cluster" / "state.json").write_text(json.dumps({
+        "apiserver": {"cp-1": "v1.35.4", "cp-2": "v1.35.4"}, "kubelet": {"cp-1": "v1.35.4", "gpu-a1": "v1.35.4"}}))
+    env = dict(os.environ, GPUFLEET_SIM_STATE=str(state_dir), GPUFLEET_SIM_VERSIONS=str(versions),
+               GPUFLEET_SIM_LIB=str(SIM), GPUFLEET_SIM_HOST="gpu-a1")
+
+    class Sim:
+        def run(self, tool, *args, rc=0, host="gpu-a1"):
+            proc = subprocess.run([sys.executable, str(SIM / tool), *args], capture_output=True, text=True,
+                                  env=dict(env, GPUFLEET_SIM_HOST=host), check=False, timeout=60)
+            if rc is not None:
+                assert proc.returncode == rc, proc.stdout + proc.stderr
+            return proc
+
+        def fault(self, kind):
+            data = json.loads((state_dir / "state.json").read_text())
+            data["faults"][kind] = True
+            (state_dir / "state.json").write_text(json.dumps(data))
+
+        def set_version(self, key, value):
+            (versions / (key + ".version")).write_text(value + "\n")
+
+    return Sim()
+
+
+def health(sim):
+    gpus = parse_query_gpu(sim.run("nvidia-smi", QUERY, "--format=csv,noheader,nounits").stdout)
+    remaps = parse_remapped_rows(sim.run("nvidia-smi", REMAP, "--format=csv,noheader,nounits").stdout)
+    return judge_health(gpus, remaps, scan_xids(sim.run("journalctl", "-k").stdout),
+                        {"count": 8, "driver_version": "570.172.08"}, "gpu-a1")
+
+
+def test_nvidia_smi_healthy_and_faults(sim):
+    assert health(sim)["passed"]
+    sim.fault("gpu-missing")
+    sim.fault("xid79")
+    failures = health(sim)["failures"]
+    assert failures[0] == ("gpu-a1: check gpu_count: measured 7, baseline 8 (a node with fewer GPUs than expected "
+                           "after a driver change or XID is worse than a failed node)")
+    assert any("XID 79 on PCI:0000:9a:00" in f for f in failures)
+
+
+def test_nvidia_smi_without_driver_or_after_upgrade_without_reboot(sim, tmp_path):
+    (tmp_path / "versions" / "nvidia-driver.version").unlink()
+    proc = sim.run("nvidia-smi", QUERY, "--format=csv,noheader,nounits", rc=9)
+    assert "couldn't communicate with the NVIDIA driver" in proc.stdout
+
+
+def test_dcgmi(sim):
+    policy = {"required_tests": ["software", "memory", "pcie"], "expected_gpus": 8}
+    assert judge_diag(parse_diag(sim.run("dcgmi", "diag", "-r", "2", "-j").stdout), policy, "gpu-a1")["passed"]
+    sim.fault("dcgm-fail")
+    proc = sim.run("dcgmi", "diag", "-r", "1", "-j", rc=226)
+    summary = judge_diag(parse_diag(proc.stdout), policy, "gpu-a1")
+    assert summary["failures"] == ["gpu-a1 gpu 5 memory: check dcgm_test: measured Fail, baseline Pass (GPU 5: "
+                                   "Memory test failed: DBE detected (isolate))"]
+
+
+def test_all_reduce_perf(sim, tmp_path):
+    baseline = {"busbw_gbps": {"1G": 450.0, "8G": 470.0}, "tolerance_pct": 10, "min_runs": 3}
+    runs = [parse_output(sim.run("all_reduce_perf", "-b", "8", "-e", "8G", "-f", "2", "-g", "8").stdout)
+            for _ in range(3)]
+    assert runs[0]["format"] == "current" and runs[0]["ranks"] == 8 and len(runs[0]["rows"]) == 31
+    assert judge_runs(runs, baseline, "gpu-a1")["passed"]
+    json_path = tmp_path / "nccl.json"
+    sim.run("all_reduce_perf", "-b", "1G", "-e", "8G", "-f", "2", "-g", "8", "-J", str(json_path))
+    assert parse_output(json_path.read_text())["format"] == "json"
+    sim.fault("nccl-slow")
+    slow = [parse_output(sim.run("all_reduce_perf", "-b", "1G", "-e", "8G", "-f", "2", "-g", "8").stdout)
+            for _ in range(3)]
+    assert not judge_runs(slow, baseline, "gpu-a1")["passed"]
+
+
+@pytest.mark.parametrize("args,fmt", [((), "text"), (("-o", "json"), "json"), (("-o", "yaml"), "json")])
+def test_kubeadm_plan(sim, args, fmt):
+    plan = parse_plan(sim.run("kubeadm", "upgrade", "plan", *args).stdout)
+    assert plan["format"] == fmt and plan["offered_versions"] == ["v1.36.3"]
+    nodes = sorted(c["node"] for c in plan["upgrades"][0]["components"] if c["name"] == "kubelet")
+    assert nodes == ["cp-1", "gpu-a1"]
+
+
+def test_kubeadm_refusals(sim):
+    sim.set_version("kubeadm", "v1.37.1")
+    proc = sim.run("kubeadm", "upgrade", "apply", "v1.37.1", "-y", rc=1, host="cp-1")
+    assert "can upgrade only 1 minor version at a time" in proc.stderr
+    proc = sim.run("kubeadm", "upgrade", "apply", "v1.36.3", "-y", rc=1, host="gpu-a1")
+    assert "this node is not a control-plane node" in proc.stderr
+    sim.set_version("kubeadm", "v1.35.4")
+    proc = sim.run("kubeadm", "upgrade", "apply", "v1.36.3", "-y", rc=1, host="cp-1")
+    assert 'is higher than the kubeadm version "v1.35.4"' in proc.stderr
+    assert parse_plan(sim.run("kubeadm", "upgrade", "plan").stdout)["available"] is False
+    proc = sim.run("kubeadm", "upgrade", "apply", "v1.35.4", rc=1, host="cp-1")  # no -y: asks, gets no answer
+    assert "didn't answer" in proc.stderr
+
+
+def test_systemctl_fabricmanager_must_match_driver(sim):
+    sim.set_version("nvidia-fabricmanager", "570.172.08")
+    sim.run("systemctl", "restart", "nvidia-fabricmanager")
+    assert sim.run("systemctl", "is-active", "nvidia-fabricmanager").stdout.strip() == "active"
+    sim.set_version("nvidia-fabricmanager", "580.95.05")
+    proc = sim.run("systemctl", "restart", "nvidia-fabricmanager.service", rc=1)
+    assert "does not match driver 570.172.08" in proc.stderr
+    assert sim.run("systemctl", "is-active", "nvidia-fabricmanager", rc=3).stdout.strip() == "failed"
