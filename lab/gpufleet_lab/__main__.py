@@ -44,6 +44,8 @@ def up(cfg: config.LabConfig) -> None:
     kube.ensure_nodes(cfg, state["kubelet"])
     kube.wait_nodes_ready(cfg)
     say("%d Node objects Ready" % len(cfg.hosts))
+    kube.ensure_training(cfg)
+    say("training gang llm-pretrain (JobSet, 2 ranks x %d GPUs) admitted by its Kueue Workload" % cfg.gpus_per_node)
     hosts.ensure_hosts(cfg)
     inventory = hosts.write_inventory(cfg)
     say("inventory %s, kubeconfig %s" % (inventory, cfg.kubeconfig))

@@ -6,6 +6,7 @@
    host's real kube-apiserver at a new version (then keep kube-controller-manager and kube-scheduler at the oldest
    apiserver version), or set a Node's kubeletVersion (SIMULATION of the kubelet registering).
 3. Device-plugin SIMULATION: a GPU host whose state reports fewer GPUs gets that allocatable nvidia.com/gpu.
+4. Training-gang SIMULATION (JobSet pods, Kueue Workload activation, checkpoint-and-yield): see training.py.
 """
 from __future__ import annotations
 
@@ -131,13 +132,28 @@ async def requests_loop(cfg: LabConfig) -> None:
         await asyncio.sleep(0.3)
 
 
+async def training_loop(cfg: LabConfig) -> None:
+    from gpufleet_lab.training import Training
+    sim = None
+    while True:
+        try:
+            if sim is None:
+                sim = await asyncio.to_thread(Training, cfg)
+            await asyncio.to_thread(sim.reconcile)
+        except Exception:
+            traceback.print_exc()
+            sim = None
+            await asyncio.sleep(2)
+        await asyncio.sleep(1)
+
+
 async def amain(cfg: LabConfig) -> None:
     lb = LoadBalancer(cfg)
     server = await asyncio.start_server(lb.handle, "127.0.0.1", cfg.ports["apiserver_lb"])
     print("lab controller: load balancer on 127.0.0.1:%d -> %s" % (cfg.ports["apiserver_lb"], lb.backends()),
           flush=True)
     async with server:
-        await asyncio.gather(server.serve_forever(), requests_loop(cfg))
+        await asyncio.gather(server.serve_forever(), requests_loop(cfg), training_loop(cfg))
 
 
 def main(cfg: LabConfig) -> None:

@@ -21,6 +21,7 @@ HOST_FAULTS: Dict[str, tuple] = {
     "ecc": ("an uncorrectable ECC error on GPU 4", "gpu"),
     "remap-pending": ("a pending row remap on GPU 6", "gpu"),
     "hostengine-down": ("dcgmi diag cannot reach nv-hostengine (runtime_error)", "gpu"),
+    "checkpoint-never": ("the training gang never confirms a checkpoint while a rank runs on this host", "gpu"),
     "kubeadm-apply-fail": ("kubeadm upgrade apply/node fails on this host", "cp"),
     "snapshot-fail": ("etcdctl snapshot save fails (no space left on device)", "cp"),
 }

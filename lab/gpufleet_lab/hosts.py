@@ -60,6 +60,7 @@ def node_image(cfg: LabConfig, role: str, repo: pathlib.Path) -> str:
     held, so every `lab up` starts hosts in seconds."""
     tag = "localhost/gpufleet-lab-node:%s-%s-%s" % (role, repo.name, cfg.from_version)
     if podman("image", "exists", tag, check=False).returncode == 0:
+        podman("tag", tag, "localhost/gpufleet-lab-node:%s" % role)  # the stable name Molecule platforms use
         return tag
     base = base_image(cfg)
     say("installing the %s packages (%s) into a new %s image" % (role, cfg.from_version, tag))
@@ -76,6 +77,7 @@ def node_image(cfg: LabConfig, role: str, repo: pathlib.Path) -> str:
                   % (APT_LIST.strip(), " ".join(pkgs), " ".join(holds)))
         podman("exec", name, "sh", "-c", script)
         podman("commit", "-q", name, tag)
+        podman("tag", tag, "localhost/gpufleet-lab-node:%s" % role)
     finally:
         podman("rm", "-f", name, check=False)
     return tag
@@ -96,6 +98,10 @@ def container(host: str) -> str:
 
 def ensure_hosts(cfg: LabConfig) -> None:
     repo, count = packages.ensure_repo(cfg)
+    current = repo.parent / "current"  # stable path for Molecule platforms (.config/molecule/config.yml)
+    if not current.is_symlink() or current.resolve() != repo:
+        current.unlink(missing_ok=True)
+        current.symlink_to(repo.name)
     say("apt repository with %d packages at %s" % (count, repo))
     images = {role: node_image(cfg, role, repo) for role in ("cp", "gpu")}
     (cfg.run / "requests").mkdir(parents=True, exist_ok=True)

@@ -132,3 +132,22 @@ def ensure_crds(cfg: LabConfig) -> int:
             return count
         time.sleep(0.5)
     raise LabError("CRDs not Established within 60 s")
+
+
+def ensure_training(cfg: LabConfig) -> None:
+    """Namespace `training` with the lab's training gang (a JobSet and its Kueue Workload)."""
+    from gpufleet_lab import training
+    core = client.CoreV1Api(api(cfg))
+    try:
+        core.create_namespace({"metadata": {"name": training.NS}})
+    except ApiException as exc:
+        if exc.status != 409:
+            raise
+    dyn = dynamic.DynamicClient(api(cfg))
+    for obj in training.sample_objects(cfg.gpus_per_node):
+        res = dyn.resources.get(api_version=obj["apiVersion"], kind=obj["kind"])
+        try:
+            res.create(body=obj, namespace=training.NS)
+        except ApiException as exc:
+            if exc.status != 409:
+                raise

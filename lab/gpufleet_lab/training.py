@@ -1,0 +1,209 @@
+"""SIMULATION of what has no running controller in the lab: the JobSet controller (pods of a JobSet), Kueue's
+reaction to Workload.spec.active, and a training framework's checkpoint-and-yield protocol.
+
+Protocol (what gpufleet's drain role asks, what the job answers):
+- gpufleet sets annotation ``gpufleet.io/checkpoint-requested: <token>`` on the JobSet;
+- after ``gpufleet-lab/checkpoint-seconds`` (default 5) the job writes a checkpoint and answers
+  ``gpufleet.io/checkpoint-completed: <token>`` plus ``gpufleet.io/last-checkpoint-time`` (RFC 3339) - unless a
+  node it runs on has the ``checkpoint-never`` fault (``lab fault HOST checkpoint-never``);
+- the job also checkpoints on its own every ``gpufleet-lab/checkpoint-interval-seconds`` (default 600).
+- Workload ``spec.active=false`` (Kueue): the JobSet is suspended and its pods deleted; the Workload gets condition
+  Evicted/Deactivated; the work lost (seconds since the last checkpoint x GPUs) is recorded in
+  ``run/lost-work.jsonl`` and on the JobSet (``gpufleet-lab/lost-gpu-seconds``). ``active=true``: unsuspended,
+  pods recreated; the scheduler places them on schedulable nodes.
+"""
+from __future__ import annotations
+
+import datetime
+import json
+import time
+from typing import Any, Dict, List
+
+from kubernetes import client, dynamic
+from kubernetes.client.rest import ApiException
+
+from gpufleet_lab import kube
+from gpufleet_lab.config import LabConfig
+
+NS = "training"
+REQ = "gpufleet.io/checkpoint-requested"
+DONE = "gpufleet.io/checkpoint-completed"
+LAST = "gpufleet.io/last-checkpoint-time"
+LOST = "gpufleet-lab/lost-gpu-seconds"
+DELAY = "gpufleet-lab/checkpoint-seconds"
+INTERVAL = "gpufleet-lab/checkpoint-interval-seconds"
+JOBSET_LABEL = "jobset.sigs.k8s.io/jobset-name"
+
+
+def now() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC)
+
+
+def rfc3339(when: datetime.datetime) -> str:
+    return when.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_time(text: str) -> datetime.datetime:
+    return datetime.datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.UTC)
+
+
+class Training:
+    def __init__(self, cfg: LabConfig) -> None:
+        self.cfg = cfg
+        self.api = kube.api(cfg, "lab-controller")
+        self.core = client.CoreV1Api(self.api)
+        dyn = dynamic.DynamicClient(self.api)
+        self.jobsets = dyn.resources.get(api_version="jobset.x-k8s.io/v1alpha2", kind="JobSet")
+        self.workloads = dyn.resources.get(api_version="kueue.x-k8s.io/v1beta2", kind="Workload")
+        self.pending: Dict[str, float] = {}  # jobset -> when its checkpoint request was first seen
+
+    # -- helpers ---------------------------------------------------------------------------------------------------
+    def _faulted_nodes(self, fault: str) -> List[str]:
+        out = []
+        for host in self.cfg.hosts:
+            try:
+                state = json.loads((self.cfg.run / "hosts" / host / "state.json").read_text())
+            except (OSError, ValueError):
+                continue
+            if fault in (state.get("faults") or {}):
+                out.append(host)
+        return out
+
+    def _pods(self, name: str) -> List[Any]:
+        return self.core.list_namespaced_pod(NS, label_selector="%s=%s" % (JOBSET_LABEL, name)).items
+
+    def _patch_jobset(self, name: str, body: Dict[str, Any]) -> None:
+        self.jobsets.patch(name=name, namespace=NS, body=body, content_type="application/merge-patch+json")
+
+    def _gpus(self, js: Any) -> int:
+        total = 0
+        for rj in js.spec.replicatedJobs:
+            pod = rj.template.spec.template.spec
+            per_pod = sum(int((c.resources or {}).get("limits", {}).get("nvidia.com/gpu", 0)) for c in pod.containers)
+            total += per_pod * rj.replicas * (rj.template.spec.parallelism or 1)
+        return total
+
+    def _create_pods(self, js: Any) -> None:
+        existing = {p.metadata.name for p in self._pods(js.metadata.name)}
+        for rj in js.spec.replicatedJobs:
+            for index in range(rj.replicas * (rj.template.spec.parallelism or 1)):
+                name = "%s-%s-%d" % (js.metadata.name, rj.name, index)
+                if name in existing:
+                    continue
+                spec = rj.template.spec.template.spec.to_dict()
+                spec.setdefault("restartPolicy", "Never")
+                body = {"metadata": {"name": name, "labels": {JOBSET_LABEL: js.metadata.name,
+                                                              "gpufleet-lab/rank": str(index)},
+                                     "ownerReferences": [{"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+                                                          "name": js.metadata.name, "uid": js.metadata.uid}]},
+                        "spec": spec}
+                try:
+                    self.core.create_namespaced_pod(NS, body)
+                except ApiException as exc:
+                    if exc.status != 409:
+                        raise
+
+    def _record_loss(self, js: Any, reason: str) -> None:
+        ann = js.metadata.annotations or {}
+        last = parse_time(ann.get(LAST) or js.metadata.creationTimestamp)
+        seconds = max((now() - last).total_seconds(), 0.0)
+        gpu_seconds = seconds * self._gpus(js)
+        entry = {"time": rfc3339(now()), "jobset": js.metadata.name, "reason": reason,
+                 "seconds_since_checkpoint": round(seconds, 1), "gpus": self._gpus(js),
+                 "lost_gpu_seconds": round(gpu_seconds, 1)}
+        with open(self.cfg.run / "lost-work.jsonl", "a") as handle:
+            handle.write(json.dumps(entry) + "\n")
+        total = float(ann.get(LOST, "0")) + gpu_seconds
+        self._patch_jobset(js.metadata.name, {"metadata": {"annotations": {LOST: "%.1f" % total}}})
+
+    # -- one reconcile pass ---------------------------------------------------------------------------------------
+    def reconcile(self) -> None:
+        try:
+            jobsets = self.jobsets.get(namespace=NS).items
+        except ApiException as exc:
+            if exc.status == 404:
+                return
+            raise
+        workloads = {w.metadata.labels.get(JOBSET_LABEL): w for w in self.workloads.get(namespace=NS).items
+                     if w.metadata.labels}
+        never = set(self._faulted_nodes("checkpoint-never"))
+        for js in jobsets:
+            name = js.metadata.name
+            ann = dict(js.metadata.annotations or {})
+            wl = workloads.get(name)
+            active = bool(wl.spec.active) if wl is not None and wl.spec.active is not None else True
+            pods = self._pods(name)
+            # checkpoint-and-yield
+            token = ann.get(REQ)
+            if token and ann.get(DONE) != token:
+                first = self.pending.setdefault(name, time.time())
+                on_never = any(p.spec.nodeName in never for p in pods)
+                if not on_never and time.time() - first >= float(ann.get(DELAY, "5")):
+                    self._patch_jobset(name, {"metadata": {"annotations": {DONE: token, LAST: rfc3339(now())}}})
+                    self.pending.pop(name, None)
+            elif active and pods:
+                last = ann.get(LAST)
+                interval = float(ann.get(INTERVAL, "600"))
+                if not last or (now() - parse_time(last)).total_seconds() >= interval:
+                    self._patch_jobset(name, {"metadata": {"annotations": {LAST: rfc3339(now())}}})
+            # Kueue: deactivation stops the gang as a unit; activation readmits it
+            if not active and not js.spec.suspend:
+                if pods:
+                    self._record_loss(js, "workload deactivated")
+                self._patch_jobset(name, {"spec": {"suspend": True}})
+                for pod in pods:
+                    try:
+                        self.core.delete_namespaced_pod(pod.metadata.name, NS, grace_period_seconds=0)
+                    except ApiException as exc:
+                        if exc.status != 404:
+                            raise
+                self._set_evicted(wl, True)
+            elif active and js.spec.suspend:
+                self._patch_jobset(name, {"spec": {"suspend": False}})
+                self._set_evicted(wl, False)
+            elif active and not js.spec.suspend:
+                dead = [p for p in pods if p.metadata.deletionTimestamp or p.status.phase == "Failed"]
+                if dead:
+                    # a rank died alone (a per-node drain): the whole job restarts from its last checkpoint
+                    self._record_loss(js, "rank %s died" % dead[0].metadata.name)
+                    for pod in pods:
+                        try:
+                            self.core.delete_namespaced_pod(pod.metadata.name, NS, grace_period_seconds=0)
+                        except ApiException as exc:
+                            if exc.status != 404:
+                                raise
+                    continue
+                self._create_pods(js)
+
+    def _set_evicted(self, wl: Any, evicted: bool) -> None:
+        if wl is None:
+            return
+        cond = {"type": "Evicted", "status": "True" if evicted else "False",
+                "reason": "Deactivated" if evicted else "Reactivated",
+                "message": "The workload is deactivated" if evicted else "The workload is active",
+                "lastTransitionTime": rfc3339(now())}
+        admitted = {"type": "Admitted", "status": "False" if evicted else "True",
+                    "reason": "NoReservation" if evicted else "Admitted", "message": "lab simulation",
+                    "lastTransitionTime": rfc3339(now())}
+        self.workloads.patch(name=wl.metadata.name, namespace=NS, body={"status": {"conditions": [cond, admitted]}},
+                             content_type="application/merge-patch+json", subresource="status")
+
+
+def sample_objects(gpus_per_node: int) -> List[Dict[str, Any]]:
+    """The lab's training gang: a JobSet of 2 ranks x 8 GPUs, and the Kueue Workload that admits it."""
+    container = {"name": "trainer", "image": "registry.invalid/llm-pretrain:1",
+                 "resources": {"limits": {"nvidia.com/gpu": str(gpus_per_node)},
+                               "requests": {"nvidia.com/gpu": str(gpus_per_node)}}}
+    jobset = {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+              "metadata": {"name": "llm-pretrain", "namespace": NS,
+                           "labels": {"kueue.x-k8s.io/queue-name": "training"},
+                           "annotations": {INTERVAL: "600", DELAY: "3"}},
+              "spec": {"suspend": False, "replicatedJobs": [{"name": "workers", "replicas": 2, "template": {
+                  "spec": {"parallelism": 1, "completions": 1, "template": {"spec": {
+                      "containers": [container], "restartPolicy": "Never"}}}}}]}}
+    workload = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+                "metadata": {"name": "jobset-llm-pretrain", "namespace": NS,
+                             "labels": {JOBSET_LABEL: "llm-pretrain"}},
+                "spec": {"active": True, "queueName": "training", "podSets": [
+                    {"name": "workers", "count": 2, "template": {"spec": {"containers": [container]}}}]}}
+    return [jobset, workload]
