@@ -42,9 +42,13 @@ def oldest(versions: List[str]) -> str:
 def build(cfg: LabConfig) -> None:
     script = LAB_DIR / "build" / "go-binaries.sh"
     jobs = [("etcd", cfg.etcd_version), ("kwok", cfg.kwok_version)] + [("kubernetes", v) for v in cfg.versions]
+    expected = {"etcd": ["etcd", "etcdctl", "etcdutl"], "kwok": ["kwok", "stages.yaml"],
+                "kubernetes": ["kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl"]}
     for what, version in jobs:
-        if (cfg.bin_dir(what, version) / ".done").exists():
+        bindir = cfg.bin_dir(what, version)
+        if (bindir / ".done").exists() and all((bindir / f).exists() for f in expected[what]):
             continue
+        (bindir / ".done").unlink(missing_ok=True)
         say("building %s %s from its Go module (cached in %s; a cold build takes minutes)" % (
             what, version, cfg.bin_dir(what, version)))
         started = time.time()
@@ -136,7 +140,6 @@ def start_controllers(cfg: LabConfig, version: str) -> None:
            "--leader-elect=false", "--use-service-account-credentials=false",
            "--service-account-private-key-file=%s" % (p / "sa.key"), "--root-ca-file=%s" % (p / "ca.crt"),
            "--cluster-signing-cert-file=%s" % (p / "ca.crt"), "--cluster-signing-key-file=%s" % (p / "ca.key"),
-           "--controllers=*,-nodeipam,-service-lb-controller,-cloud-node-lifecycle,-route",
            "--node-monitor-grace-period=60s", "--v=1"]
     sched = [str(cfg.bin_dir("kubernetes", version) / "kube-scheduler"),
              "--kubeconfig=%s" % (kc / "scheduler.conf"),

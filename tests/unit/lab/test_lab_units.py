@@ -1,0 +1,79 @@
+"""Lab pieces that need no running lab: the apt repository contents (real dpkg-deb and dpkg-scanpackages), the
+inventory it writes, the fault catalogue."""
+from __future__ import annotations
+
+import dataclasses
+import pathlib
+import shutil
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+ROOT = pathlib.Path(__file__).resolve().parents[3]
+sys.path.insert(0, str(ROOT / "lab"))
+
+from gpufleet_lab import config, faults, hosts, packages  # noqa: E402
+
+
+@pytest.fixture
+def cfg(tmp_path):
+    base = config.load()
+    cfg = dataclasses.replace(base, cache=tmp_path / "cache", run=tmp_path / "run", inventory=tmp_path / "inv")
+    for version in cfg.versions:  # stand-ins for the Go-built binaries
+        d = cfg.bin_dir("kubernetes", version)
+        d.mkdir(parents=True)
+        (d / "kubectl").write_text("#!/bin/sh\necho kubectl %s\n" % version)
+    d = cfg.bin_dir("etcd", cfg.etcd_version)
+    d.mkdir(parents=True)
+    for name in ("etcdctl", "etcdutl"):
+        (d / name).write_text("#!/bin/sh\necho %s\n" % name)
+    return cfg
+
+
+@pytest.mark.skipif(not shutil.which("dpkg-scanpackages"), reason="needs dpkg-dev (lab/build/host-setup.sh)")
+def test_apt_repository(cfg):
+    repo, count = packages.ensure_repo(cfg)
+    index = (repo / "Packages").read_text()
+    stanzas = [dict(line.split(": ", 1) for line in block.splitlines() if ": " in line)
+               for block in index.strip().split("\n\n")]
+    by_name = {}
+    for s in stanzas:
+        by_name.setdefault(s["Package"], []).append(s)
+    assert len(stanzas) == count
+    assert sorted(s["Version"] for s in by_name["kubeadm"]) == ["1.35.4-1.1", "1.36.3-1.1"]
+    fm = by_name["nvidia-fabricmanager-570"][0]
+    assert fm["Depends"] == "nvidia-driver-570-server (= 570.172.08-0lab1)"
+    assert by_name["nvidia-driver-580-server"][0]["Conflicts"] == "nvidia-driver-any"
+    # the package really carries the simulator and its version marker
+    deb = repo / by_name["kubeadm"][0]["Filename"]
+    listing = subprocess.run(["dpkg-deb", "-c", str(deb)], capture_output=True, text=True, check=True).stdout
+    assert "./usr/bin/kubeadm" in listing and "./usr/share/gpufleet-sim/kubeadm.version" in listing
+    # built once per content: a second call reuses it
+    assert packages.ensure_repo(cfg) == (repo, count)
+
+
+def test_inventory_groups(cfg):
+    path = hosts.write_inventory(cfg)
+    inv = yaml.safe_load(path.read_text())["all"]
+    assert inv["vars"]["ansible_connection"] == "containers.podman.podman"
+    assert sorted(inv["children"]["kube_control_plane"]["hosts"]) == cfg.control_plane
+    racks = inv["children"]["gpu_nodes"]["children"]
+    assert {g: sorted(v["hosts"]) for g, v in racks.items()} == {"rack_set_rs_a": ["gpu-a1", "gpu-a2"],
+                                                                 "rack_set_rs_b": ["gpu-b1", "gpu-b2"]}
+    assert racks["rack_set_rs_a"]["vars"]["gpufleet_failure_domain"] == "rs-a"
+    assert inv["children"]["kube_control_plane"]["hosts"]["cp-1"]["ansible_host"] == "gpufleet-lab-cp-1"
+
+
+def test_fault_catalogue_covers_the_issue():
+    wanted = {"gpu-missing", "xid79", "dcgm-fail", "nccl-slow", "pdb-block", "checkpoint-never", "unreachable",
+              "kubeadm-apply-fail", "snapshot-fail"}
+    assert wanted <= set(faults.kinds())
+
+
+def test_fault_scope_errors(cfg):
+    with pytest.raises(faults.LabError, match="unknown host"):
+        faults.inject(cfg, "gpu-z9", "xid79")
+    with pytest.raises(faults.LabError, match="applies to GPU hosts only"):
+        faults.inject(cfg, "cp-1", "xid79")
