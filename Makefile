@@ -11,7 +11,7 @@ export PATH := $(BIN):$(PATH)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 MODULES := $(sort $(basename $(notdir $(wildcard plugins/modules/*.py))))
 
-.PHONY: setup plan test lint unit docs bench freeze clean-venv venv-path lab-up lab-down lab-reset lab-status
+.PHONY: setup plan test lint unit docs bench freeze clean-venv venv-path lab-up lab-down lab-reset lab-status molecule
 
 setup: $(VENV)/.installed
 
@@ -63,6 +63,11 @@ lab-reset: setup
 
 lab-status: setup
 	bin/lab status
+
+# Every Molecule scenario (molecule/*/), on lab hosts (needs `make lab-up` once for the images and apt repository).
+LAB_CACHE ?= $(or $(GPUFLEET_LAB_CACHE),$(CACHE)/lab)
+molecule: setup
+	@for s in $$(ls molecule); do GPUFLEET_LAB_APT=$(LAB_CACHE)/apt/current $(BIN)/molecule test -s $$s || exit 1; done
 
 freeze: setup
 	$(BIN)/python -m pip freeze --exclude-editable

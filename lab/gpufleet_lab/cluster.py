@@ -137,7 +137,7 @@ def start_controllers(cfg: LabConfig, version: str) -> None:
            "--authentication-kubeconfig=%s" % (kc / "controller-manager.conf"),
            "--authorization-kubeconfig=%s" % (kc / "controller-manager.conf"),
            "--bind-address=127.0.0.1", "--secure-port=%d" % cfg.ports["controller_manager"],
-           "--leader-elect=false", "--use-service-account-credentials=false",
+           "--leader-elect=false", "--use-service-account-credentials=true",
            "--service-account-private-key-file=%s" % (p / "sa.key"), "--root-ca-file=%s" % (p / "ca.crt"),
            "--cluster-signing-cert-file=%s" % (p / "ca.crt"), "--cluster-signing-key-file=%s" % (p / "ca.key"),
            "--node-monitor-grace-period=60s", "--v=1"]
@@ -152,6 +152,7 @@ def start_controllers(cfg: LabConfig, version: str) -> None:
             say("starting kube-%s %s" % (name, version))
             procs.start(cfg.run, name, argv)
             (cfg.run / (name + ".version")).write_text(version)
+        procs.wait_healthz_insecure(cfg.ports[name.replace("-", "_")], cfg.run, name)
 
 
 def controllers_version(cfg: LabConfig) -> str:
@@ -169,7 +170,7 @@ def start_kwok(cfg: LabConfig) -> None:
     argv = [str(cfg.bin_dir("kwok", cfg.kwok_version) / "kwok"),
             "--kubeconfig=%s" % (cfg.run / "kubeconfigs" / "kwok.conf"),
             "--manage-all-nodes=false", "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
-            "--node-ip=127.0.0.1", "--node-port=%d" % cfg.ports["kwok"],
+            "--node-ip=127.0.0.1", "--node-port=%d" % cfg.ports["kwok"], "--node-lease-duration-seconds=40",
             "--server-address=127.0.0.1:%d" % (cfg.ports["kwok"] + 1),
             "--config=%s" % (cfg.bin_dir("kwok", cfg.kwok_version) / "stages.yaml")]
     procs.start(cfg.run, "kwok", argv)

@@ -47,7 +47,9 @@ def node_object(cfg: LabConfig, host: str, kubelet: str) -> Dict[str, Any]:
                        "nodeInfo": {"kubeletVersion": kubelet, "kubeProxyVersion": kubelet,
                                     "containerRuntimeVersion": "containerd://1.7.27",
                                     "kernelVersion": "6.8.0-85-generic", "osImage": "Debian GNU/Linux 12 (bookworm)",
-                                    "operatingSystem": "linux", "architecture": "amd64"}}}
+                                    "operatingSystem": "linux", "architecture": "amd64",
+                                    "bootID": "lab-%s" % host, "machineID": "lab-%s" % host,
+                                    "systemUUID": "lab-%s" % host}}}
 
 
 def ensure_nodes(cfg: LabConfig, kubelets: Dict[str, str]) -> None:

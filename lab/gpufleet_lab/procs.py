@@ -114,3 +114,23 @@ def wait_https(url: str, pki: pathlib.Path, run: pathlib.Path, name: str, timeou
         time.sleep(0.5)
     raise LabError("%s did not become healthy at %s within %ds (%s); last lines of %s:\n%s" % (
         name, url, timeout, last, log_path(run, name), tail(log_path(run, name))))
+
+
+def wait_healthz_insecure(port: int, run: pathlib.Path, name: str, timeout: float = 90.0) -> None:
+    """Components serving /healthz with a self-signed certificate (controller-manager, scheduler)."""
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if not pid_of(run, name):
+            raise LabError("%s exited while starting; last lines of %s:\n%s" % (
+                name, log_path(run, name), tail(log_path(run, name))))
+        try:
+            with urllib.request.urlopen("https://127.0.0.1:%d/healthz" % port, context=ctx, timeout=5) as resp:
+                if resp.status == 200:
+                    return
+        except Exception:  # any failure means "not yet"
+            pass
+        time.sleep(0.5)
+    raise LabError("%s not healthy on port %d within %ds; see %s" % (name, port, timeout, log_path(run, name)))

@@ -137,7 +137,7 @@ class Training:
             token = ann.get(REQ)
             if token and ann.get(DONE) != token:
                 first = self.pending.setdefault(name, time.time())
-                on_never = any(p.spec.nodeName in never for p in pods)
+                on_never = any(getattr(p.spec, "node_name", None) in never for p in pods)
                 if not on_never and time.time() - first >= float(ann.get(DELAY, "5")):
                     self._patch_jobset(name, {"metadata": {"annotations": {DONE: token, LAST: rfc3339(now())}}})
                     self.pending.pop(name, None)
@@ -162,7 +162,8 @@ class Training:
                 self._patch_jobset(name, {"spec": {"suspend": False}})
                 self._set_evicted(wl, False)
             elif active and not js.spec.suspend:
-                dead = [p for p in pods if p.metadata.deletionTimestamp or p.status.phase == "Failed"]
+                dead = [p for p in pods if getattr(p.metadata, "deletion_timestamp", None)
+                        or getattr(p.status, "phase", None) == "Failed"]
                 if dead:
                     # a rank died alone (a per-node drain): the whole job restarts from its last checkpoint
                     self._record_loss(js, "rank %s died" % dead[0].metadata.name)
@@ -185,8 +186,9 @@ class Training:
         admitted = {"type": "Admitted", "status": "False" if evicted else "True",
                     "reason": "NoReservation" if evicted else "Admitted", "message": "lab simulation",
                     "lastTransitionTime": rfc3339(now())}
-        self.workloads.patch(name=wl.metadata.name, namespace=NS, body={"status": {"conditions": [cond, admitted]}},
-                             content_type="application/merge-patch+json", subresource="status")
+        self.workloads.subresources["status"].patch(
+            name=wl.metadata.name, namespace=NS, body={"status": {"conditions": [cond, admitted]}},
+            content_type="application/merge-patch+json")
 
 
 def sample_objects(gpus_per_node: int) -> List[Dict[str, Any]]:

@@ -14,7 +14,7 @@ import yaml
 ROOT = pathlib.Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / "lab"))
 
-from gpufleet_lab import config, faults, hosts, packages  # noqa: E402
+from gpufleet_lab import config, faults, hosts, packages
 
 
 @pytest.fixture
