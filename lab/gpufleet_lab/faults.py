@@ -17,7 +17,7 @@ HOST_FAULTS: Dict[str, tuple] = {
     "xid79": ("kernel log gets 'NVRM: Xid (PCI:0000:9a:00): 79 ... GPU has fallen off the bus'", "gpu"),
     "dcgm-fail": ("dcgmi diag: memory test fails on GPU 5 (error_severity 2, isolate)", "gpu"),
     "nccl-slow": ("all_reduce_perf bus bandwidth 30% below baseline", "gpu"),
-    "nccl-wrong": ("all_reduce_perf reports wrong elements at 1 MiB", "gpu"),
+    "nccl-wrong": ("all_reduce_perf reports wrong elements (first message size)", "gpu"),
     "ecc": ("an uncorrectable ECC error on GPU 4", "gpu"),
     "remap-pending": ("a pending row remap on GPU 6", "gpu"),
     "hostengine-down": ("dcgmi diag cannot reach nv-hostengine (runtime_error)", "gpu"),

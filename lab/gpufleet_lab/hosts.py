@@ -107,19 +107,22 @@ def ensure_hosts(cfg: LabConfig) -> None:
     (cfg.run / "requests").mkdir(parents=True, exist_ok=True)
     for host in cfg.hosts:
         name = container(host)
-        state = podman("container", "inspect", "--format", "{{.State.Status}}", name, check=False)
-        if state.returncode == 0 and state.stdout.strip() == "running":
-            continue
-        if state.returncode == 0 and state.stdout.strip() == "paused":
-            podman("unpause", name)
-            continue
-        podman("rm", "-f", name, check=False)
+        role = "cp" if host in cfg.control_plane else "gpu"
+        state = podman("container", "inspect", "--format", "{{.State.Status}} {{.ImageName}}", name, check=False)
+        status, _, image = state.stdout.strip().partition(" ")
+        if state.returncode == 0 and image == images[role]:
+            if status == "paused":
+                podman("unpause", name)
+            if status in ("running", "paused"):
+                continue
+        elif state.returncode == 0:
+            say("host %s runs %s; recreating it from %s (packages changed)" % (host, image, images[role]))
+        podman("rm", "-f", "-t", "2", name, check=False)
         hostdir = cfg.run / "hosts" / host
         hostdir.mkdir(parents=True, exist_ok=True)
         statefile = hostdir / "state.json"
         if not statefile.exists():
             statefile.write_text(json.dumps(initial_host_state(cfg, host), indent=2))
-        role = "cp" if host in cfg.control_plane else "gpu"
         args = ["run", "-d", "--name", name, "--hostname", host, "--network", "host", "--label", "gpufleet-lab=1",
                 "-e", "GPUFLEET_SIM_HOST=%s" % host,
                 "-v", "%s:/var/lib/gpufleet-lab" % hostdir,
@@ -131,6 +134,17 @@ def ensure_hosts(cfg: LabConfig) -> None:
                      "-v", "%s:/etc/kubernetes/admin.conf:ro" % (cfg.run / "kubeconfigs" / "admin.conf")]
         say("starting host %s (%s)" % (host, images[role]))
         podman(*args, images[role], "sleep", "infinity")
+    prune_images(list(images.values()))
+
+
+def prune_images(keep: List[str]) -> None:
+    """Remove node images of earlier package sets (the ones hosts no longer use)."""
+    listed = podman("images", "--format", "{{.Repository}}:{{.Tag}}", "localhost/gpufleet-lab-node",
+                    check=False).stdout.split()
+    wanted = set(keep) | {"localhost/gpufleet-lab-node:cp", "localhost/gpufleet-lab-node:gpu"}
+    for image in listed:
+        if image not in wanted:
+            podman("rmi", image, check=False)
 
 
 def stop_hosts(cfg: LabConfig) -> None:

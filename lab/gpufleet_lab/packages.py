@@ -102,8 +102,7 @@ def _fingerprint(debs: List[Deb]) -> str:
         digest.update(("%s %s %s %s %s" % (deb.name, deb.version, deb.depends, deb.conflicts, deb.provides)).encode())
         for dest, src in sorted(deb.files.items()):
             digest.update(dest.encode())
-            stat = src.stat()
-            digest.update(("%d %d" % (stat.st_size, int(stat.st_mtime))).encode())
+            digest.update(hashlib.sha256(src.read_bytes()).digest())  # content, not mtime: stable across clones
         for dest, text in sorted(deb.texts.items()):
             digest.update((dest + text).encode())
     return digest.hexdigest()[:12]

@@ -48,6 +48,11 @@ def run_ok(host, *cmd):
     return proc.stdout
 
 
+def apt_install(host, spec):
+    """Move a (held) package to a version, up or down, as the upgrade roles will."""
+    return run_ok(host, "apt-get", "install", "-y", "-q", "--allow-change-held-packages", "--allow-downgrades", spec)
+
+
 def gpu_checks(cfg, host):
     gpus = parse_query_gpu(run_ok(host, "nvidia-smi", "--query-gpu=index,uuid,pci.bus_id,name,driver_version,"
                                         "persistence_mode,ecc.errors.uncorrected.volatile.total",
@@ -159,8 +164,7 @@ def test_simulators_parse_and_pass_when_healthy(lab):
 def test_kubeadm_plan_parses(lab, fmt):
     host = "cp-1"
     try:
-        run_ok(host, "apt-get", "install", "-y", "-q", "--allow-change-held-packages",
-               "kubeadm=%s-1.1" % lab.to_version.lstrip("v"))
+        apt_install(host, "kubeadm=%s-1.1" % lab.to_version.lstrip("v"))
         args = ["kubeadm", "upgrade", "plan"] + ([] if fmt == "text" else ["-o", fmt])
         plan = parse_plan(run_ok(host, *args))
         assert plan["available"] and plan["offered_versions"] == [lab.to_version]
@@ -168,8 +172,7 @@ def test_kubeadm_plan_parses(lab, fmt):
         kubelets = [c for c in plan["upgrades"][0]["components"] if c["name"] == "kubelet"]
         assert sorted(k["node"] for k in kubelets) == sorted(lab.hosts)
     finally:
-        run_ok(host, "apt-get", "install", "-y", "-q", "--allow-change-held-packages",
-               "kubeadm=%s-1.1" % lab.from_version.lstrip("v"))
+        apt_install(host, "kubeadm=%s-1.1" % lab.from_version.lstrip("v"))
     # kubeadm at the cluster's version offers nothing: empty output, exit 0
     assert parse_plan(run_ok(host, "kubeadm", "upgrade", "plan"))["available"] is False
 
@@ -238,7 +241,7 @@ def test_rollout_shows_both_apiserver_versions_then_rolls_back(lab):
     proc = podman_exec("cp-1", "kubeadm", "upgrade", "apply", lab.to_version, "-y")
     assert proc.returncode != 0 and "higher than the kubeadm version" in proc.stderr
     # the kubeadm-apply-fail fault fails the apply and leaves the apiserver where it was
-    run_ok("cp-1", "apt-get", "install", "-y", "-q", "--allow-change-held-packages", "kubeadm=" + to)
+    apt_install("cp-1", "kubeadm=" + to)
     lab_cli("fault", "cp-1", "kubeadm-apply-fail")
     try:
         assert podman_exec("cp-1", "kubeadm", "upgrade", "apply", lab.to_version, "-y").returncode != 0
@@ -258,13 +261,13 @@ def test_rollout_shows_both_apiserver_versions_then_rolls_back(lab):
         status = json.loads(lab_cli("status").stdout)
         assert status["controllers_version"] == lab.from_version  # never newer than the oldest apiserver
         # the kubelet restarted at a new package version reports it on its Node
-        run_ok("gpu-b1", "apt-get", "install", "-y", "-q", "--allow-change-held-packages", "kubelet=" + to)
+        apt_install("gpu-b1", "kubelet=" + to)
         run_ok("gpu-b1", "systemctl", "restart", "kubelet")
         assert core(lab).read_node("gpu-b1").status.node_info.kubelet_version == lab.to_version
     finally:
-        run_ok("gpu-b1", "apt-get", "install", "-y", "-q", "--allow-change-held-packages", "kubelet=" + back)
+        apt_install("gpu-b1", "kubelet=" + back)
         run_ok("gpu-b1", "systemctl", "restart", "kubelet")
         run_ok("cp-1", "kubeadm", "upgrade", "apply", lab.from_version, "-y")
-        run_ok("cp-1", "apt-get", "install", "-y", "-q", "--allow-change-held-packages", "kubeadm=" + back)
+        apt_install("cp-1", "kubeadm=" + back)
         run_ok("cp-1", "apt-mark", "hold", "kubeadm", "kubelet")
     assert apiserver_version(lab, "cp-1") == lab.from_version
