@@ -28,7 +28,7 @@ $(VENV)/.installed: requirements.txt
 plan: setup
 	$(BIN)/ansible-playbook playbooks/plan.yml -i inventories/example/hosts.yml $(ARGS)
 
-test: lint docs unit
+test: lint docs unit molecule
 
 lint: setup
 	$(BIN)/ruff check plugins tests benchmarks lab

@@ -178,6 +178,6 @@ def write_inventory(cfg: LabConfig) -> pathlib.Path:
         }}}
     cfg.inventory.mkdir(parents=True, exist_ok=True)
     path = cfg.inventory / "hosts.yml"
-    header = "# Written by `lab up` (lab/gpufleet_lab/hosts.py); regenerated on every up. Do not edit.\n"
+    header = "---\n# Written by `lab up` (lab/gpufleet_lab/hosts.py); regenerated on every up. Do not edit.\n"
     path.write_text(header + yaml.safe_dump(inventory, sort_keys=False))
     return path
