@@ -11,13 +11,15 @@ Protocol (what gpufleet's drain role asks, what the job answers):
   Evicted/Deactivated; the work lost (seconds since the last checkpoint x GPUs) is recorded in
   ``run/lost-work.jsonl`` and on the JobSet (``gpufleet-lab/lost-gpu-seconds``). ``active=true``: unsuspended,
   pods recreated; the scheduler places them on schedulable nodes.
+- A rank that dies alone while the gang is active (a per-node drain, an eviction) restarts the whole gang from its
+  last checkpoint, and that loss is recorded too: what gpufleet's gang stop exists to avoid.
 """
 from __future__ import annotations
 
 import datetime
 import json
 import time
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Set
 
 from kubernetes import client, dynamic
 from kubernetes.client.rest import ApiException
@@ -56,6 +58,7 @@ class Training:
         self.jobsets = dyn.resources.get(api_version="jobset.x-k8s.io/v1alpha2", kind="JobSet")
         self.workloads = dyn.resources.get(api_version="kueue.x-k8s.io/v1beta2", kind="Workload")
         self.pending: Dict[str, float] = {}  # jobset -> when its checkpoint request was first seen
+        self.members: Dict[str, Set[str]] = {}  # jobset -> rank pods alive at the last pass
 
     # -- helpers ---------------------------------------------------------------------------------------------------
     def _faulted_nodes(self, fault: str) -> List[str]:
@@ -151,30 +154,32 @@ class Training:
                 if pods:
                     self._record_loss(js, "workload deactivated")
                 self._patch_jobset(name, {"spec": {"suspend": True}})
-                for pod in pods:
-                    try:
-                        self.core.delete_namespaced_pod(pod.metadata.name, NS, grace_period_seconds=0)
-                    except ApiException as exc:
-                        if exc.status != 404:
-                            raise
+                self._delete_pods(pods)
+                self.members[name] = set()
                 self._set_evicted(wl, True)
             elif active and js.spec.suspend:
                 self._patch_jobset(name, {"spec": {"suspend": False}})
                 self._set_evicted(wl, False)
             elif active and not js.spec.suspend:
-                dead = [p for p in pods if getattr(p.metadata, "deletion_timestamp", None)
-                        or getattr(p.status, "phase", None) == "Failed"]
-                if dead:
+                alive = {p.metadata.name for p in pods if not getattr(p.metadata, "deletion_timestamp", None)
+                         and getattr(p.status, "phase", None) != "Failed"}
+                gone = self.members.get(name, set()) - alive
+                if gone:
                     # a rank died alone (a per-node drain): the whole job restarts from its last checkpoint
-                    self._record_loss(js, "rank %s died" % dead[0].metadata.name)
-                    for pod in pods:
-                        try:
-                            self.core.delete_namespaced_pod(pod.metadata.name, NS, grace_period_seconds=0)
-                        except ApiException as exc:
-                            if exc.status != 404:
-                                raise
+                    self._record_loss(js, "rank %s died" % sorted(gone)[0])
+                    self._delete_pods(pods)
+                    self.members[name] = set()
                     continue
                 self._create_pods(js)
+                self.members[name] = {p.metadata.name for p in self._pods(name)}
+
+    def _delete_pods(self, pods: List[Any]) -> None:
+        for pod in pods:
+            try:
+                self.core.delete_namespaced_pod(pod.metadata.name, NS, grace_period_seconds=0)
+            except ApiException as exc:
+                if exc.status != 404:
+                    raise
 
     def _set_evicted(self, wl: Any, evicted: bool) -> None:
         if wl is None:

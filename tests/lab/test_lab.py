@@ -10,7 +10,7 @@ import time
 import urllib.request
 
 import pytest
-from kubernetes import client, config
+from kubernetes import client, config, dynamic
 from kubernetes.client.rest import ApiException
 
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.dcgm import judge_diag, parse_diag
@@ -231,6 +231,71 @@ def test_snapshot_fail_fault(lab):
         assert proc.returncode != 0 and "no space left on device" in proc.stderr
     finally:
         lab_cli("clear", "cp-2")
+
+
+# -- the training gang (SIMULATION of JobSet, Kueue and the training framework) ---------------------------------------
+def _wait(predicate, timeout=45, step=0.5):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(step)
+    return predicate()
+
+
+def test_training_gang_checkpoint_stop_readmit(lab):
+    api = core(lab)
+    dyn = dynamic.DynamicClient(api.api_client)
+    jobsets = dyn.resources.get(api_version="jobset.x-k8s.io/v1alpha2", kind="JobSet")
+    workloads = dyn.resources.get(api_version="kueue.x-k8s.io/v1beta2", kind="Workload")
+
+    def running():
+        pods = api.list_namespaced_pod("training", label_selector="jobset.sigs.k8s.io/jobset-name=llm-pretrain").items
+        return [p for p in pods if p.status.phase == "Running"] if len(pods) == 2 else []
+
+    ranks = _wait(lambda: len(running()) == 2 and running())
+    assert ranks and all(p.spec.node_name in lab.gpu_hosts for p in ranks)
+    ann = lambda: jobsets.get(name="llm-pretrain", namespace="training").metadata.annotations  # noqa: E731
+    # a rank's node refuses to checkpoint: no confirmation
+    lab_cli("fault", ranks[0].spec.node_name, "checkpoint-never")
+    try:
+        jobsets.patch(name="llm-pretrain", namespace="training", content_type="application/merge-patch+json",
+                      body={"metadata": {"annotations": {"gpufleet.io/checkpoint-requested": "never-1"}}})
+        time.sleep(8)
+        assert ann().get("gpufleet.io/checkpoint-completed") != "never-1"
+    finally:
+        lab_cli("clear", ranks[0].spec.node_name)
+    # checkpoint-and-yield: the job answers the same token
+    token = "t-%d" % time.time()
+    jobsets.patch(name="llm-pretrain", namespace="training", content_type="application/merge-patch+json",
+                  body={"metadata": {"annotations": {"gpufleet.io/checkpoint-requested": token}}})
+    assert _wait(lambda: ann().get("gpufleet.io/checkpoint-completed") == token)
+    # stop the gang as a unit
+    lost_before = (lab.run / "lost-work.jsonl").read_text().splitlines() if (lab.run / "lost-work.jsonl").exists() \
+        else []
+    workloads.patch(name="jobset-llm-pretrain", namespace="training", content_type="application/merge-patch+json",
+                    body={"spec": {"active": False}})
+    try:
+        assert _wait(lambda: not api.list_namespaced_pod("training").items)
+        assert jobsets.get(name="llm-pretrain", namespace="training").spec.suspend is True
+        conds = _wait(lambda: workloads.get(name="jobset-llm-pretrain", namespace="training").status)
+        evicted = [c for c in conds["conditions"] if c["type"] == "Evicted"][0]
+        assert evicted["status"] == "True" and evicted["reason"] == "Deactivated"
+        entry = json.loads((lab.run / "lost-work.jsonl").read_text().splitlines()[len(lost_before)])
+        assert entry["jobset"] == "llm-pretrain" and entry["gpus"] == 16
+        assert entry["seconds_since_checkpoint"] < 60  # bounded by the checkpoint just taken
+    finally:
+        workloads.patch(name="jobset-llm-pretrain", namespace="training",
+                        content_type="application/merge-patch+json", body={"spec": {"active": True}})
+    assert _wait(lambda: len(running()) == 2)
+    # a rank that dies alone restarts the whole gang from its last checkpoint (and the loss is recorded)
+    victim = running()[0].metadata.name
+    lines = len((lab.run / "lost-work.jsonl").read_text().splitlines())
+    api.delete_namespaced_pod(victim, "training", grace_period_seconds=0)
+    assert _wait(lambda: len((lab.run / "lost-work.jsonl").read_text().splitlines()) > lines)
+    assert "died" in json.loads((lab.run / "lost-work.jsonl").read_text().splitlines()[-1])["reason"]
+    assert _wait(lambda: len(running()) == 2)
 
 
 # -- an upgrade passes through a mixed-version HA control plane -----------------------------------------------------
