@@ -280,7 +280,7 @@ def test_training_gang_checkpoint_stop_readmit(lab):
         assert _wait(lambda: not api.list_namespaced_pod("training").items)
         assert jobsets.get(name="llm-pretrain", namespace="training").spec.suspend is True
         conds = _wait(lambda: workloads.get(name="jobset-llm-pretrain", namespace="training").status)
-        evicted = [c for c in conds["conditions"] if c["type"] == "Evicted"][0]
+        evicted = next(c for c in conds["conditions"] if c["type"] == "Evicted")
         assert evicted["status"] == "True" and evicted["reason"] == "Deactivated"
         entry = json.loads((lab.run / "lost-work.jsonl").read_text().splitlines()[len(lost_before)])
         assert entry["jobset"] == "llm-pretrain" and entry["gpus"] == 16
