@@ -28,7 +28,7 @@ $(VENV)/.installed: requirements.txt
 plan: setup
 	$(BIN)/ansible-playbook playbooks/plan.yml -i inventories/example/hosts.yml $(ARGS)
 
-test: lint docs unit molecule
+test: lint docs lab-up unit molecule
 
 lint: setup
 	$(BIN)/ruff check plugins tests benchmarks lab
@@ -64,10 +64,16 @@ lab-reset: setup
 lab-status: setup
 	bin/lab status
 
-# Every Molecule scenario (molecule/*/), on lab hosts (needs `make lab-up` once for the images and apt repository).
+# Every Molecule scenario: molecule/*/ and roles/*/molecule/*/, on lab hosts. Needs the lab's images and apt
+# repository (`make lab-up` once); role scenarios that talk to etcd need the lab running.
 LAB_CACHE ?= $(or $(GPUFLEET_LAB_CACHE),$(CACHE)/lab)
+export GPUFLEET_LAB_APT := $(LAB_CACHE)/apt/current
+export GPUFLEET_LAB_PKI := $(LAB_CACHE)/run/pki
+export GPUFLEET_ROOT := $(CURDIR)
 molecule: setup
-	@for s in $$(ls molecule); do GPUFLEET_LAB_APT=$(LAB_CACHE)/apt/current $(BIN)/molecule test -s $$s || exit 1; done
+	@for s in $$(ls molecule); do $(BIN)/molecule test -s $$s || exit 1; done
+	@for r in roles/*/; do [ -d $$r/molecule ] || continue; \
+	  for s in $$(ls $$r/molecule); do (cd $$r && $(BIN)/molecule test -s $$s) || exit 1; done; done
 
 freeze: setup
 	$(BIN)/python -m pip freeze --exclude-editable

@@ -1,0 +1,87 @@
+"""The etcd_snapshot role against the lab's real etcd, through the etcd-backup playbook, as an operator runs it."""
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import stat
+import subprocess
+import sys
+
+import pytest
+
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.etcd import judge_snapshot, parse_snapshot_status
+from tests.lab.conftest import ROOT, lab_cli, podman_exec
+
+pytestmark = pytest.mark.lab
+BIN = pathlib.Path(sys.executable).parent
+KEY = "lab-test-key-0123456789abcdef"
+
+
+def backup(lab, backup_dir, *extra, key=KEY):
+    args = [str(BIN / "ansible-playbook"), "playbooks/etcd-backup.yml", "-i", str(lab.inventory / "hosts.yml"),
+            "-e", "etcd_snapshot_backup_dir=%s" % backup_dir, *extra]
+    if key is not None:
+        args += ["-e", "etcd_snapshot_encryption_key=%s" % key]
+    env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
+               PATH="%s:%s" % (BIN, os.environ["PATH"]))
+    return subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, check=False, timeout=600)
+
+
+def decrypt_and_verify(lab, vault_file, tmp_path):
+    plain = tmp_path / "snapshot.db"
+    subprocess.run([str(BIN / "ansible-vault"), "decrypt", "--vault-password-file=/dev/stdin",
+                    "--output=%s" % plain, str(vault_file)], input=KEY, text=True, check=True, capture_output=True)
+    etcdutl = lab.bin_dir("etcd", lab.etcd_version) / "etcdutl"
+    out = subprocess.run([str(etcdutl), "snapshot", "status", str(plain), "-w", "json"], capture_output=True,
+                         text=True, check=True).stdout
+    return judge_snapshot(parse_snapshot_status(out), {"min_keys": 50})
+
+
+def test_snapshot_encrypted_off_node_and_reused(lab, tmp_path):
+    backups = tmp_path / "backups"
+    proc = backup(lab, backups)
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    assert KEY not in proc.stdout and KEY not in proc.stderr
+    (vault_file,) = backups.glob("etcd-lab-*.db.vault")
+    assert stat.S_IMODE(vault_file.stat().st_mode) == 0o600
+    assert vault_file.read_text().startswith("$ANSIBLE_VAULT;1.1;AES256")
+    assert not list(backups.glob("*.part"))
+    assert decrypt_and_verify(lab, vault_file, tmp_path)["passed"]
+    meta = json.loads(vault_file.with_name(vault_file.name.replace(".db.vault", ".json")).read_text())
+    assert meta["node"] == "cp-1" and meta["snapshot"]["revision"] > 0 and len(meta["sha256_plaintext"]) == 64
+    # nothing left on the node
+    assert podman_exec("cp-1", "sh", "-c", "ls /var/lib/etcd-backup").stdout.strip() == ""
+    # a rerun reuses the fresh snapshot: no change
+    again = backup(lab, backups)
+    assert again.returncode == 0 and "changed=0" in again.stdout, again.stdout[-3000:]
+    assert len(list(backups.glob("*.db.vault"))) == 1
+    # new snapshots with retention 1: the older one goes, with its record
+    for _ in range(2):
+        more = backup(lab, backups, "-e", "etcd_snapshot_reuse_minutes=0", "-e", "etcd_snapshot_keep_count=1")
+        assert more.returncode == 0, more.stdout[-3000:]
+    assert len(list(backups.glob("*.db.vault"))) == 1 and len(list(backups.glob("*.json"))) == 1
+    (remaining,) = backups.glob("*.db.vault")
+    assert remaining != vault_file
+
+
+def test_failed_snapshot_stops_and_leaves_etcd_healthy(lab, tmp_path):
+    backups = tmp_path / "backups"
+    lab_cli("fault", "cp-1", "snapshot-fail")
+    try:
+        proc = backup(lab, backups, "-e", "etcd_snapshot_reuse_minutes=0")
+    finally:
+        lab_cli("clear", "cp-1")
+    assert proc.returncode != 0
+    assert "etcd snapshot on cp-1 failed" in proc.stdout and "no space left on device" in proc.stdout
+    assert "etcd is still running and healthy" in proc.stdout
+    assert not list(backups.glob("*.db.vault"))
+    assert podman_exec("cp-1", "sh", "-c", "ls /var/lib/etcd-backup").stdout.strip() == ""
+
+
+def test_refuses_without_key_before_touching_anything(lab, tmp_path):
+    proc = backup(lab, tmp_path / "b", key=None)
+    assert proc.returncode != 0 and "etcd_snapshot_encryption_key" in proc.stdout
+    assert not (tmp_path / "b").exists()
+    short = backup(lab, tmp_path / "b", key="short")
+    assert short.returncode != 0 and "16 characters or more" in short.stdout
