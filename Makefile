@@ -53,6 +53,7 @@ venv-path:
 # The lab (issue 3): a GPU cell on this machine. Cold: builds etcd, two Kubernetes minors and KWOK from their Go
 # modules and a Debian host image (cached in ~/.cache/gpufleet/lab); warm: seconds.
 lab-up: setup
+	bash lab/build/host-setup.sh
 	bin/lab up
 
 lab-down: setup
