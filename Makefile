@@ -15,7 +15,8 @@ MODULES := $(sort $(basename $(notdir $(wildcard plugins/modules/*.py))))
 
 setup: $(VENV)/.installed
 
-$(VENV)/.installed: requirements.txt
+# The venv path carries the hash of requirements.txt, so a stamp that exists is already up to date.
+$(VENV)/.installed:
 	@echo "== gpufleet: creating $(VENV) with $(PYTHON)"
 	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found; install Python 3.11 (ansible 12 needs it)"; exit 1; }
 	$(PYTHON) -m venv $(VENV)
