@@ -40,7 +40,8 @@ lint: setup
 docs: setup
 	@for m in $(MODULES); do $(BIN)/ansible-doc -t module gpufleet.upgrade.$$m >/dev/null || { echo "ansible-doc failed for $$m"; exit 1; }; done
 	@for f in plan_waves kube_minor; do $(BIN)/ansible-doc -t filter gpufleet.upgrade.$$f >/dev/null || { echo "ansible-doc failed for filter $$f"; exit 1; }; done
-	@echo "ansible-doc renders $(words $(MODULES)) modules and 2 filters"
+	@$(BIN)/ansible-doc -t callback gpufleet.upgrade.change_record >/dev/null || { echo "ansible-doc failed for the change_record callback"; exit 1; }
+	@echo "ansible-doc renders $(words $(MODULES)) modules, 2 filters and the change_record callback"
 
 unit: setup
 	$(BIN)/pytest -q tests

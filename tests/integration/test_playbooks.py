@@ -124,3 +124,24 @@ def test_check_mode_from_checkout(module, tmp_path):
                    env_extra={"ANSIBLE_CONFIG": str(ROOT / "ansible.cfg")}, check=True)
     assert "localhost | SUCCESS => " in proc.stdout
     assert json.loads(proc.stdout.split(" => ", 1)[1])["changed"] is False
+
+
+def test_change_record_callback(tmp_path):
+    env = {"ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"), "ANSIBLE_CALLBACKS_ENABLED": "gpufleet.upgrade.change_record",
+           "GPUFLEET_CHANGE_RECORD_DIR": str(tmp_path / "records")}
+    proc = ansible("ansible-playbook", "tests/integration/playbooks/change_record.yml", "-e",
+                   "fixtures=%s" % (ROOT / "tests" / "fixtures"), env_extra=env)
+    assert proc.returncode != 0  # the gate failed the run
+    (record_json,) = (tmp_path / "records").glob("*-change_record.yml.json")
+    record = json.loads(record_json.read_text())
+    assert record["objective"] == "rehearse the change record" and record["outcome"] == "failed"
+    assert record["version_diff"] == {"from": "v1.35.3", "to": "v1.36.1", "control_plane_path": ["v1.36.1"]}
+    assert record["canary_scope"] == ["localhost"]
+    gpu_count = next(g for g in record["gates"] if g["check"] == "gpu_count")
+    assert (gpu_count["measured"], gpu_count["baseline"], gpu_count["passed"]) == (7, 8, False)
+    assert record["failures"][0]["message"].startswith("gpu_health gate failed: gpu-a1: check gpu_count: measured 7")
+    assert record["rollback_triggers"]
+    markdown = record_json.with_suffix(".md").read_text()
+    assert "| localhost | gpu_count | gpu-a1 | 7 | 8 | **FAIL** |" in markdown
+    for text in (record_json.read_text(), markdown):
+        assert "hunter2-secret-value" not in text

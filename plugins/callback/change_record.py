@@ -1,0 +1,207 @@
+# Copyright: gpufleet contributors
+# Apache License 2.0
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+name: change_record
+type: aggregate
+short_description: Write a change record (JSON and Markdown) for every gpufleet run
+version_added: 0.1.0
+description:
+  - Records, for every playbook run, the objective, the version diff, the canary scope, each wave's hosts and
+    timings, every gate's measured value against its baseline (the C(checks) that gpufleet.upgrade modules return),
+    the failures, and the rollback trigger conditions. Writes C(<time>-<playbook>.json) and C(.md).
+  - Plays describe themselves with variables - C(gpufleet_objective), C(gpufleet_target_version), C(gpufleet_wave)
+    (a wave name or number), C(gpufleet_canary) (true for canary waves) and C(gpufleet_rollback_triggers) (a list).
+  - Results of tasks with C(no_log) are recorded as censored; their values never reach the record.
+requirements:
+  - enable it in ansible.cfg (C(callbacks_enabled = gpufleet.upgrade.change_record)) or with
+    C(ANSIBLE_CALLBACKS_ENABLED)
+options:
+  output_dir:
+    description: Directory for the records.
+    default: ./out/change-records
+    type: path
+    env:
+      - name: GPUFLEET_CHANGE_RECORD_DIR
+    ini:
+      - section: callback_change_record
+        key: output_dir
+"""
+
+import datetime
+import getpass
+import json
+import os
+import re
+import time
+
+from ansible.plugins.callback import CallbackBase
+
+DEFAULT_TRIGGERS = [
+    "a gate fails on a canary node: stop; the canary stays cordoned with the reason annotated",
+    "kube-apiserver /readyz fails after a control-plane step: stop; restore from the verified etcd snapshot "
+    "(playbooks/etcd-restore.yml, break-glass)",
+    "GPUs allocatable below the baseline, an XID from the fatal list, DCGM failure, or NCCL bus bandwidth below "
+    "the baseline tolerance on any upgraded node: stop later waves",
+    "a training gang does not confirm its checkpoint in time: do not stop it; leave its nodes for a later window",
+]
+
+
+def _now():
+    return datetime.datetime.now(datetime.UTC)
+
+
+class CallbackModule(CallbackBase):
+    CALLBACK_VERSION = 2.0
+    CALLBACK_TYPE = "aggregate"
+    CALLBACK_NAME = "gpufleet.upgrade.change_record"
+    CALLBACK_NEEDS_ENABLED = True
+
+    def __init__(self, display=None):
+        super().__init__(display=display)
+        self.record = None
+        self._task_start = {}
+        self._play = None
+
+    # -- collection --------------------------------------------------------------------------------------------
+    def v2_playbook_on_start(self, playbook):
+        self.record = {"playbook": os.path.basename(playbook._file_name), "started": _now().isoformat(),
+                       "operator": getpass.getuser(), "objective": "", "target_version": "", "version_diff": {},
+                       "canary_scope": [], "plays": [], "gates": [], "failures": [], "rollback_triggers": []}
+        self._started = time.time()
+
+    def v2_playbook_on_play_start(self, play):
+        manager = play.get_variable_manager()
+        variables = manager.get_vars(play=play) if manager else {}
+
+        def var(name, default=None):
+            """A play variable, rendered; the default when it cannot be rendered (a record never breaks a run)."""
+            if name not in variables:
+                return default
+            try:
+                from ansible.template import Templar
+                return Templar(loader=play._loader, variables=variables).template(variables[name])
+            except Exception:
+                return default
+
+        self._play = {"name": play.get_name(), "wave": var("gpufleet_wave", ""),
+                      "canary": bool(var("gpufleet_canary", False)), "started": _now().isoformat(), "hosts": {}}
+        self.record["plays"].append(self._play)
+        for key, field in (("gpufleet_objective", "objective"), ("gpufleet_target_version", "target_version")):
+            value = var(key)
+            if value and not self.record[field]:
+                self.record[field] = str(value)
+        triggers = var("gpufleet_rollback_triggers")
+        if isinstance(triggers, list) and not self.record["rollback_triggers"]:
+            self.record["rollback_triggers"] = [str(t) for t in triggers]
+
+    def v2_playbook_on_task_start(self, task, is_conditional):
+        self._task_start[task._uuid] = time.time()
+
+    def _host_entry(self, host):
+        return self._play["hosts"].setdefault(host, {"ok": 0, "changed": 0, "failed": 0, "skipped": 0,
+                                                     "unreachable": 0, "seconds": 0.0})
+
+    def _account(self, result, status):
+        if self._play is None:
+            return
+        host = result._host.get_name()
+        entry = self._host_entry(host)
+        entry[status] += 1
+        started = self._task_start.get(result._task._uuid)
+        if started:
+            entry["seconds"] = round(entry["seconds"] + time.time() - started, 2)
+        res = result._result
+        if res.get("changed") and status == "ok":
+            entry["changed"] += 1
+        censored = bool(res.get("_ansible_no_log"))
+        action = result._task.action or ""
+        if not censored and action.startswith("gpufleet.upgrade."):
+            for check in res.get("checks") or []:
+                self.record["gates"].append({"host": host, "task": result._task.get_name(), "wave":
+                                             self._play["wave"], "check": check.get("name"),
+                                             "subject": check.get("subject"), "measured": check.get("measured"),
+                                             "baseline": check.get("expected"), "passed": check.get("passed"),
+                                             "severity": check.get("severity")})
+            plan = res.get("plan") if isinstance(res.get("plan"), dict) else None
+            if plan and "current" in plan and "target" in plan:
+                self.record["version_diff"] = {"from": plan["current"], "to": plan["target"],
+                                               "control_plane_path": plan.get("control_plane_path", [])}
+            if isinstance(res.get("canaries"), list):
+                self.record["canary_scope"] = res["canaries"]
+        if self._play["canary"] and host not in self.record["canary_scope"]:
+            self.record["canary_scope"].append(host)
+        if status in ("failed", "unreachable"):
+            message = "censored (no_log)" if censored else str(res.get("msg") or res.get("stderr") or "")[:2000]
+            self.record["failures"].append({"host": host, "task": result._task.get_name(), "action": action,
+                                            "wave": self._play["wave"], "status": status, "message": message,
+                                            "ignored": bool(getattr(result, "_task_fields", {}).get(
+                                                "ignore_errors"))})
+
+    def v2_runner_on_ok(self, result):
+        self._account(result, "ok")
+
+    def v2_runner_on_failed(self, result, ignore_errors=False):
+        self._account(result, "failed")
+
+    def v2_runner_on_unreachable(self, result):
+        self._account(result, "unreachable")
+
+    def v2_runner_on_skipped(self, result):
+        self._account(result, "skipped")
+
+    # -- output ------------------------------------------------------------------------------------------------
+    def v2_playbook_on_stats(self, stats):
+        if self.record is None:
+            return
+        self.record["finished"] = _now().isoformat()
+        self.record["duration_s"] = round(time.time() - self._started, 2)
+        self.record["outcome"] = "failed" if any(not f["ignored"] for f in self.record["failures"]) else "succeeded"
+        if not self.record["rollback_triggers"]:
+            self.record["rollback_triggers"] = list(DEFAULT_TRIGGERS)
+        outdir = self.get_option("output_dir")
+        os.makedirs(outdir, exist_ok=True)
+        stamp = _now().strftime("%Y%m%dT%H%M%SZ")
+        base = os.path.join(outdir, "%s-%s" % (stamp, re.sub(r"[^A-Za-z0-9_.-]", "_", self.record["playbook"])))
+        with open(base + ".json", "w", encoding="utf-8") as handle:
+            json.dump(self.record, handle, indent=2, sort_keys=True, default=str)
+        with open(base + ".md", "w", encoding="utf-8") as handle:
+            handle.write(markdown(self.record))
+        self._display.display("gpufleet change record: %s.json and .md" % base)
+
+
+def _cell(value):
+    return str(value).replace("|", "\\|").replace("\n", " ")
+
+
+def markdown(rec):
+    lines = ["# Change record: %s" % rec["playbook"], "",
+             "- Objective: %s" % (rec["objective"] or "(not given: set gpufleet_objective)"),
+             "- Outcome: **%s**" % rec["outcome"],
+             "- Operator: %s; started %s; finished %s (%.0f s)" % (rec["operator"], rec["started"], rec["finished"],
+                                                                  rec["duration_s"]),
+             "- Target version: %s" % (rec["target_version"] or "-")]
+    diff = rec["version_diff"]
+    if diff:
+        lines.append("- Version diff: %s -> %s (control plane: %s)" % (
+            diff["from"], diff["to"], " -> ".join(diff.get("control_plane_path") or []) or "no change"))
+    lines.append("- Canary scope: %s" % (", ".join(rec["canary_scope"]) or "none"))
+    lines += ["", "## Waves", "", "| play | wave | canary | host | ok | changed | failed | unreachable | seconds |",
+              "|---|---|---|---|---|---|---|---|---|"]
+    for play in rec["plays"]:
+        for host, e in sorted(play["hosts"].items()):
+            lines.append("| %s | %s | %s | %s | %d | %d | %d | %d | %.1f |" % (
+                _cell(play["name"]), _cell(play["wave"]), "yes" if play["canary"] else "", host, e["ok"], e["changed"],
+                e["failed"], e["unreachable"], e["seconds"]))
+    lines += ["", "## Gates", "", "| host | check | subject | measured | baseline | result |",
+              "|---|---|---|---|---|---|"]
+    for gate in rec["gates"]:
+        result = "pass" if gate["passed"] else ("WARN" if gate["severity"] == "warn" else "**FAIL**")
+        lines.append("| %s | %s | %s | %s | %s | %s |" % tuple(_cell(v) for v in (
+            gate["host"], gate["check"], gate["subject"], gate["measured"], gate["baseline"], result)))
+    lines += ["", "## Failures", ""]
+    lines += ["- %s / %s (%s): %s%s" % (f["host"], _cell(f["task"]), f["status"], _cell(f["message"]),
+                                        " (ignored)" if f["ignored"] else "") for f in rec["failures"]] or ["- none"]
+    lines += ["", "## Rollback triggers", ""] + ["- %s" % t for t in rec["rollback_triggers"]] + [""]
+    return "\n".join(lines)
