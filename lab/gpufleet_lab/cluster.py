@@ -3,6 +3,7 @@ kube-scheduler, KWOK, and the Node objects of the lab's hosts."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import time
 from typing import Any, Dict, List
@@ -52,18 +53,11 @@ def build(cfg: LabConfig) -> None:
         say("building %s %s from its Go module (cached in %s; a cold build takes minutes)" % (
             what, version, cfg.bin_dir(what, version)))
         started = time.time()
-        env_cache = {"GPUFLEET_LAB_CACHE": str(cfg.cache)}
-        proc = subprocess.run(["bash", str(script), what, version], env=_env(env_cache), check=False)
+        proc = subprocess.run(["bash", str(script), what, version], check=False,
+                              env=dict(os.environ, GPUFLEET_LAB_CACHE=str(cfg.cache)))
         if proc.returncode != 0:
             raise LabError("building %s %s failed (exit %d); see the output above" % (what, version, proc.returncode))
         say("built %s %s in %.0f s" % (what, version, time.time() - started))
-
-
-def _env(extra: Dict[str, str]) -> Dict[str, str]:
-    import os
-    env = dict(os.environ)
-    env.update(extra)
-    return env
 
 
 # -- etcd ------------------------------------------------------------------------------------------------------------

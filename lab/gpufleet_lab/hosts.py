@@ -3,6 +3,7 @@ apt repository, per-host simulator state, and (control-plane hosts) the etcd cli
 from __future__ import annotations
 
 import json
+import os
 import pathlib
 import subprocess
 import time
@@ -33,7 +34,7 @@ def podman(*args: str, check: bool = True, capture: bool = True) -> subprocess.C
 def base_image(cfg: LabConfig) -> str:
     script = LAB_DIR / "build" / "host-image.sh"
     proc = subprocess.run(["bash", str(script), cfg.image_tag], check=False,
-                          env=dict(__import__("os").environ, GPUFLEET_LAB_CACHE=str(cfg.cache)))
+                          env=dict(os.environ, GPUFLEET_LAB_CACHE=str(cfg.cache)))
     if proc.returncode != 0:
         raise LabError("building the host image failed; see the output above")
     return "localhost/gpufleet-lab-host:%s" % cfg.image_tag

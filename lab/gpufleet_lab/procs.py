@@ -94,11 +94,8 @@ def tail(path: pathlib.Path, lines: int = 15) -> str:
         return "(no log)"
 
 
-def wait_https(url: str, pki: pathlib.Path, run: pathlib.Path, name: str, timeout: float = 120.0,
-               client: str = "admin") -> None:
-    """Wait until ``url`` answers 200 with the lab's client certificate; fail with the process log otherwise."""
-    ctx = ssl.create_default_context(cafile=str(pki / "ca.crt"))
-    ctx.load_cert_chain(str(pki / (client + ".crt")), str(pki / (client + ".key")))
+def _poll(url: str, ctx: ssl.SSLContext, run: pathlib.Path, name: str, timeout: float) -> None:
+    """Wait until ``url`` answers 200; fail with the process log when the process exits or time runs out."""
     deadline = time.time() + timeout
     last = ""
     while time.time() < deadline:
@@ -106,14 +103,22 @@ def wait_https(url: str, pki: pathlib.Path, run: pathlib.Path, name: str, timeou
             raise LabError("%s exited while starting; last lines of %s:\n%s" % (
                 name, log_path(run, name), tail(log_path(run, name))))
         try:
-            with urllib.request.urlopen(url, context=ctx, timeout=5) as resp:
+            with urllib.request.urlopen(url, context=ctx, timeout=5) as resp:  # loopback only
                 if resp.status == 200:
                     return
-        except Exception as exc:
+        except Exception as exc:  # any failure means "not yet"
             last = str(exc)
         time.sleep(0.5)
     raise LabError("%s did not become healthy at %s within %ds (%s); last lines of %s:\n%s" % (
         name, url, timeout, last, log_path(run, name), tail(log_path(run, name))))
+
+
+def wait_https(url: str, pki: pathlib.Path, run: pathlib.Path, name: str, timeout: float = 120.0,
+               client: str = "admin") -> None:
+    """Wait for ``url`` with the lab's CA and a client certificate from the lab's PKI."""
+    ctx = ssl.create_default_context(cafile=str(pki / "ca.crt"))
+    ctx.load_cert_chain(str(pki / (client + ".crt")), str(pki / (client + ".key")))
+    _poll(url, ctx, run, name, timeout)
 
 
 def wait_healthz_insecure(port: int, run: pathlib.Path, name: str, timeout: float = 90.0) -> None:
@@ -121,16 +126,4 @@ def wait_healthz_insecure(port: int, run: pathlib.Path, name: str, timeout: floa
     ctx = ssl.create_default_context()
     ctx.check_hostname = False
     ctx.verify_mode = ssl.CERT_NONE
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if not pid_of(run, name):
-            raise LabError("%s exited while starting; last lines of %s:\n%s" % (
-                name, log_path(run, name), tail(log_path(run, name))))
-        try:
-            with urllib.request.urlopen("https://127.0.0.1:%d/healthz" % port, context=ctx, timeout=5) as resp:
-                if resp.status == 200:
-                    return
-        except Exception:  # any failure means "not yet"
-            pass
-        time.sleep(0.5)
-    raise LabError("%s not healthy on port %d within %ds; see %s" % (name, port, timeout, log_path(run, name)))
+    _poll("https://127.0.0.1:%d/healthz" % port, ctx, run, name, timeout)
