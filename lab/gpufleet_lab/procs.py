@@ -24,21 +24,22 @@ def log_path(run: pathlib.Path, name: str) -> pathlib.Path:
 
 
 def pid_of(run: pathlib.Path, name: str) -> Optional[int]:
+    """The pid of the lab process NAME if it is alive and is still the program the lab started (a pid file left
+    behind after a reboot may name an unrelated process by now)."""
     path = _pidfile(run, name)
     try:
-        pid = int(path.read_text().strip())
+        pid_text, _, program = path.read_text().strip().partition(" ")
+        pid = int(pid_text)
     except (OSError, ValueError):
         return None
     try:
-        os.kill(pid, 0)
+        stat = pathlib.Path("/proc/%d/stat" % pid).read_text()
+        cmdline = pathlib.Path("/proc/%d/cmdline" % pid).read_bytes().split(b"\0")
     except OSError:
         return None
-    # a zombie or a recycled pid does not count
-    try:
-        stat = pathlib.Path("/proc/%d/stat" % pid).read_text()
-        if stat.split(")")[-1].split()[0] == "Z":
-            return None
-    except OSError:
+    if stat.split(")")[-1].split()[0] == "Z":  # a zombie does not count
+        return None
+    if program and (not cmdline or cmdline[0].decode(errors="replace") != program):
         return None
     return pid
 
@@ -54,7 +55,7 @@ def start(run: pathlib.Path, name: str, argv: List[str], env: Optional[Dict[str,
     proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                             start_new_session=True, env=dict(os.environ, **(env or {})), close_fds=True)
     log.close()
-    _pidfile(run, name).write_text(str(proc.pid))
+    _pidfile(run, name).write_text("%d %s" % (proc.pid, argv[0]))
     return proc.pid
 
 
