@@ -23,23 +23,28 @@ def log_path(run: pathlib.Path, name: str) -> pathlib.Path:
     return run / "logs" / (name + ".log")
 
 
-def pid_of(run: pathlib.Path, name: str) -> Optional[int]:
-    """The pid of the lab process NAME if it is alive and is still the program the lab started (a pid file left
-    behind after a reboot may name an unrelated process by now)."""
-    path = _pidfile(run, name)
+def _starttime(pid: int) -> Optional[str]:
+    """When the process started (clock ticks since boot, /proc/PID/stat field 22): set at fork, so it tells a
+    recycled pid from ours even in the moment before our process has exec'd its program."""
     try:
-        pid_text, _, program = path.read_text().strip().partition(" ")
+        fields = pathlib.Path("/proc/%d/stat" % pid).read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    if fields[0] == "Z":  # a zombie does not count
+        return None
+    return fields[19]
+
+
+def pid_of(run: pathlib.Path, name: str) -> Optional[int]:
+    """The pid of the lab process NAME if it is alive and is still the process the lab started (a pid file left
+    behind after a reboot may name an unrelated process by now)."""
+    try:
+        pid_text, _, started = _pidfile(run, name).read_text().strip().partition(" ")
         pid = int(pid_text)
     except (OSError, ValueError):
         return None
-    try:
-        stat = pathlib.Path("/proc/%d/stat" % pid).read_text()
-        cmdline = pathlib.Path("/proc/%d/cmdline" % pid).read_bytes().split(b"\0")
-    except OSError:
-        return None
-    if stat.split(")")[-1].split()[0] == "Z":  # a zombie does not count
-        return None
-    if program and (not cmdline or cmdline[0].decode(errors="replace") != program):
+    now = _starttime(pid)
+    if now is None or (started and started != now):
         return None
     return pid
 
@@ -55,7 +60,7 @@ def start(run: pathlib.Path, name: str, argv: List[str], env: Optional[Dict[str,
     proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                             start_new_session=True, env=dict(os.environ, **(env or {})), close_fds=True)
     log.close()
-    _pidfile(run, name).write_text("%d %s" % (proc.pid, argv[0]))
+    _pidfile(run, name).write_text("%d %s" % (proc.pid, _starttime(proc.pid) or ""))
     return proc.pid
 
 

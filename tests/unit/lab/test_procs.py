@@ -21,8 +21,9 @@ def test_start_track_stop(tmp_path):
 
 def test_recycled_pid_is_not_ours(tmp_path):
     (tmp_path / "pids").mkdir()
-    # our own pid runs python, not etcd: a stale pid file naming it must not count (nor be killed)
+    # a stale pid file whose pid now belongs to another process (here: this one, started at another time) must
+    # not count, nor be signalled
     import os
-    (tmp_path / "pids" / "etcd.pid").write_text("%d /opt/lab/bin/etcd" % os.getpid())
+    (tmp_path / "pids" / "etcd.pid").write_text("%d 1" % os.getpid())
     assert procs.pid_of(tmp_path, "etcd") is None
     assert procs.stop(tmp_path, "etcd") is False
