@@ -68,13 +68,7 @@ def status(cfg: config.LabConfig) -> int:
     running = procs.running(cfg.run)
     out = {"processes": running, "apiserver_versions": state["apiserver"], "kubelet_versions": state["kubelet"],
            "controllers_version": cluster.controllers_version(cfg), "hosts": hosts.host_status(cfg),
-           "faults": {}}
-    for host in cfg.hosts:
-        path = cfg.run / "hosts" / host / "state.json"
-        if path.exists():
-            found = sorted(json.loads(path.read_text()).get("faults") or {})
-            if found:
-                out["faults"][host] = found
+           "faults": {h: faults.host_faults(cfg, h) for h in cfg.hosts if faults.host_faults(cfg, h)}}
     print(json.dumps(out, indent=2))
     return 0 if running else 3
 

@@ -16,7 +16,7 @@ import json
 import traceback
 from typing import Dict, List
 
-from gpufleet_lab import cluster, kube
+from gpufleet_lab import cluster, faults, kube
 from gpufleet_lab.config import LabConfig
 
 
@@ -117,12 +117,7 @@ async def requests_loop(cfg: LabConfig) -> None:
             done.with_suffix(".tmp").write_text(json.dumps(answer))
             done.with_suffix(".tmp").replace(done)
         for host in cfg.gpu_hosts:
-            try:
-                hstate = json.loads((cfg.run / "hosts" / host / "state.json").read_text())
-            except (OSError, ValueError):
-                continue
-            gpus = int(hstate.get("gpus", cfg.gpus_per_node)) - (1 if "gpu-missing" in (hstate.get("faults") or {})
-                                                                 else 0)
+            gpus = faults.visible_gpus(cfg, host)
             if gpu_seen.get(host) != gpus:
                 try:
                     await asyncio.to_thread(kube.set_allocatable_gpus, cfg, host, gpus)

@@ -2,10 +2,9 @@
 from __future__ import annotations
 
 import json
-from typing import Dict
+from typing import Dict, List
 
 from kubernetes import client
-from kubernetes.client.rest import ApiException
 
 from gpufleet_lab import hosts, kube
 from gpufleet_lab.config import LabConfig
@@ -40,6 +39,24 @@ def kinds() -> Dict[str, str]:
 
 def _state_path(cfg: LabConfig, host: str):
     return cfg.run / "hosts" / host / "state.json"
+
+
+def host_state(cfg: LabConfig, host: str) -> Dict:
+    """A host's simulator state ({} before the host exists)."""
+    try:
+        return json.loads(_state_path(cfg, host).read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def host_faults(cfg: LabConfig, host: str) -> List[str]:
+    return sorted(host_state(cfg, host).get("faults") or {})
+
+
+def visible_gpus(cfg: LabConfig, host: str) -> int:
+    """GPUs the host's tools report: the gpu-missing fault hides one (the simulators apply the same rule)."""
+    state = host_state(cfg, host)
+    return int(state.get("gpus", cfg.gpus_per_node)) - (1 if "gpu-missing" in (state.get("faults") or {}) else 0)
 
 
 def _edit(cfg: LabConfig, host: str, fn) -> None:
@@ -77,32 +94,19 @@ def clear(cfg: LabConfig, host: str) -> None:
     core = client.CoreV1Api(kube.api(cfg))
     policy = client.PolicyV1Api(kube.api(cfg))
     name = "pdb-block-" + host
-    for delete in (lambda: policy.delete_namespaced_pod_disruption_budget(name, FAULT_NS),
-                   lambda: core.delete_namespaced_pod(name, FAULT_NS, grace_period_seconds=0)):
-        try:
-            delete()
-        except ApiException as exc:
-            if exc.status != 404:
-                raise
+    kube.tolerate(404, policy.delete_namespaced_pod_disruption_budget, name, FAULT_NS)
+    kube.tolerate(404, core.delete_namespaced_pod, name, FAULT_NS, grace_period_seconds=0)
 
 
 def _pdb_block(cfg: LabConfig, host: str) -> None:
     core = client.CoreV1Api(kube.api(cfg))
     policy = client.PolicyV1Api(kube.api(cfg))
-    try:
-        core.create_namespace({"metadata": {"name": FAULT_NS}})
-    except ApiException as exc:
-        if exc.status != 409:
-            raise
+    kube.tolerate(409, core.create_namespace, {"metadata": {"name": FAULT_NS}})
     name = "pdb-block-" + host
     labels = {"app": name}
     pod = {"metadata": {"name": name, "labels": labels},
            "spec": {"nodeName": host, "tolerations": [{"operator": "Exists"}],
                     "containers": [{"name": "guarded", "image": "registry.invalid/guarded:1"}]}}
     pdb = {"metadata": {"name": name}, "spec": {"minAvailable": 1, "selector": {"matchLabels": labels}}}
-    for fn, body in ((core.create_namespaced_pod, pod), (policy.create_namespaced_pod_disruption_budget, pdb)):
-        try:
-            fn(FAULT_NS, body)
-        except ApiException as exc:
-            if exc.status != 409:
-                raise
+    kube.tolerate(409, core.create_namespaced_pod, FAULT_NS, pod)
+    kube.tolerate(409, policy.create_namespaced_pod_disruption_budget, FAULT_NS, pdb)

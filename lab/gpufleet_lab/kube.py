@@ -19,6 +19,16 @@ KUEUE_VERSION = "v0.17.0"
 JOBSET_VERSION = "v0.11.1"  # the JobSet release Kueue v0.17.0 builds against
 
 
+def tolerate(status: int, call: Any, *args: Any, **kwargs: Any) -> Any:
+    """Run an API call that may answer ``status`` harmlessly (409: already exists, 404: already gone)."""
+    try:
+        return call(*args, **kwargs)
+    except ApiException as exc:
+        if exc.status != status:
+            raise
+        return None
+
+
 def api(cfg: LabConfig, user: str = "admin") -> client.ApiClient:
     return config.new_client_from_config(str(cfg.run / "kubeconfigs" / (user + ".conf")))
 
@@ -55,12 +65,7 @@ def node_object(cfg: LabConfig, host: str, kubelet: str) -> Dict[str, Any]:
 def ensure_nodes(cfg: LabConfig, kubelets: Dict[str, str]) -> None:
     core = client.CoreV1Api(api(cfg))
     for host in cfg.hosts:
-        try:
-            core.read_node(host)
-        except ApiException as exc:
-            if exc.status != 404:
-                raise
-            core.create_node(node_object(cfg, host, kubelets[host]))
+        tolerate(409, core.create_node, node_object(cfg, host, kubelets[host]))
 
 
 def wait_nodes_ready(cfg: LabConfig, timeout: float = 120) -> None:
@@ -119,12 +124,7 @@ def ensure_crds(cfg: LabConfig) -> int:
                 continue
             # Kueue's conversion webhook needs its controller; the lab serves the storage version only.
             doc["spec"].pop("conversion", None)
-            try:
-                crds.get(name=doc["metadata"]["name"])
-            except ApiException as exc:
-                if exc.status != 404:
-                    raise
-                crds.create(body=doc)
+            tolerate(409, crds.create, body=doc)
             count += 1
     deadline = time.time() + 60
     while time.time() < deadline:
@@ -139,17 +139,8 @@ def ensure_crds(cfg: LabConfig) -> int:
 def ensure_training(cfg: LabConfig) -> None:
     """Namespace `training` with the lab's training gang (a JobSet and its Kueue Workload)."""
     from gpufleet_lab import training
-    core = client.CoreV1Api(api(cfg))
-    try:
-        core.create_namespace({"metadata": {"name": training.NS}})
-    except ApiException as exc:
-        if exc.status != 409:
-            raise
+    tolerate(409, client.CoreV1Api(api(cfg)).create_namespace, {"metadata": {"name": training.NS}})
     dyn = dynamic.DynamicClient(api(cfg))
     for obj in training.sample_objects(cfg.gpus_per_node):
         res = dyn.resources.get(api_version=obj["apiVersion"], kind=obj["kind"])
-        try:
-            res.create(body=obj, namespace=training.NS)
-        except ApiException as exc:
-            if exc.status != 409:
-                raise
+        tolerate(409, res.create, body=obj, namespace=training.NS)

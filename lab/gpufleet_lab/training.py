@@ -24,7 +24,7 @@ from typing import Any, Dict, List, Set
 from kubernetes import client, dynamic
 from kubernetes.client.rest import ApiException
 
-from gpufleet_lab import kube
+from gpufleet_lab import faults, kube
 from gpufleet_lab.config import LabConfig
 
 NS = "training"
@@ -62,15 +62,7 @@ class Training:
 
     # -- helpers ---------------------------------------------------------------------------------------------------
     def _faulted_nodes(self, fault: str) -> List[str]:
-        out = []
-        for host in self.cfg.hosts:
-            try:
-                state = json.loads((self.cfg.run / "hosts" / host / "state.json").read_text())
-            except (OSError, ValueError):
-                continue
-            if fault in (state.get("faults") or {}):
-                out.append(host)
-        return out
+        return [host for host in self.cfg.hosts if fault in faults.host_faults(self.cfg, host)]
 
     def _pods(self, name: str) -> List[Any]:
         return self.core.list_namespaced_pod(NS, label_selector="%s=%s" % (JOBSET_LABEL, name)).items
@@ -100,11 +92,7 @@ class Training:
                                      "ownerReferences": [{"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
                                                           "name": js.metadata.name, "uid": js.metadata.uid}]},
                         "spec": spec}
-                try:
-                    self.core.create_namespaced_pod(NS, body)
-                except ApiException as exc:
-                    if exc.status != 409:
-                        raise
+                kube.tolerate(409, self.core.create_namespaced_pod, NS, body)
 
     def _record_loss(self, js: Any, reason: str) -> None:
         ann = js.metadata.annotations or {}
@@ -175,11 +163,7 @@ class Training:
 
     def _delete_pods(self, pods: List[Any]) -> None:
         for pod in pods:
-            try:
-                self.core.delete_namespaced_pod(pod.metadata.name, NS, grace_period_seconds=0)
-            except ApiException as exc:
-                if exc.status != 404:
-                    raise
+            kube.tolerate(404, self.core.delete_namespaced_pod, pod.metadata.name, NS, grace_period_seconds=0)
 
     def _set_evicted(self, wl: Any, evicted: bool) -> None:
         if wl is None:

@@ -36,6 +36,12 @@ def fault(name):
     return name in (load().get("faults") or {})
 
 
+def gpu_count(state=None):
+    """GPUs the tools see: the gpu-missing fault hides one (as after XID 94 until a reset)."""
+    state = load() if state is None else state
+    return int(state.get("gpus", 8)) - (1 if "gpu-missing" in (state.get("faults") or {}) else 0)
+
+
 def cluster():
     with open(CLUSTER) as f:
         return json.load(f)
