@@ -26,7 +26,8 @@ HOST_FAULTS: Dict[str, tuple] = {
 }
 OTHER_FAULTS = {
     "unreachable": "the host's container is paused: Ansible cannot reach it",
-    "pdb-block": "a pod on the node guarded by a PodDisruptionBudget with no disruptions allowed (eviction 429)",
+    "pdb-block": "a Deployment's only pod on the node, guarded by a PodDisruptionBudget with no disruptions allowed "
+                 "(eviction 429)",
 }
 FAULT_NS = "gpufleet-lab-faults"
 
@@ -95,18 +96,26 @@ def clear(cfg: LabConfig, host: str) -> None:
     policy = client.PolicyV1Api(kube.api(cfg))
     name = "pdb-block-" + host
     kube.tolerate(404, policy.delete_namespaced_pod_disruption_budget, name, FAULT_NS)
-    kube.tolerate(404, core.delete_namespaced_pod, name, FAULT_NS, grace_period_seconds=0)
+    apps = client.AppsV1Api(kube.api(cfg))
+    kube.tolerate(404, apps.delete_namespaced_deployment, name, FAULT_NS, propagation_policy="Background")
+    for pod in core.list_namespaced_pod(FAULT_NS, label_selector="app=" + name).items:
+        kube.tolerate(404, core.delete_namespaced_pod, pod.metadata.name, FAULT_NS, grace_period_seconds=0)
 
 
 def _pdb_block(cfg: LabConfig, host: str) -> None:
+    """A Deployment with one replica pinned to the host, guarded by a PDB with minAvailable 1: the eviction API
+    answers 429 for its pod until the fault is cleared (what a single-replica service with a strict PDB does)."""
     core = client.CoreV1Api(kube.api(cfg))
+    apps = client.AppsV1Api(kube.api(cfg))
     policy = client.PolicyV1Api(kube.api(cfg))
     kube.tolerate(409, core.create_namespace, {"metadata": {"name": FAULT_NS}})
     name = "pdb-block-" + host
     labels = {"app": name}
-    pod = {"metadata": {"name": name, "labels": labels},
-           "spec": {"nodeName": host, "tolerations": [{"operator": "Exists"}],
-                    "containers": [{"name": "guarded", "image": "registry.invalid/guarded:1"}]}}
+    deployment = {"metadata": {"name": name, "labels": labels},
+                  "spec": {"replicas": 1, "selector": {"matchLabels": labels}, "template": {
+                      "metadata": {"labels": labels},
+                      "spec": {"nodeName": host, "tolerations": [{"operator": "Exists"}],
+                               "containers": [{"name": "guarded", "image": "registry.invalid/guarded:1"}]}}}}
     pdb = {"metadata": {"name": name}, "spec": {"minAvailable": 1, "selector": {"matchLabels": labels}}}
-    kube.tolerate(409, core.create_namespaced_pod, FAULT_NS, pod)
+    kube.tolerate(409, apps.create_namespaced_deployment, FAULT_NS, deployment)
     kube.tolerate(409, policy.create_namespaced_pod_disruption_budget, FAULT_NS, pdb)

@@ -44,3 +44,24 @@ notes:
   - A failed gate fails the task with a message naming the node, the check, the measured value and the baseline.
     The full list of checks is returned in C(checks) either way.
 """
+
+    # Modules that act on a cluster through the Kubernetes API (run on the controller: delegate_to localhost).
+    KUBE = r"""
+options:
+  kubeconfig:
+    description:
+      - Path to the kubeconfig. Defaults to C(K8S_AUTH_KUBECONFIG), then the in-cluster config, then
+        C(~/.kube/config).
+    type: path
+  context:
+    description: The kubeconfig context to use (its current context when omitted).
+    type: str
+requirements:
+  - the C(kubernetes) Python library on the host that runs the module (the controller)
+attributes:
+  check_mode:
+    support: full
+    description: Reads the cluster and returns what it would change, changing nothing.
+  diff_mode:
+    support: none
+"""

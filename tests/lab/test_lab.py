@@ -108,14 +108,20 @@ def test_eviction_against_exhausted_pdb_gets_429(lab):
                 break
             time.sleep(1)
         assert pdb.status.disruptions_allowed == 0
+        (pod,) = api.list_namespaced_pod("gpufleet-lab-faults", label_selector="app=pdb-block-" + host).items
+        assert pod.spec.node_name == host and pod.metadata.owner_references[0].kind == "ReplicaSet"
         with pytest.raises(ApiException) as err:
-            api.create_namespaced_pod_eviction("pdb-block-" + host, "gpufleet-lab-faults", {
+            api.create_namespaced_pod_eviction(pod.metadata.name, "gpufleet-lab-faults", {
                 "apiVersion": "policy/v1", "kind": "Eviction",
-                "metadata": {"name": "pdb-block-" + host, "namespace": "gpufleet-lab-faults"}})
+                "metadata": {"name": pod.metadata.name, "namespace": "gpufleet-lab-faults"}})
         assert err.value.status == 429
         assert "Cannot evict pod as it would violate the pod's disruption budget" in err.value.body
     finally:
         lab_cli("clear", host)
+    deadline = time.time() + 30
+    while api.list_namespaced_pod("gpufleet-lab-faults", label_selector="app=pdb-block-" + host).items:
+        assert time.time() < deadline, "clear left the guarded pod behind"
+        time.sleep(1)
 
 
 def test_etcd_snapshot_from_etcdctl_verifies_with_etcdutl(lab):

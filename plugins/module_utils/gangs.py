@@ -1,0 +1,185 @@
+# Copyright: gpufleet contributors
+# Apache License 2.0
+"""Training gangs on nodes about to be drained: checkpoint-and-yield, stop as a unit, resume (REFERENCE.md
+section 4).
+
+A gang is a JobSet (``jobset.x-k8s.io/v1alpha2``) with at least one pod on the given nodes, and the Kueue
+Workload that admits it when there is one. Checkpoint: gpufleet sets ``gpufleet.io/checkpoint-requested: TOKEN``
+on the JobSet and waits for the job to answer ``gpufleet.io/checkpoint-completed: TOKEN`` (Kueue has no
+checkpoint API; the annotation pair is the contract with the training framework's controller). Stop: Workload
+``spec.active=false`` (Kueue suspends the JobSet and deletes every pod at once), or ``spec.suspend=true`` on a
+JobSet without a Workload; either way the object is marked ``gpufleet.io/stopped-by: RUN`` so that only gangs
+this run stopped are resumed. I/O goes through an object with kube.Kube's methods; time is injected.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+from ansible_collections.gpufleet.upgrade.plugins.module_utils import kube
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import GpufleetError
+
+Key = Tuple[str, str]  # (namespace, jobset name)
+
+
+class GangError(GpufleetError):
+    """A gang did not checkpoint or stop in time. Nothing was stopped that had not checkpointed."""
+
+
+def _meta(obj: Dict[str, Any]) -> Dict[str, Any]:
+    return obj.get("metadata") or {}
+
+
+def jobset_of_pod(pod: Dict[str, Any]) -> Optional[Key]:
+    meta = _meta(pod)
+    name = (meta.get("labels") or {}).get(kube.JOBSET_NAME_LABEL)
+    if not name:
+        name = next((r["name"] for r in meta.get("ownerReferences") or [] if r.get("kind") == "JobSet"), None)
+    return (meta.get("namespace", ""), name) if name else None
+
+
+def workload_of(jobset: Dict[str, Any], workloads: List[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
+    """The Kueue Workload of a JobSet: owned by it (what Kueue creates), or labelled with its name."""
+    meta = _meta(jobset)
+    for wl in workloads:
+        wmeta = _meta(wl)
+        if wmeta.get("namespace") != meta.get("namespace"):
+            continue
+        if any(r.get("kind") == "JobSet" and (r.get("uid") == meta.get("uid") or r.get("name") == meta.get("name"))
+               for r in wmeta.get("ownerReferences") or []):
+            return wl
+        if (wmeta.get("labels") or {}).get(kube.JOBSET_NAME_LABEL) == meta.get("name"):
+            return wl
+    return None
+
+
+def find_gangs(pods_by_node: Dict[str, List[Dict[str, Any]]], jobsets: List[Dict[str, Any]],
+               workloads: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    """Gangs with a live pod on any of the nodes, sorted; each names its nodes and Workload."""
+    on: Dict[Key, List[str]] = {}
+    for node, pods in sorted(pods_by_node.items()):
+        for pod in pods:
+            key = jobset_of_pod(pod)
+            if key and not _meta(pod).get("deletionTimestamp"):
+                on.setdefault(key, [])
+                if node not in on[key]:
+                    on[key].append(node)
+    by_key = {(_meta(j).get("namespace", ""), _meta(j).get("name", "")): j for j in jobsets}
+    gangs = []
+    for key in sorted(on):
+        js = by_key.get(key)
+        wl = workload_of(js, workloads) if js else None
+        gangs.append({"namespace": key[0], "jobset": key[1], "nodes": on[key], "exists": js is not None,
+                      "workload": _meta(wl).get("name") if wl else None,
+                      "last_checkpoint": (_meta(js).get("annotations") or {}).get(kube.ANN_LAST_CHECKPOINT) if js
+                      else None})
+    return gangs
+
+
+def confirmed(jobset: Dict[str, Any], token: str) -> bool:
+    return (_meta(jobset).get("annotations") or {}).get(kube.ANN_CHECKPOINT_DONE) == token
+
+
+def is_stopped(jobset: Dict[str, Any], workload: Optional[Dict[str, Any]]) -> bool:
+    if workload is not None:
+        return (workload.get("spec") or {}).get("active") is False
+    return bool((jobset.get("spec") or {}).get("suspend"))
+
+
+def stop_patch(workload: Optional[Dict[str, Any]], run_id: str) -> Tuple[str, Dict[str, Any]]:
+    """('workload'|'jobset', merge patch) that stops a gang as a unit and marks who stopped it."""
+    ann = {kube.ANN_STOPPED_BY: run_id}
+    if workload is not None:
+        return "workload", {"metadata": {"annotations": ann}, "spec": {"active": False}}
+    return "jobset", {"metadata": {"annotations": ann}, "spec": {"suspend": True}}
+
+
+def resume_patch(kind: str) -> Dict[str, Any]:
+    spec = {"active": True} if kind == "workload" else {"suspend": False}
+    return {"metadata": {"annotations": {kube.ANN_STOPPED_BY: None}}, "spec": spec}
+
+
+class Gangs:
+    """The three operations, over an API object with kube.Kube's methods."""
+
+    def __init__(self, api: Any, clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        self.api, self.clock, self.sleep = api, clock, sleep
+
+    def discover(self, nodes: List[str]) -> List[Dict[str, Any]]:
+        pods = {n: self.api.pods_on_node(n) for n in nodes}
+        return find_gangs(pods, self.api.list_custom(kube.JOBSET), self.api.list_custom(kube.WORKLOAD))
+
+    def checkpoint(self, gangs: List[Dict[str, Any]], token: str, timeout: float, interval: float,
+                   check_mode: bool = False) -> Dict[str, Any]:
+        if check_mode or not gangs:
+            return {"changed": bool(gangs), "checkpointed": []}
+        for g in gangs:
+            self.api.patch_custom(kube.JOBSET, g["namespace"], g["jobset"],
+                                  {"metadata": {"annotations": {kube.ANN_CHECKPOINT_REQ: token}}})
+        deadline = self.clock() + timeout
+        waiting = {(g["namespace"], g["jobset"]) for g in gangs}
+        done: Dict[Key, str] = {}
+        while waiting:
+            for key in sorted(waiting):
+                js = self.api.get_custom(kube.JOBSET, key[0], key[1])
+                if confirmed(js, token):
+                    done[key] = (_meta(js).get("annotations") or {}).get(kube.ANN_LAST_CHECKPOINT, "")
+            waiting -= set(done)
+            if not waiting:
+                break
+            if self.clock() >= deadline:
+                late = ["JobSet %s/%s (on %s)" % (k[0], k[1], ", ".join(
+                    next(g["nodes"] for g in gangs if (g["namespace"], g["jobset"]) == k))) for k in sorted(waiting)]
+                raise GangError(
+                    "checkpoint not confirmed within %ds by %s: no %s=%s answer. The gang was NOT stopped and keeps "
+                    "running; its nodes stay cordoned. Check the job's checkpoint hook, then rerun (or raise the "
+                    "checkpoint timeout)." % (int(timeout), "; ".join(late), kube.ANN_CHECKPOINT_DONE, token),
+                    not_confirmed=["%s/%s" % k for k in sorted(waiting)],
+                    checkpointed=[{"gang": "%s/%s" % k, "time": t} for k, t in sorted(done.items())])
+            self.sleep(interval)
+        return {"changed": True, "checkpointed": [{"gang": "%s/%s" % k, "time": t} for k, t in sorted(done.items())]}
+
+    def stop(self, gangs: List[Dict[str, Any]], run_id: str, timeout: float, interval: float,
+             check_mode: bool = False) -> Dict[str, Any]:
+        workloads = self.api.list_custom(kube.WORKLOAD)
+        stopped: List[str] = []
+        for g in gangs:
+            js = self.api.get_custom(kube.JOBSET, g["namespace"], g["jobset"])
+            wl = workload_of(js, workloads)
+            if is_stopped(js, wl):
+                continue
+            kind, patch = stop_patch(wl, run_id)
+            stopped.append("%s/%s" % (g["namespace"], g["jobset"]))
+            if check_mode:
+                continue
+            if kind == "workload":
+                self.api.patch_custom(kube.WORKLOAD, g["namespace"], _meta(wl)["name"], patch)
+            else:
+                self.api.patch_custom(kube.JOBSET, g["namespace"], g["jobset"], patch)
+        if check_mode:
+            return {"changed": bool(stopped), "stopped": stopped}
+        nodes = sorted({n for g in gangs for n in g["nodes"]})
+        deadline = self.clock() + timeout
+        while True:
+            left = [g for g in self.discover(nodes)]
+            if not left:
+                return {"changed": bool(stopped), "stopped": stopped}
+            if self.clock() >= deadline:
+                raise GangError("gang stop did not finish within %ds: pods of %s are still on %s; check the Kueue "
+                                "and JobSet controllers" % (int(timeout), ", ".join(
+                                    "%s/%s" % (g["namespace"], g["jobset"]) for g in left), ", ".join(nodes)),
+                                stopped=stopped)
+            self.sleep(interval)
+
+    def resume(self, run_id: str, check_mode: bool = False) -> Dict[str, Any]:
+        resumed: List[str] = []
+        for kind, gvr in (("workload", kube.WORKLOAD), ("jobset", kube.JOBSET)):
+            for obj in self.api.list_custom(gvr):
+                meta = _meta(obj)
+                if (meta.get("annotations") or {}).get(kube.ANN_STOPPED_BY) != run_id:
+                    continue
+                resumed.append("%s %s/%s" % (kind, meta.get("namespace"), meta.get("name")))
+                if not check_mode:
+                    self.api.patch_custom(gvr, meta.get("namespace", ""), meta.get("name", ""), resume_patch(kind))
+        return {"changed": bool(resumed), "resumed": resumed}

@@ -1,0 +1,176 @@
+# Copyright: gpufleet contributors
+# Apache License 2.0
+"""The Kubernetes API as the gpufleet action modules need it: a thin wrapper over the official ``kubernetes``
+client that speaks plain dicts (what the pure functions in nodes.py, drain.py and gangs.py take), so those
+functions are tested with no cluster and no client library. The wrapper is the only code here that does I/O.
+
+Annotations gpufleet keeps on objects (the per-node ledger a rerun resumes from):
+"""
+from __future__ import annotations
+
+import json
+from typing import Any, Dict, List, Optional, Tuple
+
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import GpufleetError
+
+PREFIX = "gpufleet.io/"
+ANN_TARGET = PREFIX + "upgrade-target"            # the version this node is being taken to
+ANN_PHASE = PREFIX + "upgrade-phase"              # cordoned | drained | upgraded | validated | done | failed
+ANN_REASON = PREFIX + "upgrade-reason"            # why a node failed (the gate and its measured value)
+ANN_UPDATED = PREFIX + "upgrade-updated"          # when the phase last changed (RFC 3339)
+ANN_UNSCHED_BEFORE = PREFIX + "unschedulable-before"  # "true"/"false": what uncordon returns the node to
+ANN_CHECKPOINT_REQ = PREFIX + "checkpoint-requested"  # on a JobSet: token of a checkpoint-and-yield request
+ANN_CHECKPOINT_DONE = PREFIX + "checkpoint-completed"  # the job's answer: the same token
+ANN_LAST_CHECKPOINT = PREFIX + "last-checkpoint-time"  # the job's last checkpoint (RFC 3339)
+ANN_STOPPED_BY = PREFIX + "stopped-by"            # on a Workload/JobSet: the run that stopped this gang
+
+JOBSET = ("jobset.x-k8s.io", "v1alpha2", "jobsets")
+WORKLOAD = ("kueue.x-k8s.io", "v1beta2", "workloads")
+JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
+
+KUBE_ARGSPEC: Dict[str, Dict[str, Any]] = {
+    "kubeconfig": {"type": "path"},
+    "context": {"type": "str"},
+}
+
+
+class KubeError(GpufleetError):
+    """The API server refused or could not be reached."""
+
+
+def api_error(exc: Any) -> Tuple[int, str]:
+    """(HTTP status, the apiserver's message) of a client ApiException."""
+    status = int(getattr(exc, "status", 0) or 0)
+    message = str(getattr(exc, "reason", "") or "")
+    body = getattr(exc, "body", None)
+    if body:
+        try:
+            message = json.loads(body).get("message") or message
+        except (ValueError, AttributeError):
+            message = str(body)[:500]
+    return status, message
+
+
+class Kube:
+    """A connection to one cluster. Every method returns plain dicts."""
+
+    def __init__(self, kubeconfig: Optional[str] = None, context: Optional[str] = None) -> None:
+        try:
+            from kubernetes import client, config
+        except ImportError as exc:  # pragma: no cover - the module reports missing_required_lib first
+            raise KubeError("the Python library 'kubernetes' is missing on the controller: pip install kubernetes "
+                            "(see requirements.txt)") from exc
+        try:
+            if kubeconfig:
+                self.client = config.new_client_from_config(config_file=kubeconfig, context=context)
+            else:
+                try:
+                    config.load_incluster_config()
+                    self.client = client.ApiClient()
+                except config.ConfigException:
+                    self.client = config.new_client_from_config(context=context)
+        except Exception as exc:
+            raise KubeError("cannot load the kubeconfig %s: %s; set 'kubeconfig' (or K8S_AUTH_KUBECONFIG) to a "
+                            "working file" % (kubeconfig or "(default)", exc)) from exc
+        self.core = client.CoreV1Api(self.client)
+        self.policy = client.PolicyV1Api(self.client)
+        self.custom = client.CustomObjectsApi(self.client)
+        from kubernetes.client.rest import ApiException
+        self.ApiException = ApiException
+
+    def _plain(self, obj: Any) -> Any:
+        return self.client.sanitize_for_serialization(obj)
+
+    def _call(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except self.ApiException as exc:
+            status, message = api_error(exc)
+            raise KubeError("%s: HTTP %d %s" % (what, status, message), status=status) from exc
+        except Exception as exc:  # urllib3 errors: connection refused, TLS
+            raise KubeError("%s: %s (is the apiserver reachable with this kubeconfig?)" % (what, exc)) from exc
+
+    # nodes
+    def get_node(self, name: str) -> Dict[str, Any]:
+        return self._plain(self._call("read Node %s" % name, self.core.read_node, name))
+
+    def patch_node(self, name: str, body: Dict[str, Any]) -> Dict[str, Any]:
+        return self._plain(self._call("patch Node %s" % name, self.core.patch_node, name, body))
+
+    # pods and PDBs
+    def pods_on_node(self, node: str) -> List[Dict[str, Any]]:
+        out = self._call("list pods on %s" % node, self.core.list_pod_for_all_namespaces,
+                         field_selector="spec.nodeName=%s" % node)
+        return [self._plain(p) for p in out.items]
+
+    def pdbs(self, namespace: str) -> List[Dict[str, Any]]:
+        out = self._call("list PodDisruptionBudgets in %s" % namespace,
+                         self.policy.list_namespaced_pod_disruption_budget, namespace)
+        return [self._plain(p) for p in out.items]
+
+    def evict(self, namespace: str, name: str, grace: Optional[int]) -> Tuple[int, str]:
+        """Ask the eviction API; (201, '') when accepted, else (status, message). 404: already gone."""
+        body: Dict[str, Any] = {"apiVersion": "policy/v1", "kind": "Eviction",
+                                "metadata": {"name": name, "namespace": namespace}}
+        if grace is not None:
+            body["deleteOptions"] = {"gracePeriodSeconds": grace}
+        try:
+            self.core.create_namespaced_pod_eviction(name, namespace, body)
+        except self.ApiException as exc:
+            return api_error(exc)
+        return 201, ""
+
+    def delete_pod(self, namespace: str, name: str, grace: Optional[int]) -> Tuple[int, str]:
+        try:
+            self.core.delete_namespaced_pod(name, namespace, grace_period_seconds=grace)
+        except self.ApiException as exc:
+            return api_error(exc)
+        return 200, ""
+
+    def pod_exists(self, namespace: str, name: str, uid: str) -> bool:
+        try:
+            pod = self.core.read_namespaced_pod(name, namespace)
+        except self.ApiException as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return bool(pod.metadata.uid == uid)
+
+    # custom resources (JobSet, Kueue Workload)
+    def list_custom(self, gvr: Tuple[str, str, str], namespace: Optional[str] = None) -> List[Dict[str, Any]]:
+        group, version, plural = gvr
+        try:
+            if namespace:
+                out = self.custom.list_namespaced_custom_object(group, version, namespace, plural)
+            else:
+                out = self.custom.list_cluster_custom_object(group, version, plural)
+        except self.ApiException as exc:
+            if exc.status == 404:  # the CRD is not installed: no such gangs
+                return []
+            status, message = api_error(exc)
+            raise KubeError("list %s.%s: HTTP %d %s" % (plural, group, status, message)) from exc
+        return list(out.get("items", []))
+
+    def get_custom(self, gvr: Tuple[str, str, str], namespace: str, name: str) -> Dict[str, Any]:
+        group, version, plural = gvr
+        return dict(self._call("read %s %s/%s" % (plural, namespace, name),
+                               self.custom.get_namespaced_custom_object, group, version, namespace, plural, name))
+
+    def patch_custom(self, gvr: Tuple[str, str, str], namespace: str, name: str,
+                     body: Dict[str, Any]) -> Dict[str, Any]:
+        group, version, plural = gvr
+        return dict(self._call("patch %s %s/%s" % (plural, namespace, name),
+                               self.custom.patch_namespaced_custom_object, group, version, namespace, plural, name,
+                               body))
+
+
+def connect(module: Any) -> "Kube":
+    """A Kube for a module's kubeconfig/context options (K8S_AUTH_KUBECONFIG, as kubernetes.core reads it)."""
+    import os
+    kubeconfig = module.params.get("kubeconfig") or os.environ.get("K8S_AUTH_KUBECONFIG")
+    return Kube(kubeconfig, module.params.get("context"))
+
+
+def now_rfc3339() -> str:
+    import datetime
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
