@@ -171,9 +171,15 @@ def write_inventory(cfg: LabConfig) -> pathlib.Path:
                                "hosts": {h: {"ansible_host": container(h)} for h in hosts}}
     inventory = {"all": {
         "vars": {"ansible_connection": "containers.podman.podman", "ansible_python_interpreter": "/usr/bin/python3",
-                 "gpufleet_lab": True},
+                 "gpufleet_lab": True,
+                 # absolute paths: the controller (implicit localhost) has no inventory_dir to build them from
+                 "gpufleet_kubeconfig": str(cfg.inventory / "kubeconfig"),
+                 "gpufleet_baseline_dir": str(cfg.inventory / "baselines"),
+                 "gpufleet_out_dir": str(cfg.inventory.parent.parent / "out")},
         "children": {
-            "kube_control_plane": {"hosts": {h: {"ansible_host": container(h)} for h in cfg.control_plane}},
+            "kube_control_plane": {"hosts": {h: {"ansible_host": container(h),
+                                                 "gpufleet_apiserver_url": "https://127.0.0.1:%d" % cfg.apiserver_port(h)}
+                                             for h in cfg.control_plane}},
             "etcd": {"children": {"kube_control_plane": {}}},
             "gpu_nodes": {"children": gpu_children},
         }}}

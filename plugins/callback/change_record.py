@@ -99,15 +99,25 @@ class CallbackModule(CallbackBase):
     def v2_playbook_on_task_start(self, task, is_conditional):
         self._task_start[task._uuid] = time.time()
 
-    def _host_entry(self, host):
+    def _host_entry(self, host, wave=""):
         return self._play["hosts"].setdefault(host, {"ok": 0, "changed": 0, "failed": 0, "skipped": 0,
-                                                     "unreachable": 0, "seconds": 0.0})
+                                                     "unreachable": 0, "seconds": 0.0, "wave": wave})
+
+    def _host_wave(self, result):
+        """The wave of a host: its own ``gpufleet_wave`` (set by add_host when waves are planned at run time, one
+        play with serial batches), else the play's."""
+        host_vars = getattr(result._host, "vars", None) or {}
+        wave = host_vars.get("gpufleet_wave")
+        canary = host_vars.get("gpufleet_canary")
+        return (str(wave) if wave else self._play["wave"],
+                self._play["canary"] if canary is None else str(canary).lower() in ("true", "1", "yes"))
 
     def _account(self, result, status):
         if self._play is None:
             return
         host = result._host.get_name()
-        entry = self._host_entry(host)
+        wave, canary = self._host_wave(result)
+        entry = self._host_entry(host, wave)
         entry[status] += 1
         started = self._task_start.get(result._task._uuid)
         if started:
@@ -119,8 +129,8 @@ class CallbackModule(CallbackBase):
         action = result._task.action or ""
         if not censored and action.startswith("gpufleet.upgrade."):
             for check in res.get("checks") or []:
-                self.record["gates"].append({"host": host, "task": result._task.get_name(), "wave":
-                                             self._play["wave"], "check": check.get("name"),
+                self.record["gates"].append({"host": host, "task": result._task.get_name(), "wave": wave,
+                                             "check": check.get("name"),
                                              "subject": check.get("subject"), "measured": check.get("measured"),
                                              "baseline": check.get("expected"), "passed": check.get("passed"),
                                              "severity": check.get("severity")})
@@ -130,12 +140,12 @@ class CallbackModule(CallbackBase):
                                                "control_plane_path": plan.get("control_plane_path", [])}
             if isinstance(res.get("canaries"), list):
                 self.record["canary_scope"] = res["canaries"]
-        if self._play["canary"] and host not in self.record["canary_scope"]:
+        if canary and host not in self.record["canary_scope"]:
             self.record["canary_scope"].append(host)
         if status in ("failed", "unreachable"):
             message = "censored (no_log)" if censored else str(res.get("msg") or res.get("stderr") or "")[:2000]
             self.record["failures"].append({"host": host, "task": result._task.get_name(), "action": action,
-                                            "wave": self._play["wave"], "status": status, "message": message,
+                                            "wave": wave, "status": status, "message": message,
                                             "ignored": bool(getattr(result, "_task_fields", {}).get(
                                                 "ignore_errors"))})
 
@@ -192,7 +202,8 @@ def markdown(rec):
     for play in rec["plays"]:
         for host, e in sorted(play["hosts"].items()):
             lines.append("| %s | %s | %s | %s | %d | %d | %d | %d | %.1f |" % (
-                _cell(play["name"]), _cell(play["wave"]), "yes" if play["canary"] else "", host, e["ok"], e["changed"],
+                _cell(play["name"]), _cell(e.get("wave") or play["wave"]), "yes" if host in rec["canary_scope"] else "",
+                host, e["ok"], e["changed"],
                 e["failed"], e["unreachable"], e["seconds"]))
     lines += ["", "## Gates", "", "| host | check | subject | measured | baseline | result |",
               "|---|---|---|---|---|---|"]

@@ -1,0 +1,107 @@
+#!/usr/bin/python
+# Copyright: gpufleet contributors
+# Apache License 2.0
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: cluster_checks
+short_description: Preflight findings from API objects - dead webhooks, unserved stored CRD versions, PDBs at zero
+version_added: 0.1.0
+description:
+  - Judges objects read with M(kubernetes.core.k8s_info). Admission webhooks (validating and mutating) and CRD
+    conversion webhooks whose service has no ready endpoint; CRDs with a version in C(status.storedVersions) that
+    is no longer served; PodDisruptionBudgets that allow no disruption.
+  - Fails (before anything changes) when a finding of a kind in O(blocking) has severity C(fail) - a webhook with
+    C(failurePolicy Ignore) and a PDB at zero are warnings.
+options:
+  webhook_configurations:
+    description: ValidatingWebhookConfiguration and MutatingWebhookConfiguration objects.
+    type: list
+    elements: dict
+    default: []
+  crds:
+    description: CustomResourceDefinition objects.
+    type: list
+    elements: dict
+    default: []
+  endpointslices:
+    description: EndpointSlice objects (discovery.k8s.io/v1) of the services the webhooks call.
+    type: list
+    elements: dict
+    default: []
+  pdbs:
+    description: PodDisruptionBudget objects.
+    type: list
+    elements: dict
+    default: []
+  blocking:
+    description: Finding kinds that stop the run.
+    type: list
+    elements: str
+    default: [webhook, conversion-webhook, crd-stored-versions]
+extends_documentation_fragment:
+  - gpufleet.upgrade.common.CHECK
+author:
+  - gpufleet maintainers
+"""
+
+EXAMPLES = r"""
+- name: Judge the cluster's webhooks, CRDs and PDBs
+  gpufleet.upgrade.cluster_checks:
+    webhook_configurations: "{{ validating.resources + mutating.resources }}"
+    crds: "{{ crds.resources }}"
+    endpointslices: "{{ slices.resources }}"
+    pdbs: "{{ pdbs.resources }}"
+"""
+
+RETURN = r"""
+passed:
+  description: No blocking finding.
+  returned: success
+  type: bool
+findings:
+  description: Every finding (name, subject, measured, expected, detail, severity, message).
+  returned: always
+  type: list
+  elements: dict
+blocking:
+  description: The findings that stop the run.
+  returned: always
+  type: list
+  elements: dict
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.cluster_checks import (
+    crd_findings, pdb_findings, summarize_findings, webhook_findings)
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import GateFailed
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.module_support import run_module
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            webhook_configurations=dict(type="list", elements="dict", default=[]),
+            crds=dict(type="list", elements="dict", default=[]),
+            endpointslices=dict(type="list", elements="dict", default=[]),
+            pdbs=dict(type="list", elements="dict", default=[]),
+            blocking=dict(type="list", elements="str", default=["webhook", "conversion-webhook",
+                                                                 "crd-stored-versions"]),
+        ),
+        supports_check_mode=True,
+    )
+
+    def body():
+        p = module.params
+        summary = summarize_findings(webhook_findings(p["webhook_configurations"], p["crds"], p["endpointslices"]),
+                                     crd_findings(p["crds"]), pdb_findings(p["pdbs"]), p["blocking"])
+        if not summary["passed"]:
+            raise GateFailed("preflight blocked: %s" % "; ".join(f["message"] for f in summary["blocking"]),
+                             **summary)
+        return summary
+
+    run_module(module, body)
+
+
+if __name__ == "__main__":
+    main()
