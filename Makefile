@@ -74,7 +74,13 @@ LAB_CACHE ?= $(or $(GPUFLEET_LAB_CACHE),$(CACHE)/lab)
 export GPUFLEET_LAB_APT := $(LAB_CACHE)/apt/current
 export GPUFLEET_LAB_PKI := $(LAB_CACHE)/run/pki
 export GPUFLEET_ROOT := $(CURDIR)
+export GPUFLEET_LAB_RUN := $(LAB_CACHE)/run
+# The lab's two versions (lab/lab.yml `versions`), for Molecule scenarios that act on the lab's cluster.
+export GPUFLEET_LAB_FROM := $(shell awk '/^  from:/{print $$2; exit}' lab/lab.yml)
+export GPUFLEET_LAB_TO := $(shell awk '/^  to:/{print $$2; exit}' lab/lab.yml)
 molecule: setup
+	@# Scenarios of kubeadm_upgrade and node_upgrade move the lab's cluster: start from a fresh lab on `from`.
+	@bin/lab reset && bin/lab up
 	@for s in $$(ls molecule); do $(BIN)/molecule test -s $$s || exit 1; done
 	@for r in roles/*/; do [ -d $$r/molecule ] || continue; \
 	  for s in $$(ls $$r/molecule); do (cd $$r && $(BIN)/molecule test -s $$s) || exit 1; done; done

@@ -177,9 +177,10 @@ def write_inventory(cfg: LabConfig) -> pathlib.Path:
                  "gpufleet_baseline_dir": str(cfg.inventory / "baselines"),
                  "gpufleet_out_dir": str(cfg.inventory.parent.parent / "out")},
         "children": {
-            "kube_control_plane": {"hosts": {h: {"ansible_host": container(h),
-                                                 "gpufleet_apiserver_url": "https://127.0.0.1:%d" % cfg.apiserver_port(h)}
-                                             for h in cfg.control_plane}},
+            "kube_control_plane": {"hosts": {
+                h: {"ansible_host": container(h),
+                    "gpufleet_apiserver_url": "https://127.0.0.1:%d" % cfg.apiserver_port(h)}
+                for h in cfg.control_plane}},
             "etcd": {"children": {"kube_control_plane": {}}},
             "gpu_nodes": {"children": gpu_children},
         }}}

@@ -30,6 +30,7 @@ class Deb:
     conflicts: str = ""
     provides: str = ""
     description: str = ""
+    scripts: Dict[str, pathlib.Path] = field(default_factory=dict)  # maintainer scripts: postinst, ...
 
 
 def k8s_deb_version(version: str) -> str:
@@ -40,8 +41,8 @@ def plan(cfg: LabConfig) -> List[Deb]:
     debs: List[Deb] = [Deb(
         "gpufleet-lab-sim", "1.0.0",
         files={"usr/lib/gpufleet-sim/simlib.py": SIM / "simlib.py", "usr/bin/systemctl": SIM / "systemctl",
-               "usr/bin/journalctl": SIM / "journalctl"},
-        description="gpufleet lab simulation support (systemctl, journalctl -k, shared state)")]
+               "usr/bin/journalctl": SIM / "journalctl", "usr/sbin/gpufleet-lab-reboot": SIM / "gpufleet-lab-reboot"},
+        description="gpufleet lab simulation support (systemctl, journalctl -k, reboot, shared state)")]
     for version in cfg.versions:
         deb_version = k8s_deb_version(version)
         minor = ".".join(version.lstrip("v").split(".")[:2])
@@ -68,6 +69,7 @@ def plan(cfg: LabConfig) -> List[Deb]:
             Deb("nvidia-driver-%s-server" % branch, drv_version, files={"usr/bin/nvidia-smi": SIM / "nvidia-smi"},
                 texts={"usr/share/gpufleet-sim/nvidia-driver.version": driver}, depends="gpufleet-lab-sim",
                 conflicts="nvidia-driver-any", provides="nvidia-driver-any",
+                scripts={"postinst": SIM / "nvidia-driver-postinst"},
                 description="NVIDIA server driver %s (gpufleet lab simulation)" % driver),
             Deb("nvidia-fabricmanager-%s" % branch, drv_version,
                 texts={"usr/share/gpufleet-sim/nvidia-fabricmanager.version": driver},
@@ -105,6 +107,9 @@ def _fingerprint(debs: List[Deb]) -> str:
             digest.update(hashlib.sha256(src.read_bytes()).digest())  # content, not mtime: stable across clones
         for dest, text in sorted(deb.texts.items()):
             digest.update((dest + text).encode())
+        for name, src in sorted(deb.scripts.items()):
+            digest.update(name.encode())
+            digest.update(hashlib.sha256(src.read_bytes()).digest())
     return digest.hexdigest()[:12]
 
 
@@ -129,6 +134,9 @@ def _build_deb(deb: Deb, outdir: pathlib.Path) -> pathlib.Path:
         control.append("Description: %s" % (deb.description or deb.name))
         (root / "DEBIAN").mkdir()
         (root / "DEBIAN" / "control").write_text("\n".join(control) + "\n")
+        for name, src in deb.scripts.items():
+            shutil.copy2(src, root / "DEBIAN" / name)
+            (root / "DEBIAN" / name).chmod(0o755)
         out = outdir / ("%s_%s_amd64.deb" % (deb.name, deb.version.replace(":", "%3a")))
         subprocess.run(["dpkg-deb", "--root-owner-group", "-Zgzip", "-z1", "--build", str(root), str(out)],
                        check=True, capture_output=True)

@@ -6,8 +6,9 @@ from __future__ import annotations
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import GpufleetError
-from ansible_collections.gpufleet.upgrade.plugins.module_utils.preflight_report import render_markdown, version_inventory
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.planner import parse_caps, parse_nodes, plan_waves
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.preflight_report import (
+    render_markdown, version_inventory)
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.versions import parse_version
 
 

@@ -11,7 +11,7 @@ tested without a cluster or waiting.
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from ansible_collections.gpufleet.upgrade.plugins.module_utils import kube
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import GpufleetError
@@ -83,7 +83,7 @@ def describe_pdb(pdb: Dict[str, Any]) -> str:
         status.get("disruptionsAllowed", "?"))
 
 
-def blocker(node: str, pod: Dict[str, Any], reason: str, pdbs: List[Dict[str, Any]] = ()) -> Dict[str, Any]:
+def blocker(node: str, pod: Dict[str, Any], reason: str, pdbs: Sequence[Dict[str, Any]] = ()) -> Dict[str, Any]:
     matching = [p for p in pdbs if selects(p, pod)]
     text = "%s: pod %s%s %s" % (node, pod_ref(pod), " (owner %s)" % owner(pod) if owner(pod) else "", reason)
     if matching:
@@ -117,8 +117,9 @@ def drain(api: Any, nodes: List[str], timeout: float, interval: float = 5.0, gra
     result: Dict[str, Any] = {"evicted": [], "deleted": [], "skipped": sorted(skipped), "blockers": [],
                               "break_glass": [], "changed": False}
     if refused:
+        result["blockers"] = refused
         raise DrainBlocked("drain of %s refused before evicting anything:\n%s" % (
-            ", ".join(nodes), "\n".join(b["message"] for b in refused)), blockers=refused, **result)
+            ", ".join(nodes), "\n".join(b["message"] for b in refused)), **result)
     if check_mode:
         result["would_evict"] = sorted(pending)
         result["changed"] = bool(pending)

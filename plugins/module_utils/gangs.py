@@ -153,7 +153,7 @@ class Gangs:
             stopped.append("%s/%s" % (g["namespace"], g["jobset"]))
             if check_mode:
                 continue
-            if kind == "workload":
+            if kind == "workload" and wl is not None:
                 self.api.patch_custom(kube.WORKLOAD, g["namespace"], _meta(wl)["name"], patch)
             else:
                 self.api.patch_custom(kube.JOBSET, g["namespace"], g["jobset"], patch)

@@ -110,10 +110,10 @@ class Kube:
 
     def evict(self, namespace: str, name: str, grace: Optional[int]) -> Tuple[int, str]:
         """Ask the eviction API; (201, '') when accepted, else (status, message). 404: already gone."""
-        body: Dict[str, Any] = {"apiVersion": "policy/v1", "kind": "Eviction",
-                                "metadata": {"name": name, "namespace": namespace}}
-        if grace is not None:
-            body["deleteOptions"] = {"gracePeriodSeconds": grace}
+        from kubernetes import client
+        body = client.V1Eviction(metadata=client.V1ObjectMeta(name=name, namespace=namespace),
+                                 delete_options=None if grace is None else client.V1DeleteOptions(
+                                     grace_period_seconds=grace))
         try:
             self.core.create_namespaced_pod_eviction(name, namespace, body)
         except self.ApiException as exc:
@@ -134,7 +134,8 @@ class Kube:
             if exc.status == 404:
                 return False
             raise
-        return bool(pod.metadata.uid == uid)
+        meta = pod.metadata
+        return meta is not None and meta.uid == uid
 
     # custom resources (JobSet, Kueue Workload)
     def list_custom(self, gvr: Tuple[str, str, str], namespace: Optional[str] = None) -> List[Dict[str, Any]]:
@@ -149,7 +150,7 @@ class Kube:
                 return []
             status, message = api_error(exc)
             raise KubeError("list %s.%s: HTTP %d %s" % (plural, group, status, message)) from exc
-        return list(out.get("items", []))
+        return list(out.get("items", [])) if isinstance(out, dict) else []
 
     def get_custom(self, gvr: Tuple[str, str, str], namespace: str, name: str) -> Dict[str, Any]:
         group, version, plural = gvr
@@ -164,7 +165,7 @@ class Kube:
                                body))
 
 
-def connect(module: Any) -> "Kube":
+def connect(module: Any) -> Kube:
     """A Kube for a module's kubeconfig/context options (K8S_AUTH_KUBECONFIG, as kubernetes.core reads it)."""
     import os
     kubeconfig = module.params.get("kubeconfig") or os.environ.get("K8S_AUTH_KUBECONFIG")
@@ -173,4 +174,4 @@ def connect(module: Any) -> "Kube":
 
 def now_rfc3339() -> str:
     import datetime
-    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -17,7 +17,7 @@ PHASES = ("cordoned", "drained", "upgraded", "validated", "done", "failed")
 STATES = ("cordoned", "uncordoned", "marked")
 
 
-def annotations(node: Dict[str, Any]) -> Dict[str, str]:
+def node_annotations(node: Dict[str, Any]) -> Dict[str, str]:
     return dict((node.get("metadata") or {}).get("annotations") or {})
 
 
@@ -28,7 +28,7 @@ def unschedulable(node: Dict[str, Any]) -> bool:
 def progress(node: Dict[str, Any], target: str) -> Dict[str, Any]:
     """What the ledger says about this node for ``target``: phase ('' when the node has no record for this
     target), reason, whether gpufleet holds it cordoned, and whether it counts as finished."""
-    ann = annotations(node)
+    ann = node_annotations(node)
     same = ann.get(kube.ANN_TARGET) == target
     phase = ann.get(kube.ANN_PHASE, "") if same else ""
     return {"name": (node.get("metadata") or {}).get("name", ""), "target": ann.get(kube.ANN_TARGET, ""),
@@ -50,6 +50,10 @@ def plan_patch(node: Dict[str, Any], state: str, target: str, phase: Optional[st
     """
     if state not in STATES:
         raise InputError("state %r: use one of %s" % (state, ", ".join(STATES)))
+    ann = node_annotations(node)
+    if not phase and state == "cordoned" and ann.get(kube.ANN_TARGET) == target and \
+            ann.get(kube.ANN_PHASE) in ("cordoned", "drained", "upgraded", "validated", "failed"):
+        phase = ann[kube.ANN_PHASE]  # a rerun re-cordons without losing how far the node got
     phase = phase or {"cordoned": "cordoned", "uncordoned": "done"}.get(state)
     if phase is None:
         raise InputError("state 'marked' needs a phase (one of %s)" % ", ".join(PHASES))
@@ -59,7 +63,6 @@ def plan_patch(node: Dict[str, Any], state: str, target: str, phase: Optional[st
         raise InputError("phase 'failed' needs a reason: name the gate and the measured value")
     if not target:
         raise InputError("target: give the version this node is being taken to (e.g. v1.36.3)")
-    ann = annotations(node)
     want_ann: Dict[str, Optional[str]] = {kube.ANN_TARGET: target, kube.ANN_PHASE: phase}
     spec: Dict[str, Any] = {}
     if state == "cordoned":

@@ -1,0 +1,234 @@
+"""The full upgrade of the lab cell with playbooks/upgrade-wave.yml, as an operator runs it (issue 4's "done
+when"): bad input refused before any change; each injected fault halts at the right point with the right message
+while later waves never start; after each fault is cleared a rerun resumes from the per-node ledger; the cell ends
+on the next minor with every gate green, the training gang checkpointed, stopped, readmitted and its lost work
+bounded by the checkpoint time; a change record is written; a second run changes nothing.
+
+One story in one test: every step starts from the state the previous one left, as in a real maintenance window.
+The module fixture starts from a fresh lab (`lab reset` + `up`) and leaves a fresh one behind."""
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import re
+import subprocess
+import sys
+import time
+
+import pytest
+from kubernetes import client, config
+
+from tests.lab.conftest import ROOT, lab_cli
+
+pytestmark = pytest.mark.lab
+BIN = pathlib.Path(sys.executable).parent
+WAVES = [["gpu-a1"], ["gpu-a2"], ["gpu-b1", "gpu-b2"]]  # canary, then rack set rs-a's rest, then rs-b (cap 16 GPUs)
+ANN = "gpufleet.io/"
+
+
+@pytest.fixture(scope="module")
+def cell(lab, tmp_path_factory):
+    lab_cli("reset")
+    lab_cli("up")
+    records = tmp_path_factory.mktemp("change-records")
+    yield lab, records
+    lab_cli("reset")
+    lab_cli("up")
+
+
+def run(lab, records, playbook, *extra):
+    env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
+               GPUFLEET_CHANGE_RECORD_DIR=str(records), PATH="%s:%s" % (BIN, os.environ["PATH"]))
+    started = time.time()
+    proc = subprocess.run([str(BIN / "ansible-playbook"), "playbooks/" + playbook, "-i", str(lab.inventory), *extra],
+                          cwd=ROOT, env=env, capture_output=True, text=True, check=False, timeout=3000)
+    print("%s %s: rc=%d in %.0f s" % (playbook, " ".join(extra), proc.returncode, time.time() - started))
+    return proc
+
+
+def core(lab):
+    return client.CoreV1Api(config.new_client_from_config(str(lab.kubeconfig)))
+
+
+def nodes(lab):
+    return {n.metadata.name: n for n in core(lab).list_node().items}
+
+
+def ann(node, key):
+    return (node.metadata.annotations or {}).get(ANN + key)
+
+
+def apiservers(lab):
+    return json.loads(lab_cli("status").stdout)["apiserver_versions"]
+
+
+def untouched(lab, names):
+    """Nodes the run never started on: old kubelet, schedulable, no ledger."""
+    current = nodes(lab)
+    for name in names:
+        n = current[name]
+        assert n.status.node_info.kubelet_version == lab.from_version, name
+        assert not n.spec.unschedulable, name
+        assert ann(n, "upgrade-phase") is None, name
+
+
+def failed_on(lab, name, reason_part):
+    n = nodes(lab)[name]
+    assert n.spec.unschedulable, "%s must stay cordoned" % name
+    assert ann(n, "upgrade-phase") == "failed", name
+    assert reason_part in (ann(n, "upgrade-reason") or ""), ann(n, "upgrade-reason")
+
+
+def first_pending_wave(lab):
+    current = nodes(lab)
+    for index, wave in enumerate(WAVES):
+        if any(ann(current[n], "upgrade-phase") != "done" for n in wave):
+            return index
+    return None
+
+
+def gang_nodes(lab):
+    pods = core(lab).list_namespaced_pod("training").items
+    return sorted({p.spec.node_name for p in pods if p.spec.node_name and not p.metadata.deletion_timestamp})
+
+
+def workload_active(lab):
+    custom = client.CustomObjectsApi(config.new_client_from_config(str(lab.kubeconfig)))
+    return custom.get_namespaced_custom_object("kueue.x-k8s.io", "v1beta2", "training", "workloads",
+                                               "jobset-llm-pretrain")["spec"]["active"]
+
+
+def assert_halted(proc, *needles):
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0, out[-5000:]
+    for needle in needles:
+        assert needle in out, "%r not in output:\n%s" % (needle, out[-6000:])
+
+
+def gpu_fault(lab, records, fault, needle, reason, *extra):
+    """Inject ``fault`` on the first node of the first wave not finished; the GPU waves halt there with the
+    message, the node stays cordoned with the reason, later waves never start; clear it."""
+    index = first_pending_wave(lab)
+    host = WAVES[index][0]
+    lab_cli("fault", host, fault)
+    try:
+        proc = run(lab, records, "node-pool.yml", *extra)
+    finally:
+        lab_cli("clear", host)
+    assert_halted(proc, needle, "Later waves were not started")
+    failed_on(lab, host, reason)
+    untouched(lab, [n for wave in WAVES[index + 1:] for n in wave])
+
+
+def test_upgrade_wave_halts_on_every_fault_resumes_and_finishes(cell):
+    lab, records = cell
+    started = time.time()
+
+    # 1. Bad input: refused before any change, naming the field and the fix.
+    skip = run(lab, records, "upgrade-wave.yml", "-e", "gpufleet_target_version=v1.37.0")
+    assert_halted(skip, "v1.37.0")
+    down = run(lab, records, "preflight.yml", "-e", "gpufleet_target_version=v1.34.0")
+    assert_halted(down, "downgrade")
+    nobase = run(lab, records, "preflight.yml", "-e", "gpufleet_baseline_dir=/nonexistent")
+    assert_halted(nobase, "/nonexistent/h100-train.yml")
+    short = run(lab, records, "preflight.yml", "-e", "gpufleet_target_version=v1.36")
+    assert_halted(short, "full release such as v1.36.3")
+    assert set(apiservers(lab).values()) == {lab.from_version}
+    untouched(lab, [n for wave in WAVES for n in wave])
+
+    # 2. etcd snapshot fails: the control plane never starts.
+    lab_cli("fault", "cp-1", "snapshot-fail")
+    try:
+        proc = run(lab, records, "upgrade-wave.yml", "-e", "etcd_snapshot_reuse_minutes=0")
+    finally:
+        lab_cli("clear", "cp-1")
+    assert_halted(proc, "etcd snapshot on cp-1 failed", "etcd is still running and healthy")
+    assert set(apiservers(lab).values()) == {lab.from_version}
+
+    # 3. kubeadm upgrade apply fails on the first control-plane host: cp-2, cp-3 and every GPU node untouched.
+    lab_cli("fault", "cp-1", "kubeadm-apply-fail")
+    try:
+        proc = run(lab, records, "upgrade-wave.yml")
+    finally:
+        lab_cli("clear", "cp-1")
+    assert_halted(proc, "couldn't upgrade control plane")
+    assert set(apiservers(lab).values()) == {lab.from_version}
+    untouched(lab, [n for wave in WAVES for n in wave])
+
+    # 4. The control plane goes through; the first wave holding a rank of the gang cannot checkpoint: the gang
+    #    is not stopped, that wave stays cordoned, later waves never start.
+    gpu_hosts = [n for wave in WAVES for n in wave]
+    for host in gpu_hosts:
+        lab_cli("fault", host, "checkpoint-never")
+    try:
+        ranks = gang_nodes(lab)
+        proc = run(lab, records, "upgrade-wave.yml", "-e", "drain_checkpoint_timeout=15")
+    finally:
+        for host in gpu_hosts:
+            lab_cli("clear", host)
+    assert set(apiservers(lab).values()) == {lab.to_version}
+    assert_halted(proc, "checkpoint not confirmed within 15s", "The gang was NOT stopped")
+    halted = next(i for i, wave in enumerate(WAVES) if set(wave) & set(ranks))
+    for host in WAVES[halted]:
+        failed_on(lab, host, "checkpoint not confirmed")
+    assert workload_active(lab) is True
+    untouched(lab, [n for wave in WAVES[halted + 1:] for n in wave])
+
+    # 5. Gate faults, each on the first unfinished wave: it halts there, the node keeps its reason.
+    gpu_fault(lab, records, "gpu-missing", "check gpu_count: measured 7, baseline 8", "gpu_health")
+    gpu_fault(lab, records, "xid79", "check gpu_xid: measured XID 79", "gpu_health")
+    gpu_fault(lab, records, "dcgm-fail", "dcgm_diag gate failed", "dcgm_diag")
+    gpu_fault(lab, records, "nccl-slow", "nccl_allreduce gate failed", "nccl_allreduce")
+    gpu_fault(lab, records, "pdb-block", "Cannot evict pod as it would violate the pod's disruption budget",
+              "PodDisruptionBudget gpufleet-lab-faults/pdb-block-", "-e", "drain_timeout=10",
+              "-e", "drain_retry_interval=2")
+
+    # 6. An unreachable host stops its wave before anything on it changes.
+    index = first_pending_wave(lab)
+    host = WAVES[index][-1]
+    lab_cli("fault", host, "unreachable")
+    try:
+        proc = run(lab, records, "node-pool.yml")
+    finally:
+        lab_cli("clear", host)
+    assert_halted(proc, "UNREACHABLE")
+    untouched(lab, [n for wave in WAVES[index + 1:] for n in wave])
+
+    # 7. Everything cleared: the rerun resumes and finishes.
+    proc = run(lab, records, "upgrade-wave.yml")
+    assert proc.returncode == 0, proc.stdout[-6000:]
+    assert set(apiservers(lab).values()) == {lab.to_version}
+    for name, n in nodes(lab).items():
+        assert n.status.node_info.kubelet_version == lab.to_version, name
+        assert not n.spec.unschedulable, name
+        assert ann(n, "upgrade-phase") == "done" and ann(n, "upgrade-target") == lab.to_version, name
+    assert workload_active(lab) is True
+    deadline = time.time() + 60
+    while len(gang_nodes(lab)) < 2:
+        assert time.time() < deadline, "the gang was not readmitted"
+        time.sleep(1)
+
+    # The gang was only ever stopped as a unit right after a confirmed checkpoint: no rank died alone, and each
+    # stop lost at most the seconds since that checkpoint (the lab job checkpoints in 3 s).
+    losses = [json.loads(line) for line in (lab.run / "lost-work.jsonl").read_text().splitlines()]
+    losses = [e for e in losses if time.mktime(time.strptime(e["time"], "%Y-%m-%dT%H:%M:%SZ")) - time.timezone
+              >= started - 1]
+    assert losses and all(e["reason"] == "workload deactivated" for e in losses), losses
+    assert max(e["seconds_since_checkpoint"] for e in losses) < 30, losses
+
+    # The change record of the finishing run: waves with hosts, every gate against its baseline, green.
+    record = json.loads(max(records.glob("*-upgrade-wave.yml.json")).read_text())
+    assert record["outcome"] == "succeeded" and record["target_version"] == lab.to_version
+    gates = record["gates"]
+    assert {g["check"] for g in gates} >= {"gpu_count", "gpu_xid", "dcgm_test", "nccl_busbw"}, gates[:5]
+    assert all(g["passed"] or g["severity"] == "warn" for g in gates)
+    waves = {host: e["wave"] for p in record["plays"] for host, e in p["hosts"].items() if e.get("wave")}
+    assert waves.get("gpu-a1", "").startswith("1 (canary") and waves.get("gpu-b2", "").startswith("3 (domain")
+    assert "gpu-a1" in record["canary_scope"]
+
+    # 8. A second run on the finished cell changes nothing.
+    again = run(lab, records, "upgrade-wave.yml")
+    assert again.returncode == 0, again.stdout[-4000:]
+    recap = re.findall(r"^(\S+)\s+: ok=\d+\s+changed=(\d+)", again.stdout, re.M)
+    assert recap and all(changed == "0" for _, changed in recap), recap

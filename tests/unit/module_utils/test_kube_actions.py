@@ -1,0 +1,204 @@
+"""The per-node ledger, the drain and the gang operations against an in-memory cluster (tests/unit/fakes/kube.py)."""
+from __future__ import annotations
+
+import pytest
+
+from ansible_collections.gpufleet.upgrade.plugins.module_utils import kube
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.drain import DrainBlocked, classify, drain, selects
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import InputError
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.gangs import GangError, Gangs, find_gangs
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.nodes import plan_patch, progress
+from tests.unit.fakes.kube import MSG_429, Clock, FakeKube, merge, node, pod
+
+T = "v1.36.3"
+
+
+# -- ledger -----------------------------------------------------------------------------------------------------
+def apply(n, *args, **kwargs):
+    patch = plan_patch(n, *args, **kwargs)
+    if patch:
+        merge(n, patch)
+    return patch
+
+
+def test_cordon_remembers_the_state_before_once_and_uncordon_returns_to_it():
+    n = node("gpu-a1")
+    assert apply(n, "cordoned", T) is not None
+    assert n["spec"]["unschedulable"] and n["metadata"]["annotations"][kube.ANN_UNSCHED_BEFORE] == "false"
+    assert apply(n, "cordoned", T) is None  # rerun: nothing to do, and gpufleet's own cordon is not "before"
+    apply(n, "marked", T, phase="validated")
+    apply(n, "uncordoned", T)
+    assert not n["spec"]["unschedulable"] and kube.ANN_UNSCHED_BEFORE not in n["metadata"]["annotations"]
+    assert progress(n, T)["finished"] and progress(n, T)["phase"] == "done"
+    assert apply(n, "uncordoned", T) is None
+
+
+def test_a_node_cordoned_by_an_operator_stays_cordoned():
+    n = node("gpu-a4", unschedulable=True)
+    apply(n, "cordoned", T)
+    assert n["metadata"]["annotations"][kube.ANN_UNSCHED_BEFORE] == "true"
+    apply(n, "uncordoned", T)
+    assert n["spec"]["unschedulable"] is True
+    assert progress(n, T)["finished"]
+
+
+def test_recordon_keeps_how_far_the_node_got():
+    n = node("gpu-a1")
+    apply(n, "cordoned", T)
+    apply(n, "marked", T, phase="drained")
+    assert apply(n, "cordoned", T) is None
+    assert progress(n, T)["phase"] == "drained"
+
+
+def test_failed_needs_a_reason_and_progress_is_per_target():
+    n = node("gpu-a1")
+    with pytest.raises(InputError, match="needs a reason"):
+        plan_patch(n, "marked", T, phase="failed")
+    apply(n, "marked", T, phase="failed", reason="gpu_health: 7 of 8 GPUs")
+    assert progress(n, T)["reason"] == "gpu_health: 7 of 8 GPUs"
+    assert progress(n, "v1.37.1")["phase"] == "" and not progress(n, "v1.37.1")["finished"]
+    with pytest.raises(InputError, match="phase 'bogus'"):
+        plan_patch(n, "marked", T, phase="bogus")
+
+
+# -- drain ------------------------------------------------------------------------------------------------------
+def test_classify():
+    assert classify(pod("ds", "n", owner=("DaemonSet", "nvidia-dcgm-exporter"))) == "skip"
+    assert classify(pod("m", "n", owner=None, annotations={"kubernetes.io/config.mirror": "x"})) == "skip"
+    assert classify(pod("r", "n", labels={kube.JOBSET_NAME_LABEL: "llm"})) == "gang"
+    assert classify(pod("bare", "n", owner=None)) == "unmanaged"
+    assert classify(pod("bare", "n", owner=None), force=True) == "evict"
+    assert classify(pod("done", "n", owner=None, phase="Succeeded")) == "evict"
+    assert classify(pod("web", "n")) == "evict"
+
+
+def test_selects_match_labels_and_expressions():
+    p = pod("web", "n", labels={"app": "web", "tier": "fe"})
+    assert selects({"spec": {"selector": {"matchLabels": {"app": "web"}}}}, p)
+    assert not selects({"spec": {"selector": {"matchLabels": {"app": "db"}}}}, p)
+    assert selects({"spec": {"selector": {"matchExpressions": [{"key": "tier", "operator": "In",
+                                                                 "values": ["fe", "be"]}]}}}, p)
+    assert not selects({"spec": {"selector": {"matchExpressions": [{"key": "tier", "operator": "DoesNotExist"}]}}}, p)
+    assert not selects({"spec": {}}, p)
+
+
+def test_drain_evicts_and_skips_daemonsets():
+    api, clock = FakeKube(), Clock()
+    api.pods += [pod("web-1", "gpu-a1"), pod("dcgm", "gpu-a1", owner=("DaemonSet", "dcgm")), pod("other", "gpu-b1")]
+    result = drain(api, ["gpu-a1"], timeout=60, clock=clock, sleep=clock.sleep)
+    assert result["evicted"] == ["default/web-1"] and result["skipped"] == ["default/dcgm"]
+    assert [p["metadata"]["name"] for p in api.pods] == ["dcgm", "other"]
+
+
+def test_drain_retries_a_pdb_429_until_it_clears():
+    api, clock = FakeKube(), Clock()
+    api.pods.append(pod("web-1", "gpu-a1", labels={"app": "web"}))
+    api.add_pdb("web", "default", {"app": "web"}, allowed=0)
+
+    def sleep(seconds):
+        clock.sleep(seconds)
+        if clock.now >= 15:  # another replica became ready elsewhere
+            api.pdb_list[0]["status"]["disruptionsAllowed"] = 1
+
+    result = drain(api, ["gpu-a1"], timeout=60, interval=5, clock=clock, sleep=sleep)
+    assert result["evicted"] == ["default/web-1"]
+    assert sum(1 for c in api.calls if c[0] == "evict") == 4  # t=0, 5, 10 refused; t=15 accepted
+
+
+def test_drain_names_pod_owner_and_pdb_when_it_gives_up():
+    api, clock = FakeKube(), Clock()
+    api.pods.append(pod("web-1", "gpu-a1", labels={"app": "web"}))
+    api.add_pdb("web", "default", {"app": "web"}, allowed=0)
+    with pytest.raises(DrainBlocked) as err:
+        drain(api, ["gpu-a1"], timeout=20, interval=5, clock=clock, sleep=clock.sleep)
+    msg = err.value.msg
+    assert "did not finish in 20s" in msg and "gpu-a1: pod default/web-1 (owner ReplicaSet/web-1)" in msg
+    assert "HTTP 429: " + MSG_429 in msg and "PodDisruptionBudget default/web (minAvailable 1" in msg
+    assert "disruption" in msg and "disable_eviction=true" in msg
+    assert err.value.details["blockers"][0]["pdbs"] == ["default/web"]
+    assert api.pods  # nothing was deleted behind the PDB's back
+
+
+def test_drain_refuses_gang_ranks_and_unmanaged_pods_before_evicting_anything():
+    api, clock = FakeKube(), Clock()
+    api.add_gang("llm", ["gpu-a1"])
+    api.pods += [pod("web-1", "gpu-a1"), pod("bare", "gpu-a1", owner=None)]
+    with pytest.raises(DrainBlocked) as err:
+        drain(api, ["gpu-a1"], timeout=60, clock=clock, sleep=clock.sleep)
+    assert "refused before evicting anything" in err.value.msg
+    assert "rank of a training gang" in err.value.msg and "has no controller" in err.value.msg
+    assert not [c for c in api.calls if c[0] == "evict"]
+
+
+def test_break_glass_deletes_through_the_pdb_and_says_so():
+    api, clock = FakeKube(), Clock()
+    api.pods.append(pod("web-1", "gpu-a1", labels={"app": "web"}))
+    api.add_pdb("web", "default", {"app": "web"}, allowed=0)
+    result = drain(api, ["gpu-a1"], timeout=5, disable_eviction=True, clock=clock, sleep=clock.sleep)
+    assert result["deleted"] == ["default/web-1"] and "disable_eviction" in result["break_glass"][0]
+    assert not api.pods
+
+
+def test_drain_check_mode_changes_nothing():
+    api, clock = FakeKube(), Clock()
+    api.pods.append(pod("web-1", "gpu-a1"))
+    result = drain(api, ["gpu-a1"], timeout=5, check_mode=True, clock=clock, sleep=clock.sleep)
+    assert result["would_evict"] == ["default/web-1"] and result["changed"] and api.pods and not api.calls
+
+
+# -- gangs ------------------------------------------------------------------------------------------------------
+def test_find_gangs_lists_each_jobset_once_with_its_nodes_and_workload():
+    api = FakeKube()
+    api.add_gang("llm", ["gpu-a1", "gpu-b1"])
+    api.add_gang("solo", ["gpu-b2"], workload=False)
+    gangs = find_gangs({n: api.pods_on_node(n) for n in ("gpu-a1", "gpu-b1")}, api.list_custom(kube.JOBSET),
+                       api.list_custom(kube.WORKLOAD))
+    assert gangs == [{"namespace": "training", "jobset": "llm", "nodes": ["gpu-a1", "gpu-b1"], "exists": True,
+                      "workload": "jobset-llm", "last_checkpoint": None}]
+
+
+def test_stop_checkpoints_then_stops_the_whole_gang_and_resume_reactivates_only_ours():
+    api, clock = FakeKube(), Clock()
+    api.add_gang("llm", ["gpu-a1", "gpu-b1"])
+    api.add_gang("other", ["gpu-b2"])
+    api.patch_custom(kube.WORKLOAD, "training", "jobset-other", {"spec": {"active": False},
+                                                                  "metadata": {"annotations": {}}})
+    ops = Gangs(api, clock=clock, sleep=clock.sleep)
+    gangs = ops.discover(["gpu-a1"])
+    done = ops.checkpoint(gangs, "run-1", timeout=30, interval=1)
+    assert done["checkpointed"] == [{"gang": "training/llm", "time": "2026-11-30T12:00:00Z"}]
+    stop = ops.stop(gangs, "run-1", timeout=30, interval=1)
+    assert stop["stopped"] == ["training/llm"]
+    assert not [p for p in api.pods if p["metadata"]["labels"].get(kube.JOBSET_NAME_LABEL) == "llm"]  # b1 too
+    assert ops.stop(gangs, "run-1", timeout=30, interval=1)["changed"] is False
+    resumed = ops.resume("run-1")
+    assert resumed["resumed"] == ["workload training/jobset-llm"]
+    wl = {w["metadata"]["name"]: w for w in api.list_custom(kube.WORKLOAD)}
+    assert wl["jobset-llm"]["spec"]["active"] is True and kube.ANN_STOPPED_BY not in wl["jobset-llm"]["metadata"][
+        "annotations"]
+    assert wl["jobset-other"]["spec"]["active"] is False  # not stopped by this run: left alone
+    assert ops.resume("run-1")["changed"] is False
+
+
+def test_a_gang_that_never_confirms_is_not_stopped():
+    api, clock = FakeKube(), Clock()
+    api.add_gang("llm", ["gpu-a1"])
+    api.never.add("llm")
+    ops = Gangs(api, clock=clock, sleep=clock.sleep)
+    with pytest.raises(GangError) as err:
+        ops.checkpoint(ops.discover(["gpu-a1"]), "run-1", timeout=10, interval=2)
+    assert "checkpoint not confirmed within 10s by JobSet training/llm (on gpu-a1)" in err.value.msg
+    assert "NOT stopped" in err.value.msg
+    assert api.list_custom(kube.WORKLOAD)[0]["spec"]["active"] is True and api.pods
+
+
+def test_a_jobset_without_a_workload_is_suspended():
+    api, clock = FakeKube(), Clock()
+    api.add_gang("solo", ["gpu-a1"], workload=False)
+    ops = Gangs(api, clock=clock, sleep=clock.sleep)
+    gangs = ops.discover(["gpu-a1"])
+    api.pods.clear()  # the JobSet controller deletes the pods of a suspended JobSet
+    assert ops.stop(gangs, "run-1", timeout=5, interval=1)["stopped"] == ["training/solo"]
+    assert api.list_custom(kube.JOBSET)[0]["spec"]["suspend"] is True
+    assert ops.resume("run-1")["resumed"] == ["jobset training/solo"]
+    assert api.list_custom(kube.JOBSET)[0]["spec"]["suspend"] is False

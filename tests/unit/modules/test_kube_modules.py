@@ -1,0 +1,78 @@
+"""The Kubernetes action modules through AnsibleModule, with kube.connect patched to an in-memory cluster:
+argument specs, check mode (nothing changes), changed reporting, and the failure message a user sees."""
+from __future__ import annotations
+
+import pytest
+
+from ansible_collections.gpufleet.upgrade.plugins.module_utils import kube
+from ansible_collections.gpufleet.upgrade.plugins.modules import cluster_checks, gang, node_drain, node_state
+from tests.unit.fakes.kube import FakeKube, node, pod
+
+
+@pytest.fixture
+def cluster(monkeypatch):
+    api = FakeKube()
+    api.nodes = {n: node(n) for n in ("gpu-a1", "gpu-a2")}
+    monkeypatch.setattr(kube, "connect", lambda module: api)
+    return api
+
+
+def test_node_state_cordon_check_mode_then_real_then_idempotent(run, cluster):
+    args = {"nodes": ["gpu-a1"], "state": "cordoned", "target": "v1.36.3"}
+    check = run(node_state, args, check_mode=True)
+    assert check.result["changed"] and check.result["changed_nodes"] == ["gpu-a1"] and not cluster.calls
+    real = run(node_state, args)
+    assert real.result["changed"] and real.result["nodes"][0]["unschedulable"]
+    again = run(node_state, args)
+    assert not again.result["changed"]
+
+
+def test_node_state_failed_without_reason_is_refused(run, cluster):
+    out = run(node_state, {"nodes": ["gpu-a1"], "state": "marked", "phase": "failed", "target": "v1.36.3"})
+    assert out.failed and "needs a reason" in out.result["msg"] and not cluster.calls
+
+
+def test_node_drain_reports_blockers(run, cluster):
+    cluster.pods.append(pod("web-1", "gpu-a1", labels={"app": "web"}))
+    cluster.add_pdb("web", "default", {"app": "web"}, allowed=0)
+    out = run(node_drain, {"nodes": ["gpu-a1"], "timeout": 0, "retry_interval": 0})
+    assert out.failed and out.result["error_type"] == "DrainBlocked"
+    assert out.result["blockers"][0]["pod"] == "default/web-1"
+    assert "PodDisruptionBudget default/web" in out.result["msg"]
+
+
+def test_node_drain_check_mode(run, cluster):
+    cluster.pods.append(pod("web-1", "gpu-a1"))
+    out = run(node_drain, {"nodes": ["gpu-a1"]}, check_mode=True)
+    assert out.result["would_evict"] == ["default/web-1"] and cluster.pods
+
+
+def test_gang_stop_requires_a_run_id(run, cluster):
+    out = run(gang, {"nodes": ["gpu-a1"], "state": "stopped"})
+    assert out.failed and "run_id is required" in out.result["msg"]
+
+
+def test_gang_stop_and_resume(run, cluster):
+    cluster.add_gang("llm", ["gpu-a1", "gpu-a2"])
+    cluster.answer_after = 1
+    out = run(gang, {"nodes": ["gpu-a1"], "state": "stopped", "run_id": "r1", "poll_interval": 0})
+    assert out.result["changed"] and out.result["stopped"] == ["training/llm"]
+    assert out.result["checkpointed"][0]["gang"] == "training/llm"
+    assert run(gang, {"state": "resumed", "run_id": "r1"}).result["resumed"] == ["workload training/jobset-llm"]
+
+
+def test_gang_check_mode_stops_nothing(run, cluster):
+    cluster.add_gang("llm", ["gpu-a1"])
+    out = run(gang, {"nodes": ["gpu-a1"], "state": "stopped", "run_id": "r1"}, check_mode=True)
+    assert out.result["changed"] and out.result["stopped"] == ["training/llm"]
+    assert not [c for c in cluster.calls if c[0] == "patch_custom"]
+
+
+def test_cluster_checks_blocks_on_a_dead_webhook(run):
+    hook = {"kind": "MutatingWebhookConfiguration", "metadata": {"name": "inject"},
+            "webhooks": [{"name": "inject.example.com", "failurePolicy": "Fail",
+                          "clientConfig": {"service": {"namespace": "sys", "name": "injector"}}}]}
+    out = run(cluster_checks, {"webhook_configurations": [hook]})
+    assert out.failed and "preflight blocked" in out.result["msg"] and "sys/injector" in out.result["msg"]
+    ok = run(cluster_checks, {"webhook_configurations": [hook], "blocking": []})
+    assert not ok.failed and ok.result["findings"][0]["subject"].startswith("MutatingWebhookConfiguration inject")
