@@ -12,7 +12,7 @@ export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 MODULES := $(sort $(basename $(notdir $(wildcard plugins/modules/*.py))))
 FILTERS := $(sort $(basename $(notdir $(wildcard plugins/filter/*.yml))))
 
-.PHONY: setup plan test lint unit docs bench freeze clean-venv venv-path lab-up lab-down lab-reset lab-status molecule
+.PHONY: setup plan wave test lint unit docs bench freeze clean-venv venv-path lab-up lab-down lab-reset lab-status molecule
 
 setup: $(VENV)/.installed
 
@@ -29,6 +29,11 @@ $(VENV)/.installed:
 # control-plane path, per-pool kubelet plan, support calendar, baseline validation and the wave plan.
 plan: setup
 	$(BIN)/ansible-playbook playbooks/plan.yml -i inventories/example/hosts.yml $(ARGS)
+
+# The main job against the built-in lab: upgrade the lab cell from its `from` to its `to` minor, end to end.
+# `make wave ARGS="-e ..."` passes extra options; `bin/lab reset` starts the cell over on `from`.
+wave: setup lab-up
+	$(BIN)/ansible-playbook playbooks/upgrade-wave.yml -i inventories/lab $(ARGS)
 
 test: lint docs lab-up unit molecule
 

@@ -85,3 +85,35 @@ def test_refuses_without_key_before_touching_anything(lab, tmp_path):
     assert not (tmp_path / "b").exists()
     short = backup(lab, tmp_path / "b", key="short")
     assert short.returncode != 0 and "16 characters or more" in short.stdout
+
+
+def restore(lab, *extra):
+    env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
+               PATH="%s:%s" % (BIN, os.environ["PATH"]))
+    return subprocess.run([str(BIN / "ansible-playbook"), "playbooks/etcd-restore.yml", "-i",
+                           str(lab.inventory / "hosts.yml"), "-e", "etcd_snapshot_encryption_key=%s" % KEY, *extra],
+                          cwd=ROOT, env=env, capture_output=True, text=True, check=False, timeout=600)
+
+
+def test_etcd_restore_is_break_glass_and_restores_a_verified_snapshot(lab, tmp_path):
+    backups = tmp_path / "backups"
+    assert backup(lab, backups, "-e", "etcd_snapshot_reuse_minutes=0").returncode == 0
+    (vault_file,) = backups.glob("etcd-lab-*.db.vault")
+    podman_exec("cp-1", "sh", "-c", "rm -rf /var/lib/etcd.restored-*")
+    # without the exact confirmation: refused, nothing changed
+    for confirm in ([], ["-e", "gpufleet_break_glass_etcd_restore=yes"]):
+        refused = restore(lab, "-e", "etcd_restore_snapshot=%s" % vault_file, *confirm)
+        assert refused.returncode != 0
+        assert "restore lab from %s" % vault_file.name in refused.stdout and "Nothing was changed" in refused.stdout
+    assert podman_exec("cp-1", "sh", "-c", "ls -d /var/lib/etcd.restored-* 2>/dev/null").stdout.strip() == ""
+    # confirmed: every member restores the verified snapshot into a new data directory (the lab's etcd is not a
+    # static pod on its hosts, so the swap is off here)
+    done = restore(lab, "-e", "etcd_restore_snapshot=%s" % vault_file, "-e", "etcd_restore_swap=false",
+                   "-e", "gpufleet_break_glass_etcd_restore=restore lab from %s" % vault_file.name)
+    assert done.returncode == 0, done.stdout[-4000:]
+    assert KEY not in done.stdout and "BREAK GLASS: restore lab from" in done.stdout
+    for host in lab.control_plane:
+        listing = podman_exec(host, "sh", "-c", "ls /var/lib/etcd.restored-*/member/snap/db /root/etcd-restore-* "
+                                                "2>/dev/null").stdout.split()
+        assert len(listing) == 1 and listing[0].endswith("/member/snap/db"), (host, listing)
+        podman_exec(host, "sh", "-c", "rm -rf /var/lib/etcd.restored-*")
