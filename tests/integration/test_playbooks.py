@@ -145,3 +145,19 @@ def test_change_record_callback(tmp_path):
     assert "| localhost | gpu_count | gpu-a1 | 7 | 8 | **FAIL** |" in markdown
     for text in (record_json.read_text(), markdown):
         assert "hunter2-secret-value" not in text
+
+
+def test_change_record_takes_each_hosts_wave_from_add_host(tmp_path):
+    env = {"ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"), "GPUFLEET_CHANGE_RECORD_DIR": str(tmp_path / "records")}
+    proc = ansible("ansible-playbook", "tests/integration/playbooks/change_record_waves.yml", "-e",
+                   "fixtures=%s" % (ROOT / "tests" / "fixtures"), env_extra=env)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    (record_json,) = (tmp_path / "records").glob("*-change_record_waves.yml.json")
+    record = json.loads(record_json.read_text())
+    hosts = {h: e for p in record["plays"] for h, e in p["hosts"].items()}
+    assert hosts["node-canary"]["wave"] == "1 (canary: rs-a)" and hosts["node-rest"]["wave"] == "2 (domain: rs-b)"
+    assert record["canary_scope"] == ["node-canary"]
+    waves = {g["host"]: g["wave"] for g in record["gates"]}
+    assert waves == {"node-canary": "1 (canary: rs-a)", "node-rest": "2 (domain: rs-b)"}
+    assert "| One play, a wave per batch | 1 (canary: rs-a) | yes | node-canary |" in record_json.with_suffix(
+        ".md").read_text()

@@ -21,8 +21,8 @@ KEY = "lab-test-key-0123456789abcdef"
 def backup(lab, backup_dir, *extra, key=KEY):
     args = [str(BIN / "ansible-playbook"), "playbooks/etcd-backup.yml", "-i", str(lab.inventory / "hosts.yml"),
             "-e", "etcd_snapshot_backup_dir=%s" % backup_dir, *extra]
-    if key is not None:
-        args += ["-e", "etcd_snapshot_encryption_key=%s" % key]
+    # None: an empty key on the command line (the lab inventory carries a lab-only key of its own)
+    args += ["-e", "etcd_snapshot_encryption_key=%s" % (key or "")]
     env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
                PATH="%s:%s" % (BIN, os.environ["PATH"]))
     return subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, check=False, timeout=600)
@@ -109,7 +109,7 @@ def test_etcd_restore_is_break_glass_and_restores_a_verified_snapshot(lab, tmp_p
     # confirmed: every member restores the verified snapshot into a new data directory (the lab's etcd is not a
     # static pod on its hosts, so the swap is off here)
     done = restore(lab, "-e", "etcd_restore_snapshot=%s" % vault_file, "-e", "etcd_restore_swap=false",
-                   "-e", "gpufleet_break_glass_etcd_restore=restore lab from %s" % vault_file.name)
+                   "-e", json.dumps({"gpufleet_break_glass_etcd_restore": "restore lab from %s" % vault_file.name}))
     assert done.returncode == 0, done.stdout[-4000:]
     assert KEY not in done.stdout and "BREAK GLASS: restore lab from" in done.stdout
     for host in lab.control_plane:

@@ -38,8 +38,10 @@ def cell(lab, tmp_path_factory):
 
 
 def run(lab, records, playbook, *extra):
+    # JSON results: one line per message, so the messages are matched as the user reads them (no YAML folding)
     env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
-               GPUFLEET_CHANGE_RECORD_DIR=str(records), PATH="%s:%s" % (BIN, os.environ["PATH"]))
+               ANSIBLE_CALLBACK_RESULT_FORMAT="json", GPUFLEET_CHANGE_RECORD_DIR=str(records),
+               PATH="%s:%s" % (BIN, os.environ["PATH"]))
     started = time.time()
     proc = subprocess.run([str(BIN / "ansible-playbook"), "playbooks/" + playbook, "-i", str(lab.inventory), *extra],
                           cwd=ROOT, env=env, capture_output=True, text=True, check=False, timeout=3000)
@@ -152,7 +154,8 @@ def test_upgrade_wave_halts_on_every_fault_resumes_and_finishes(cell):
         proc = run(lab, records, "upgrade-wave.yml")
     finally:
         lab_cli("clear", "cp-1")
-    assert_halted(proc, "couldn't upgrade control plane")
+    assert_halted(proc, "kubeadm upgrade apply %s -y failed on cp-1" % lab.to_version,
+                  "couldn't upgrade control plane", "every node wave were not")
     assert set(apiservers(lab).values()) == {lab.from_version}
     untouched(lab, [n for wave in WAVES for n in wave])
 
