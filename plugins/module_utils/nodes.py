@@ -51,9 +51,11 @@ def plan_patch(node: Dict[str, Any], state: str, target: str, phase: Optional[st
     if state not in STATES:
         raise InputError("state %r: use one of %s" % (state, ", ".join(STATES)))
     ann = node_annotations(node)
-    if not phase and state == "cordoned" and ann.get(kube.ANN_TARGET) == target and \
-            ann.get(kube.ANN_PHASE) in ("cordoned", "drained", "upgraded", "validated", "failed"):
-        phase = ann[kube.ANN_PHASE]  # a rerun re-cordons without losing how far the node got
+    if not phase and state == "cordoned" and ann.get(kube.ANN_TARGET) == target:
+        if ann.get(kube.ANN_PHASE) in ("cordoned", "drained", "upgraded", "validated"):
+            phase = ann[kube.ANN_PHASE]  # a rerun re-cordons without losing how far the node got
+        elif ann.get(kube.ANN_PHASE) == "failed":
+            phase, reason = "cordoned", ""  # a rerun after a failure is a new attempt: the old reason goes
     phase = phase or {"cordoned": "cordoned", "uncordoned": "done"}.get(state)
     if phase is None:
         raise InputError("state 'marked' needs a phase (one of %s)" % ", ".join(PHASES))

@@ -8,6 +8,7 @@ One story in one test: every step starts from the state the previous one left, a
 The module fixture starts from a fresh lab (`lab reset` + `up`) and leaves a fresh one behind."""
 from __future__ import annotations
 
+import calendar
 import json
 import os
 import pathlib
@@ -115,6 +116,15 @@ def gpu_fault(lab, records, fault, needle, reason, *extra):
     host = WAVES[index][0]
     lab_cli("fault", host, fault)
     try:
+        if fault == "pdb-block":  # the guarded pod runs and the disruption controller has judged its budget
+            policy = client.PolicyV1Api(config.new_client_from_config(str(lab.kubeconfig)))
+            deadline = time.time() + 60
+            while True:
+                pdb = policy.read_namespaced_pod_disruption_budget("pdb-block-" + host, "gpufleet-lab-faults")
+                if pdb.status and pdb.status.observed_generation and pdb.status.current_healthy == 1:
+                    break
+                assert time.time() < deadline, "the pdb-block fault's budget was never computed"
+                time.sleep(1)
         proc = run(lab, records, "node-pool.yml", *extra)
     finally:
         lab_cli("clear", host)
@@ -215,8 +225,7 @@ def test_upgrade_wave_halts_on_every_fault_resumes_and_finishes(cell):
     # The gang was only ever stopped as a unit right after a confirmed checkpoint: no rank died alone, and each
     # stop lost at most the seconds since that checkpoint (the lab job checkpoints in 3 s).
     losses = [json.loads(line) for line in (lab.run / "lost-work.jsonl").read_text().splitlines()]
-    losses = [e for e in losses if time.mktime(time.strptime(e["time"], "%Y-%m-%dT%H:%M:%SZ")) - time.timezone
-              >= started - 1]
+    losses = [e for e in losses if calendar.timegm(time.strptime(e["time"], "%Y-%m-%dT%H:%M:%SZ")) >= started - 1]
     assert losses and all(e["reason"] == "workload deactivated" for e in losses), losses
     assert max(e["seconds_since_checkpoint"] for e in losses) < 30, losses
 

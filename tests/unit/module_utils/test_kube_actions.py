@@ -50,6 +50,15 @@ def test_recordon_keeps_how_far_the_node_got():
     assert progress(n, T)["phase"] == "drained"
 
 
+def test_a_rerun_recordons_a_failed_node_as_a_new_attempt():
+    n = node("gpu-a1")
+    apply(n, "cordoned", T)
+    apply(n, "marked", T, phase="failed", reason="gpu_health: 7 of 8 GPUs")
+    apply(n, "cordoned", T)
+    assert progress(n, T)["phase"] == "cordoned" and progress(n, T)["reason"] == ""
+    assert n["metadata"]["annotations"][kube.ANN_UNSCHED_BEFORE] == "false"  # still the operator's state
+
+
 def test_failed_needs_a_reason_and_progress_is_per_target():
     n = node("gpu-a1")
     with pytest.raises(InputError, match="needs a reason"):
