@@ -205,7 +205,7 @@ def test_upgrade_wave_halts_on_every_fault_resumes_and_finishes(cell):
         proc = run(lab, records, "node-pool.yml")
     finally:
         lab_cli("clear", host)
-    assert_halted(proc, "UNREACHABLE")
+    assert_halted(proc, "Reach every host of the wave before anything on it changes", "timed out waiting for")
     untouched(lab, [n for wave in WAVES[index + 1:] for n in wave])
 
     # 7. Everything cleared: the rerun resumes and finishes.
@@ -244,3 +244,25 @@ def test_upgrade_wave_halts_on_every_fault_resumes_and_finishes(cell):
     assert again.returncode == 0, again.stdout[-4000:]
     recap = re.findall(r"^(\S+)\s+: ok=\d+\s+changed=(\d+)", again.stdout, re.M)
     assert recap and all(changed == "0" for _, changed in recap), recap
+
+    # 9. Gates only, on the finished cell: nothing changes, every gate passes.
+    check = run(lab, records, "validate.yml")
+    assert check.returncode == 0, check.stdout[-4000:]
+    recap = re.findall(r"^(\S+)\s+: ok=\d+\s+changed=(\d+)", check.stdout, re.M)
+    assert recap and all(changed == "0" for _, changed in recap), recap
+
+    # 10. Maintenance of one node: drained and held for a manual repair, then returned after its self-test.
+    repair = ["-e", "gpufleet_node=gpu-a2", "-e", "gpufleet_maintenance_action=repair"]
+    held = run(lab, records, "maintenance.yml", *repair)
+    assert held.returncode == 0, held.stdout[-4000:]
+    n = nodes(lab)["gpu-a2"]
+    assert n.spec.unschedulable and ann(n, "upgrade-phase") == "drained"
+    assert "gpu-a2" not in gang_nodes(lab)
+    back = run(lab, records, "maintenance.yml", *repair, "-e", "gpufleet_repaired=true",
+               "-e", "gpufleet_observe_seconds=1")
+    assert back.returncode == 0, back.stdout[-4000:]
+    n = nodes(lab)["gpu-a2"]
+    assert not n.spec.unschedulable and ann(n, "upgrade-phase") == "done"
+    refused = run(lab, records, "maintenance.yml", "-e", "gpufleet_node=cp-1",
+                  "-e", "gpufleet_maintenance_action=repair")
+    assert_halted(refused, "Set gpufleet_node to one host of gpu_nodes")
