@@ -86,7 +86,6 @@ export GPUFLEET_LAB_TO := $(shell awk '/^  to:/{print $$2; exit}' lab/lab.yml)
 molecule: setup
 	@# Scenarios of kubeadm_upgrade and node_upgrade move the lab's cluster: start from a fresh lab on `from`.
 	@bin/lab reset && bin/lab up
-	@for s in $$(ls molecule); do $(BIN)/molecule test -s $$s || exit 1; done
 	@for r in roles/*/; do [ -d $$r/molecule ] || continue; \
 	  for s in $$(ls $$r/molecule); do (cd $$r && $(BIN)/molecule test -s $$s) || exit 1; done; done
 

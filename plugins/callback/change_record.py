@@ -138,6 +138,8 @@ class CallbackModule(CallbackBase):
             if plan and "current" in plan and "target" in plan:
                 self.record["version_diff"] = {"from": plan["current"], "to": plan["target"],
                                                "control_plane_path": plan.get("control_plane_path", [])}
+                if not self.record["target_version"]:  # set in the inventory rather than as a play variable
+                    self.record["target_version"] = str(plan["target"])
             if isinstance(res.get("canaries"), list):
                 self.record["canary_scope"] = res["canaries"]
         if canary and host not in self.record["canary_scope"]:
