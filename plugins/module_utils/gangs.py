@@ -162,7 +162,7 @@ class Gangs:
         nodes = sorted({n for g in gangs for n in g["nodes"]})
         deadline = self.clock() + timeout
         while True:
-            left = [g for g in self.discover(nodes)]
+            left = self.discover(nodes)
             if not left:
                 return {"changed": bool(stopped), "stopped": stopped}
             if self.clock() >= deadline:

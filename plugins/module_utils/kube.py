@@ -4,11 +4,13 @@
 client that speaks plain dicts (what the pure functions in nodes.py, drain.py and gangs.py take), so those
 functions are tested with no cluster and no client library. The wrapper is the only code here that does I/O.
 
-Annotations gpufleet keeps on objects (the per-node ledger a rerun resumes from):
+Annotations gpufleet keeps on objects (the per-node ledger a rerun resumes from) are named below.
 """
 from __future__ import annotations
 
+import datetime
 import json
+import os
 from typing import Any, Dict, List, Optional, Tuple
 
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import GpufleetError
@@ -167,11 +169,9 @@ class Kube:
 
 def connect(module: Any) -> Kube:
     """A Kube for a module's kubeconfig/context options (K8S_AUTH_KUBECONFIG, as kubernetes.core reads it)."""
-    import os
     kubeconfig = module.params.get("kubeconfig") or os.environ.get("K8S_AUTH_KUBECONFIG")
     return Kube(kubeconfig, module.params.get("context"))
 
 
 def now_rfc3339() -> str:
-    import datetime
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
