@@ -16,3 +16,19 @@ def fixture_text(*parts: str) -> str:
 @pytest.fixture
 def fixtures() -> pathlib.Path:
     return FIXTURES
+
+
+def pool_baseline(source: str = "h100-train.yml", **sections):
+    """A validated pool baseline from ``tests/fixtures/baselines/SOURCE``, with ``sections`` merged in first
+    (``gpu={"count": 4}`` changes one field of a section; ``opt_out={...}`` adds opt-outs)."""
+    import yaml
+
+    from ansible_collections.gpufleet.upgrade.plugins.module_utils.baseline import validate
+
+    doc = yaml.safe_load(fixture_text("baselines", source))
+    for name, fields in sections.items():
+        if isinstance(fields, dict) and isinstance(doc.get(name), dict):
+            doc[name] = dict(doc[name], **fields)
+        else:
+            doc[name] = fields
+    return validate(doc, source)

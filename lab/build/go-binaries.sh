@@ -13,6 +13,7 @@ out="$cache/bin/$what-$version"
 [[ -f "$out/.done" ]] && { echo "lab build: $what $version cached in $out"; exit 0; }
 export GOTOOLCHAIN=local GOFLAGS=-buildvcs=false CGO_ENABLED=0
 export GOMODCACHE=${GOMODCACHE:-$cache/gomod} GOCACHE=${GOCACHE:-$cache/gocache}
+mkdir -p "$cache"  # a fresh machine has no cache directory yet
 work=$(mktemp -d "$cache/build-$what-XXXX")
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$out"

@@ -45,6 +45,20 @@ notes:
     The full list of checks is returned in C(checks) either way.
 """
 
+    # Gates judged against a pool baseline.
+    BASELINE = r"""
+options:
+  baseline:
+    description:
+      - The pool baseline, as M(gpufleet.upgrade.baseline_info) or M(gpufleet.upgrade.cell) return it (C(pools[POOL].baseline)).
+        It is validated again here against the one baseline schema, which holds every default; the module adds
+        none of its own.
+      - A check is skipped only when the baseline opts out of it by name (C(opt_out)) with a reason; the gate then
+        prints the opt-out and returns it in C(checks) (severity C(opt-out)) and C(opt_outs).
+    type: dict
+    required: true
+"""
+
     # Modules that act on a cluster through the Kubernetes API (run on the controller: delegate_to localhost).
     KUBE = r"""
 options:

@@ -19,7 +19,7 @@ class Check:
     measured: Any
     expected: Any
     detail: str = ""
-    severity: str = field(default="fail")  # fail | warn
+    severity: str = field(default="fail")  # fail | warn | opt-out (not judged: the baseline opts out, with why)
 
     def as_dict(self) -> Dict[str, Any]:
         return {"name": self.name, "subject": self.subject, "passed": self.passed, "measured": self.measured,
@@ -37,12 +37,23 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
+def opted_out(name: str, subject: str, reason: str) -> Check:
+    """A check the pool baseline opts out of: not judged, recorded with the baseline's reason."""
+    return Check(name, subject, True, "not judged", "opted out in the baseline", reason, severity="opt-out")
+
+
 def summarize(checks: Sequence[Check]) -> Dict[str, Any]:
-    """``{passed, checks, failures, warnings}`` where failures are failed checks of severity fail."""
+    """``{passed, checks, failures, warnings, opt_outs}``; failures are failed checks of severity fail. No check at
+    all is not a pass: a gate that judged nothing fails."""
+    if not checks:
+        checks = [Check("measured", "gate", False, "no check was made", "at least one check",
+                        "the gate had nothing to judge")]
     failures = [c for c in checks if not c.passed and c.severity == "fail"]
     warnings = [c for c in checks if not c.passed and c.severity == "warn"]
+    opt = [c for c in checks if c.severity == "opt-out"]
     return {"passed": not failures, "checks": [c.as_dict() for c in checks],
-            "failures": [c.message() for c in failures], "warnings": [c.message() for c in warnings]}
+            "failures": [c.message() for c in failures], "warnings": [c.message() for c in warnings],
+            "opt_outs": ["%s: %s opted out: %s" % (c.subject, c.name, c.detail) for c in opt]}
 
 
 def raise_if_failed(gate: str, summary: Dict[str, Any], **details: Any) -> None:

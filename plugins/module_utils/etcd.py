@@ -14,16 +14,32 @@ from ansible_collections.gpufleet.upgrade.plugins.module_utils.checks import Che
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import InputError, ParseError
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.textparse import load_document
 
+# The one home of the etcd thresholds (the etcd_status module takes these when not given).
 DEFAULT_QUOTA = 2 * 1024 ** 3  # etcd's default --quota-backend-bytes
+DEFAULT_MAX_QUOTA_RATIO = 0.6  # a database over 60% of its quota is compacted/defragmented before an upgrade
 
 
 def _int_field(doc: Mapping[str, Any], key: str, what: str) -> int:
     if key not in doc:
         raise ParseError("%s: field %r missing (truncated output?)" % (what, key))
+    return _int(doc[key], key, what)
+
+
+def _int(value: Any, key: str, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise ParseError("%s: field %r is %s, not an integer" % (what, key, type(value).__name__))
     try:
-        return int(doc[key])
-    except (TypeError, ValueError):
-        raise ParseError("%s: field %r is %r, not an integer" % (what, key, doc[key]))
+        return int(value)
+    except (TypeError, ValueError, OverflowError):
+        raise ParseError("%s: field %r is %r, not an integer" % (what, key, str(value)[:40]))
+
+
+def _obj(value: Any, key: str, what: str) -> Dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ParseError("%s: field %r is %s, not an object" % (what, key, type(value).__name__))
+    return value
 
 
 def parse_snapshot_status(text: str) -> Dict[str, Any]:
@@ -48,31 +64,45 @@ def parse_endpoint_status(text: str) -> List[Dict[str, Any]]:
         if not isinstance(item, dict) or not isinstance(item.get("Status"), dict):
             raise ParseError("%s: no Status object" % what)
         status = item["Status"]
-        header = status.get("header") or {}
-        out.append({"endpoint": item.get("Endpoint", ""), "version": status.get("version", ""),
+        header = _obj(status.get("header"), "header", what)
+        errors = status.get("errors") or []
+        out.append({"endpoint": str(item.get("Endpoint", ""))[:300], "version": str(status.get("version", ""))[:40],
                     "db_size": _int_field(status, "dbSize", what),
-                    "db_size_in_use": int(status.get("dbSizeInUse", 0)),
-                    "db_size_quota": int(status["dbSizeQuota"]) if status.get("dbSizeQuota") else None,
-                    "member_id": header.get("member_id"), "leader": status.get("leader"),
-                    "is_leader": status.get("leader") is not None and status.get("leader") == header.get("member_id"),
+                    "db_size_in_use": _int(status.get("dbSizeInUse", 0), "dbSizeInUse", what),
+                    "db_size_quota": _int(status["dbSizeQuota"], "dbSizeQuota", what) if status.get("dbSizeQuota")
+                    else None,
+                    "member_id": _id(header.get("member_id")), "leader": _id(status.get("leader")),
+                    "is_leader": _id(status.get("leader")) is not None
+                    and _id(status.get("leader")) == _id(header.get("member_id")),
                     "is_learner": bool(status.get("isLearner")), "revision": header.get("revision"),
-                    "raft_index": status.get("raftIndex"), "errors": list(status.get("errors") or [])})
+                    "raft_index": status.get("raftIndex"),
+                    "errors": [str(e)[:500] for e in (errors if isinstance(errors, list) else [errors])]})
     return out
 
 
+def _id(value: Any) -> Optional[str]:
+    """A member id as text (etcdctl prints numbers; anything else is kept as text, never trusted as a number)."""
+    return None if value is None or value == "" else str(value)[:40]
+
+
 def judge_endpoints(endpoints: List[Dict[str, Any]], quota_bytes: Optional[int] = None,
-                    max_quota_ratio: float = 0.6) -> Dict[str, Any]:
+                    max_quota_ratio: float = DEFAULT_MAX_QUOTA_RATIO) -> Dict[str, Any]:
     return summarize(endpoint_checks(endpoints, quota_bytes, max_quota_ratio))
 
 
 def endpoint_checks(endpoints: List[Dict[str, Any]], quota_bytes: Optional[int] = None,
-                    max_quota_ratio: float = 0.6) -> List[Check]:
+                    max_quota_ratio: float = DEFAULT_MAX_QUOTA_RATIO) -> List[Check]:
     """Each endpoint: no alarms/errors, DB size under ``max_quota_ratio`` of the quota; the cluster has a leader."""
-    if not 0 < max_quota_ratio <= 1:
-        raise InputError("max_quota_ratio: expected a fraction in (0, 1], got %r" % max_quota_ratio)
+    if not 0 < max_quota_ratio <= 0.95:
+        raise InputError("max_quota_ratio: expected a fraction in (0, 0.95], got %r (at 1.0 a full database, "
+                         "which etcd refuses writes to, would pass)" % max_quota_ratio)
     checks = []
     for ep in endpoints:
         quota = ep["db_size_quota"] or quota_bytes or DEFAULT_QUOTA
+        if quota <= 0 or ep["db_size"] < 0:
+            checks.append(Check("etcd_db_size", ep["endpoint"], False, "%d bytes of quota %d" % (ep["db_size"], quota),
+                                "< %.0f%% of quota" % (max_quota_ratio * 100), "etcd reported impossible sizes"))
+            continue
         ratio = ep["db_size"] / float(quota)
         checks.append(Check("etcd_db_size", ep["endpoint"], ratio < max_quota_ratio,
                             "%d bytes (%.1f%% of quota %d)" % (ep["db_size"], ratio * 100, quota),

@@ -8,8 +8,11 @@ Workload that admits it when there is one. Checkpoint: gpufleet sets ``gpufleet.
 on the JobSet and waits for the job to answer ``gpufleet.io/checkpoint-completed: TOKEN`` (Kueue has no
 checkpoint API; the annotation pair is the contract with the training framework's controller). Stop: Workload
 ``spec.active=false`` (Kueue suspends the JobSet and deletes every pod at once), or ``spec.suspend=true`` on a
-JobSet without a Workload; either way the object is marked ``gpufleet.io/stopped-by: RUN`` so that only gangs
-this run stopped are resumed. I/O goes through an object with kube.Kube's methods; time is injected.
+JobSet without a Workload; either way the object is marked ``gpufleet.io/stopped-by: RUN`` and
+``gpufleet.io/stopped-nodes: NODE,...``. Resume finds every gang any gpufleet run stopped (whatever its run id)
+and gives it back to Kueue once the nodes it was stopped for are back in service (Ready, and no longer held
+cordoned by gpufleet); a gang whose nodes are not is reported with why, and stays stopped. I/O goes through an
+object with kube.Kube's methods; time is injected.
 """
 from __future__ import annotations
 
@@ -86,9 +89,10 @@ def is_stopped(jobset: Dict[str, Any], workload: Optional[Dict[str, Any]]) -> bo
     return bool((jobset.get("spec") or {}).get("suspend"))
 
 
-def stop_patch(workload: Optional[Dict[str, Any]], run_id: str) -> Tuple[str, Dict[str, Any]]:
-    """('workload'|'jobset', merge patch) that stops a gang as a unit and marks who stopped it."""
-    ann = {kube.ANN_STOPPED_BY: run_id}
+def stop_patch(workload: Optional[Dict[str, Any]], run_id: str,
+               nodes: Optional[List[str]] = None) -> Tuple[str, Dict[str, Any]]:
+    """('workload'|'jobset', merge patch) that stops a gang as a unit and marks who stopped it, for which nodes."""
+    ann = {kube.ANN_STOPPED_BY: run_id, kube.ANN_STOPPED_NODES: ",".join(sorted(nodes or []))}
     if workload is not None:
         return "workload", {"metadata": {"annotations": ann}, "spec": {"active": False}}
     return "jobset", {"metadata": {"annotations": ann}, "spec": {"suspend": True}}
@@ -96,7 +100,23 @@ def stop_patch(workload: Optional[Dict[str, Any]], run_id: str) -> Tuple[str, Di
 
 def resume_patch(kind: str) -> Dict[str, Any]:
     spec = {"active": True} if kind == "workload" else {"suspend": False}
-    return {"metadata": {"annotations": {kube.ANN_STOPPED_BY: None}}, "spec": spec}
+    return {"metadata": {"annotations": {kube.ANN_STOPPED_BY: None, kube.ANN_STOPPED_NODES: None}}, "spec": spec}
+
+
+def node_blocks(node: Optional[Dict[str, Any]]) -> str:
+    """Why a stopped gang's node is not back in service ('' when it is, or when the node is gone)."""
+    if node is None:
+        return ""
+    ann = (_meta(node).get("annotations") or {})
+    if kube.ANN_UNSCHED_BEFORE in ann:
+        phase = ann.get(kube.ANN_PHASE, "")
+        reason = ann.get(kube.ANN_REASON, "")
+        return "held cordoned by gpufleet (phase %s%s)" % (phase or "none", ": " + reason[:300] if reason else "")
+    ready = next((c.get("status") for c in (node.get("status") or {}).get("conditions") or []
+                  if isinstance(c, dict) and c.get("type") == "Ready"), None)
+    if ready != "True":
+        return "not Ready"
+    return ""
 
 
 class Gangs:
@@ -149,7 +169,7 @@ class Gangs:
             wl = workload_of(js, workloads)
             if is_stopped(js, wl):
                 continue
-            kind, patch = stop_patch(wl, run_id)
+            kind, patch = stop_patch(wl, run_id, g["nodes"])
             stopped.append("%s/%s" % (g["namespace"], g["jobset"]))
             if check_mode:
                 continue
@@ -172,14 +192,31 @@ class Gangs:
                                 stopped=stopped)
             self.sleep(interval)
 
-    def resume(self, run_id: str, check_mode: bool = False) -> Dict[str, Any]:
+    def resume(self, check_mode: bool = False) -> Dict[str, Any]:
+        """Resume every gang a gpufleet run stopped whose nodes are back in service; report the others."""
         resumed: List[str] = []
+        held: List[Dict[str, Any]] = []
+        nodes_cache: Dict[str, Optional[Dict[str, Any]]] = {}
         for kind, gvr in (("workload", kube.WORKLOAD), ("jobset", kube.JOBSET)):
             for obj in self.api.list_custom(gvr):
                 meta = _meta(obj)
-                if (meta.get("annotations") or {}).get(kube.ANN_STOPPED_BY) != run_id:
+                ann = meta.get("annotations") or {}
+                if kube.ANN_STOPPED_BY not in ann:
                     continue
-                resumed.append("%s %s/%s" % (kind, meta.get("namespace"), meta.get("name")))
+                label = "%s %s/%s" % (kind, meta.get("namespace"), meta.get("name"))
+                blocking = {}
+                for name in [n for n in str(ann.get(kube.ANN_STOPPED_NODES) or "").split(",") if n]:
+                    if name not in nodes_cache:
+                        nodes_cache[name] = self.api.find_node(name)
+                    why = node_blocks(nodes_cache[name])
+                    if why:
+                        blocking[name] = why
+                if blocking:
+                    held.append({"gang": label, "stopped_by": ann[kube.ANN_STOPPED_BY], "nodes": blocking,
+                                 "message": "%s stays stopped: %s" % (label, "; ".join(
+                                     "%s %s" % (n, w) for n, w in sorted(blocking.items())))})
+                    continue
+                resumed.append(label)
                 if not check_mode:
                     self.api.patch_custom(gvr, meta.get("namespace", ""), meta.get("name", ""), resume_patch(kind))
-        return {"changed": bool(resumed), "resumed": resumed}
+        return {"changed": bool(resumed), "resumed": resumed, "held": held}

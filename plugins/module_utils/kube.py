@@ -25,6 +25,7 @@ ANN_CHECKPOINT_REQ = PREFIX + "checkpoint-requested"  # on a JobSet: token of a 
 ANN_CHECKPOINT_DONE = PREFIX + "checkpoint-completed"  # the job's answer: the same token
 ANN_LAST_CHECKPOINT = PREFIX + "last-checkpoint-time"  # the job's last checkpoint (RFC 3339)
 ANN_STOPPED_BY = PREFIX + "stopped-by"            # on a Workload/JobSet: the run that stopped this gang
+ANN_STOPPED_NODES = PREFIX + "stopped-nodes"      # on a Workload/JobSet: the nodes being maintained when stopped
 
 JOBSET = ("jobset.x-k8s.io", "v1alpha2", "jobsets")
 WORKLOAD = ("kueue.x-k8s.io", "v1beta2", "workloads")
@@ -95,6 +96,15 @@ class Kube:
     # nodes
     def get_node(self, name: str) -> Dict[str, Any]:
         return self._plain(self._call("read Node %s" % name, self.core.read_node, name))
+
+    def find_node(self, name: str) -> Optional[Dict[str, Any]]:
+        """The Node, or None when there is no such Node."""
+        try:
+            return self.get_node(name)
+        except KubeError as exc:
+            if exc.details.get("status") == 404:
+                return None
+            raise
 
     def patch_node(self, name: str, body: Dict[str, Any]) -> Dict[str, Any]:
         return self._plain(self._call("patch Node %s" % name, self.core.patch_node, name, body))

@@ -7,6 +7,7 @@ Every check module either runs its tool (``binary`` + ``args``) or judges output
 """
 from __future__ import annotations
 
+import traceback
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import GpufleetError
@@ -47,12 +48,22 @@ def tool_text(module: Any, default_binary: str, default_args: Sequence[str], **k
 
 def run_module(module: Any, body: Callable[[], Dict[str, Any]]) -> None:
     """Run ``body`` and exit. Checks never change a host: ``changed`` is always False. A :class:`GpufleetError`
-    becomes ``fail_json`` with its message and structured details."""
+    becomes ``fail_json`` with its message and structured details; any other exception (a bug, or input no parser
+    anticipated) becomes a clear failure naming the module and what it was given, with the traceback shown only in
+    verbose output (-vvv)."""
     try:
         result = body()
     except GpufleetError as exc:
-        details = {k: v for k, v in exc.details.items() if k not in ("msg", "changed", "failed")}
+        details = {k: v for k, v in exc.details.items() if k not in ("msg", "failed", "exception")}
         module.fail_json(msg=exc.msg, error_type=type(exc).__name__, **details)
+        return
+    except Exception as exc:  # noqa: BLE001 - the one place where an unexpected error becomes a clear failure
+        name = getattr(module, "_name", "") or "gpufleet module"
+        given = ", ".join(sorted(k for k, v in (module.params or {}).items() if v not in (None, [], {}, "")))
+        module.fail_json(msg="%s failed on its input (%s given): %s: %s. Nothing was judged as passed; run with "
+                             "-vvv for the traceback and report it with the input." % (
+                                 name, given or "no options", type(exc).__name__, str(exc)[:500]),
+                         error_type="UnexpectedError", exception=traceback.format_exc())
         return
     result.setdefault("changed", False)
     module.exit_json(**result)

@@ -7,6 +7,7 @@ from typing import Any, Dict, List, Mapping, Optional
 
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.checks import Check, summarize
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import InputError, ParseError
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.textparse import load_document
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.versions import parse_version
 
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -14,29 +15,39 @@ GPU_RESOURCE = "nvidia.com/gpu"
 
 def node_facts(node: Mapping[str, Any]) -> Dict[str, Any]:
     """Extract name, Ready, kubeletVersion, unschedulable and allocatable GPUs from a Node object."""
-    if not isinstance(node, Mapping) or node.get("kind", "Node") != "Node":
-        raise InputError("node: expected a Kubernetes Node object (kubernetes.core.k8s_info resources[0])")
-    meta = node.get("metadata") or {}
-    status = node.get("status") or {}
+    if not isinstance(node, Mapping) or node.get("kind", "Node") != "Node" or not node.get("metadata"):
+        raise InputError("node: expected a Kubernetes Node object (kubernetes.core.k8s_info resources[0]); got "
+                         "nothing - does the Node exist?")
+    meta = _mapping(node.get("metadata"), "metadata")
+    status = _mapping(node.get("status"), "status")
     ready = None
-    for cond in status.get("conditions") or []:
-        if cond.get("type") == "Ready":
+    conditions = status.get("conditions") or []
+    for cond in conditions if isinstance(conditions, list) else []:
+        if isinstance(cond, Mapping) and cond.get("type") == "Ready":
             ready = cond.get("status") == "True"
-    alloc = (status.get("allocatable") or {}).get(GPU_RESOURCE)
+    alloc = _mapping(status.get("allocatable"), "status.allocatable").get(GPU_RESOURCE)
     try:
-        gpus = int(alloc) if alloc is not None else 0
+        gpus: Optional[int] = int(str(alloc)) if alloc is not None else None
     except (TypeError, ValueError):
-        raise ParseError("node %s: allocatable %s is %r, not an integer" % (meta.get("name"), GPU_RESOURCE, alloc))
-    return {"name": meta.get("name", ""), "ready": ready,
-            "kubelet_version": (status.get("nodeInfo") or {}).get("kubeletVersion", ""),
-            "unschedulable": bool((node.get("spec") or {}).get("unschedulable")), "allocatable_gpus": gpus,
-            "labels": meta.get("labels") or {}}
+        raise ParseError("node %s: allocatable %s is %r, not an integer" % (
+            str(meta.get("name"))[:100], GPU_RESOURCE, str(alloc)[:40]))
+    return {"name": str(meta.get("name", ""))[:253], "ready": ready,
+            "kubelet_version": str(_mapping(status.get("nodeInfo"), "status.nodeInfo").get("kubeletVersion", "")),
+            "unschedulable": bool(_mapping(node.get("spec"), "spec").get("unschedulable")),
+            "allocatable_gpus": gpus, "labels": meta.get("labels") or {}}
+
+
+def _mapping(value: Any, what: str) -> Mapping[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ParseError("node: %s is %s, not an object" % (what, type(value).__name__))
+    return value
 
 
 def kubelet_config(configz: Any) -> Dict[str, Any]:
     """``/api/v1/nodes/NAME/proxy/configz`` answers ``{"kubeletconfig": {...}}``."""
     if isinstance(configz, str):
-        from ansible_collections.gpufleet.upgrade.plugins.module_utils.textparse import load_document
         configz = load_document(configz, "kubelet configz")
     if not isinstance(configz, Mapping) or not isinstance(configz.get("kubeletconfig"), Mapping):
         raise ParseError("kubelet configz: expected an object with a 'kubeletconfig' key")
@@ -44,29 +55,34 @@ def kubelet_config(configz: Any) -> Dict[str, Any]:
 
 
 def judge_node(node: Mapping[str, Any], configz: Optional[Any], target_version: Optional[str],
-               policy: Mapping[str, Any]) -> Dict[str, Any]:
-    """``policy``: ``allocatable_gpus`` (int), ``kubelet_config`` ({key: value}), ``require_schedulable`` (bool)."""
+               baseline: Mapping[str, Any], require_schedulable: bool = False) -> Dict[str, Any]:
+    """Judge a Node against a validated pool baseline: Ready; the kubelet at ``target_version``; allocatable
+    ``nvidia.com/gpu`` equal to ``node.allocatable_gpus`` (``gpu.count`` unless the baseline says otherwise),
+    always; ``node.kubelet_config`` keys from the kubelet's ``/configz``; schedulable when asked."""
     facts = node_facts(node)
     subject = facts["name"] or "node"
-    checks: List[Check] = [Check("node_ready", subject, facts["ready"] is True, facts["ready"], True)]
+    policy = baseline["node"]
+    checks: List[Check] = [Check("node_ready", subject, facts["ready"] is True,
+                                 "unknown" if facts["ready"] is None else facts["ready"], True)]
     if target_version:
         ok = bool(facts["kubelet_version"]) and parse_version(facts["kubelet_version"]) == parse_version(
             target_version, "target_version")
         checks.append(Check("kubelet_version", subject, ok, facts["kubelet_version"] or "unknown", target_version))
-    if policy.get("allocatable_gpus") is not None:
-        want = int(policy["allocatable_gpus"])
-        checks.append(Check("allocatable_gpus", subject, facts["allocatable_gpus"] == want,
-                            facts["allocatable_gpus"], want, "nvidia.com/gpu allocatable"))
+    want = int(policy["allocatable_gpus"])
+    checks.append(Check("allocatable_gpus", subject, facts["allocatable_gpus"] == want,
+                        "not reported" if facts["allocatable_gpus"] is None else facts["allocatable_gpus"], want,
+                        "nvidia.com/gpu allocatable (a node Ready with fewer GPUs than expected is worse than a "
+                        "failed node)"))
     wanted_config = policy.get("kubelet_config") or {}
     if wanted_config:
         if configz is None:
-            raise InputError("node gate for %s: the baseline names kubelet_config keys but no configz was given" %
-                             subject)
+            raise InputError("node gate for %s: the baseline names kubelet_config keys (%s) but no configz was "
+                             "given" % (subject, ", ".join(sorted(wanted_config))))
         actual = kubelet_config(configz)
         for key in sorted(wanted_config):
             checks.append(Check("kubelet_config", "%s %s" % (subject, key), actual.get(key) == wanted_config[key],
                                 actual.get(key, "unset"), wanted_config[key]))
-    if policy.get("require_schedulable"):
+    if require_schedulable:
         checks.append(Check("schedulable", subject, not facts["unschedulable"], not facts["unschedulable"], True))
     summary = summarize(checks)
     summary["node"] = facts

@@ -8,13 +8,18 @@ nodes; uncordon reads ``unschedulable-before`` so a node an operator had cordone
 """
 from __future__ import annotations
 
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from ansible_collections.gpufleet.upgrade.plugins.module_utils import kube
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import InputError
 
-PHASES = ("cordoned", "drained", "upgraded", "validated", "done", "failed")
+PHASES = ("cordoned", "drained", "upgraded", "validated", "done", "failed", "held")
 STATES = ("cordoned", "uncordoned", "marked")
+# What a node was doing when the run lost it, from the last phase it recorded.
+NEXT_STAGE = {"": "its first stage (kubeadm upgrade on a control-plane host, cordon on a GPU node)",
+              "cordoned": "drain", "drained": "the package upgrade (kubeadm, kubelet, GPU stack)",
+              "upgraded": "validation (GPU, DCGM, NCCL and Node gates)", "validated": "uncordon"}
+MAX_REASON = 1000
 
 
 def node_annotations(node: Dict[str, Any]) -> Dict[str, str]:
@@ -52,17 +57,19 @@ def plan_patch(node: Dict[str, Any], state: str, target: str, phase: Optional[st
         raise InputError("state %r: use one of %s" % (state, ", ".join(STATES)))
     ann = node_annotations(node)
     if not phase and state == "cordoned" and ann.get(kube.ANN_TARGET) == target:
-        if ann.get(kube.ANN_PHASE) in ("cordoned", "drained", "upgraded", "validated"):
+        if ann.get(kube.ANN_PHASE) in ("cordoned", "drained", "upgraded"):
             phase = ann[kube.ANN_PHASE]  # a rerun re-cordons without losing how far the node got
-        elif ann.get(kube.ANN_PHASE) == "failed":
+        elif ann.get(kube.ANN_PHASE) == "validated":
+            phase = "upgraded"  # a validation does not outlive a new cordon: the gates run again
+        elif ann.get(kube.ANN_PHASE) in ("failed", "held"):
             phase, reason = "cordoned", ""  # a rerun after a failure is a new attempt: the old reason goes
     phase = phase or {"cordoned": "cordoned", "uncordoned": "done"}.get(state)
     if phase is None:
         raise InputError("state 'marked' needs a phase (one of %s)" % ", ".join(PHASES))
     if phase not in PHASES:
         raise InputError("phase %r: use one of %s" % (phase, ", ".join(PHASES)))
-    if phase == "failed" and not reason:
-        raise InputError("phase 'failed' needs a reason: name the gate and the measured value")
+    if phase in ("failed", "held") and not reason:
+        raise InputError("phase %r needs a reason: name the gate and the measured value" % phase)
     if not target:
         raise InputError("target: give the version this node is being taken to (e.g. v1.36.3)")
     want_ann: Dict[str, Optional[str]] = {kube.ANN_TARGET: target, kube.ANN_PHASE: phase}
@@ -90,3 +97,60 @@ def plan_patch(node: Dict[str, Any], state: str, target: str, phase: Optional[st
     if spec:
         patch["spec"] = spec
     return patch
+
+
+def failure_text(task: str, result: Any) -> str:
+    """The reason a task failed, for a Node annotation: ``TASK: message``, or ``TASK: output censored (no_log)``
+    when the task hid its output (a failed no_log task's result still holds the values in the play)."""
+    task = str(task or "a task")[:200]
+    if not isinstance(result, dict):
+        return "%s: failed" % task
+    if result.get("_ansible_no_log") or result.get("censored"):
+        return "%s: output censored (no_log)" % task
+    message = result.get("msg") or result.get("stderr") or result.get("reason") or "failed"
+    return ("%s: %s" % (task, " ".join(str(message).split())))[:MAX_REASON]
+
+
+def wave_outcome(wave: List[str], failures: Dict[str, str], in_rescue: List[str],
+                 phases: Dict[str, str]) -> Dict[str, Any]:
+    """How each node of a failed wave ends: its own failure (``failed``), held because of a wave-mate
+    (``held``), or lost - not in rescue, no failure of its own: Ansible dropped it as unreachable (``failed``,
+    naming the stage from its last recorded phase). Returns ``{marks: {node: (phase, reason)}, message}``."""
+    own = {n: failures[n] for n in wave if failures.get(n)}
+    lost = [n for n in wave if n not in own and n not in in_rescue]
+    marks: Dict[str, Tuple[str, str]] = {}
+    for node in lost:
+        marks[node] = ("failed", lost_reason(phases.get(node, "")))
+    culprits = dict(own, **{n: marks[n][1] for n in lost})
+    for node in wave:
+        if node in own:
+            marks[node] = ("failed", own[node][:MAX_REASON])
+        elif node not in marks:
+            marks[node] = ("held", ("held: wave-mate %s" % "; wave-mate ".join(
+                "%s failed %s" % (n, culprits[n]) for n in sorted(culprits)) if culprits else
+                "held: the wave stopped without a recorded failure")[:MAX_REASON])
+    message = "; ".join("%s %s (%s)" % (n, marks[n][0], marks[n][1]) for n in wave)
+    return {"marks": marks, "message": message, "failed": sorted(own) + sorted(lost),
+            "held": sorted(n for n in wave if marks[n][0] == "held")}
+
+
+def lost_reason(phase: str) -> str:
+    return "unreachable during %s (last recorded phase: %s); Ansible lost the host before the stage finished" % (
+        NEXT_STAGE.get(phase, "its wave"), phase or "none")
+
+
+def boundary(progress_list: List[Dict[str, Any]]) -> Dict[str, Any]:
+    """Judge a wave boundary: every node of the earlier batches must be ``done``. A node still in a working phase
+    was lost by the run (unreachable: a failed or held node has its phase) and is to be marked ``failed``.
+    Returns ``{ok, lost: {node: reason}, message}``."""
+    lost: Dict[str, str] = {}
+    lines = []
+    for p in progress_list:
+        if p["phase"] == "done":
+            continue
+        if p["phase"] in ("failed", "held"):
+            lines.append("%s is %s (%s)" % (p["name"], p["phase"], p["reason"] or "no reason recorded"))
+        else:
+            lost[p["name"]] = lost_reason(p["phase"])
+            lines.append("%s failed (%s)" % (p["name"], lost[p["name"]]))
+    return {"ok": not lines, "lost": lost, "message": "; ".join(lines)}

@@ -11,13 +11,15 @@ from __future__ import annotations
 import base64
 import binascii
 import gzip
-import json
+import io
 import os
+import zlib
 import re
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
 
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.data_removed_apis import REMOVED, SOURCE
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import InputError, ParseError
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.textparse import MAX_TEXT_BYTES, load_json, load_yaml, read_file
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.versions import KubeVersion, parse_version
 
 _METRIC = re.compile(r"^apiserver_requested_deprecated_apis\{(?P<labels>[^}]*)\}\s+(?P<value>\S+)")
@@ -77,12 +79,10 @@ def scan_metrics(text: str, target: KubeVersion, apiserver: str = "apiserver") -
 
 # -- manifests -------------------------------------------------------------------------------------------------
 def _docs(text: str, where: str) -> Iterable[Any]:
-    import yaml
     try:
-        return [d for d in yaml.safe_load_all(text) if d is not None]
-    except yaml.YAMLError as exc:
-        raise ParseError("%s: not valid YAML (%s); render templates first (helm template)" % (
-            where, str(exc).splitlines()[0]))
+        return [d for d in load_yaml(text, where, multi=True) if d is not None]
+    except ParseError as exc:
+        raise ParseError("%s; render templates first (helm template)" % exc.msg)
 
 
 def _objects(doc: Any) -> Iterable[Mapping[str, Any]]:
@@ -104,28 +104,42 @@ def scan_manifest_text(text: str, target: KubeVersion, source: str) -> List[Dict
             entry = _BY_KIND.get((str(obj.get("apiVersion")), str(obj.get("kind"))))
             if entry is None:
                 continue
-            meta = obj.get("metadata") or {}
+            meta = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
             namespace = "%s/" % meta["namespace"] if meta.get("namespace") else ""
             name = "%s %s%s" % (obj["kind"], namespace, meta.get("name", "<unnamed>"))
             findings.append(_finding(source, name, entry[0], entry[1], entry[3], entry[4], target))
     return findings
 
 
+def manifest_files(paths: Iterable[str]) -> List[str]:
+    """The files to scan: each file given, and every ``*.yaml|*.yml|*.json`` (any case) under each directory given
+    (symlinked directories are not followed)."""
+    files: List[str] = []
+    for path in paths:
+        if not os.path.lexists(path):
+            raise InputError("manifest path %s does not exist" % path)
+        if os.path.isdir(path) and not os.path.islink(path):
+            files.extend(sorted(os.path.join(root, f) for root, _dirs, names in os.walk(path) for f in names
+                                if f.lower().endswith(MANIFEST_SUFFIXES)))
+        else:
+            files.append(path)
+    return files
+
+
 def scan_paths(paths: Iterable[str], target: KubeVersion) -> Tuple[List[Dict[str, Any]], List[str]]:
-    """Scan files and directories (recursively, *.yaml|*.yml|*.json). Returns (findings, files scanned)."""
+    """Scan files and directories. Returns (findings, files scanned). A file that cannot be read or parsed (not a
+    regular file, too large, not YAML) does not stop the scan: it becomes a blocking finding naming the file, since
+    what it holds is unknown."""
     findings: List[Dict[str, Any]] = []
     scanned: List[str] = []
-    for path in paths:
-        if not os.path.exists(path):
-            raise InputError("manifest path %s does not exist" % path)
-        files = [path] if os.path.isfile(path) else sorted(
-            os.path.join(root, f) for root, _dirs, names in os.walk(path) for f in names
-            if f.endswith(MANIFEST_SUFFIXES))
-        for name in files:
-            with open(name, encoding="utf-8", errors="replace") as handle:
-                text = handle.read()
-            findings.extend(scan_manifest_text(text, target, name))
-            scanned.append(name)
+    for name in manifest_files(paths):
+        try:
+            findings.extend(scan_manifest_text(read_file(name, "manifest"), target, name))
+        except (InputError, ParseError) as exc:
+            findings.append({"source": name, "object": name, "api_version": "", "kind": "", "removed_in": "",
+                             "replacement": "", "blocks_target": True, "unreadable": True,
+                             "message": "%s could not be scanned for removed APIs: %s" % (name, exc.msg)})
+        scanned.append(name)
     return findings, scanned
 
 
@@ -136,41 +150,62 @@ def decode_helm_release(data_release: str) -> Dict[str, Any]:
     raw: Any = data_release
     for _ in range(3):
         if isinstance(raw, bytes) and raw[:2] == b"\x1f\x8b":
-            try:
-                raw = gzip.decompress(raw)
-            except (OSError, EOFError) as exc:
-                raise ParseError("helm release: gzip payload is corrupt or truncated: %s" % exc)
+            raw = _gunzip(raw)
             break
         try:
-            raw = base64.b64decode(raw, validate=True)
+            # Go's decoder skips newlines; Python's with validate=True does not: strip first.
+            raw = base64.b64decode(re.sub(r"\s+", "", raw) if isinstance(raw, str) else re.sub(rb"\s+", b"", raw),
+                                   validate=True)
         except (binascii.Error, ValueError) as exc:
             raise ParseError("helm release: data.release is not base64: %s" % exc)
     try:
-        release = json.loads(raw)
-    except (ValueError, TypeError) as exc:
+        release = load_json(raw.decode("utf-8") if isinstance(raw, bytes) else raw, "helm release")
+    except UnicodeDecodeError as exc:
         raise ParseError("helm release: decoded payload is not JSON: %s" % exc)
     if not isinstance(release, dict) or "manifest" not in release:
         raise ParseError("helm release: JSON has no 'manifest' (not a Helm v3 release?)")
     return release
 
 
+def _gunzip(raw: bytes) -> bytes:
+    """Decompress, refusing a payload that expands past MAX_TEXT_BYTES (a gzip bomb)."""
+    out = bytearray()
+    try:
+        with gzip.GzipFile(fileobj=io.BytesIO(raw)) as handle:
+            while True:
+                chunk = handle.read(1 << 20)
+                if not chunk:
+                    break
+                out.extend(chunk)
+                if len(out) > MAX_TEXT_BYTES:
+                    raise ParseError("helm release: the gzip payload expands past %d bytes; refusing it" %
+                                     MAX_TEXT_BYTES)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise ParseError("helm release: gzip payload is corrupt or truncated: %s" % exc)
+    return bytes(out)
+
+
 def scan_helm_secrets(secrets: Iterable[Mapping[str, Any]], target: KubeVersion) -> List[Dict[str, Any]]:
     findings: List[Dict[str, Any]] = []
     for secret in secrets:
-        if secret.get("type") != "helm.sh/release.v1":
+        if not isinstance(secret, Mapping) or secret.get("type") != "helm.sh/release.v1":
             continue
-        meta = secret.get("metadata") or {}
-        where = "helm release secret %s/%s" % (meta.get("namespace", ""), meta.get("name", ""))
-        data = (secret.get("data") or {}).get("release")
-        if not data:
+        meta = secret.get("metadata") if isinstance(secret.get("metadata"), Mapping) else {}
+        where = "helm release secret %s/%s" % (str(meta.get("namespace", ""))[:253], str(meta.get("name", ""))[:253])
+        data = secret.get("data") if isinstance(secret.get("data"), Mapping) else {}
+        if not data.get("release") or not isinstance(data["release"], (str, bytes)):
             raise ParseError("%s: no data.release" % where)
+        data = data["release"]
         try:
             release = decode_helm_release(data)
         except ParseError as exc:
             raise ParseError("%s: %s" % (where, exc.msg))
         label = "helm:%s/%s (revision %s)" % (release.get("namespace", meta.get("namespace", "")),
                                               release.get("name", "?"), release.get("version", "?"))
-        for item in scan_manifest_text(release.get("manifest") or "", target, label):
+        manifest = release.get("manifest") or ""
+        if not isinstance(manifest, str):
+            raise ParseError("%s: the release's manifest is not text" % where)
+        for item in scan_manifest_text(manifest, target, label):
             item["message"] += "; the Helm release records the old apiVersion, so upgrades and rollbacks of it " \
                                "fail until the release is rewritten (helm mapkubeapis)"
             findings.append(item)

@@ -20,6 +20,10 @@ _VERSION_RE = re.compile(
     r"(?:-(?P<pre>[0-9A-Za-z.-]+))?(?:\+(?P<build>[0-9A-Za-z.-]+))?\s*$"
 )
 _PRE_ORDER = {"alpha": 0, "beta": 1, "rc": 2}
+# Bounds on each number: Kubernetes is at v1.3x; a version far outside them is a typo or hostile input (a minor of
+# 10^11 would make the path planner walk 10^11 hops).
+VERSION_BOUNDS = {"major": 9, "minor": 999, "patch": 99999}
+MAX_VERSION_CHARS = 128
 
 
 @dataclass(frozen=True)
@@ -89,18 +93,33 @@ def parse_version(value: Any, what: str = "version") -> KubeVersion:
         return value
     if not isinstance(value, str) or not value.strip():
         raise InputError("%s: expected a Kubernetes version such as v1.34.2, got %r" % (what, value))
-    match = _VERSION_RE.match(value)
+    match = _VERSION_RE.match(value) if len(value) <= MAX_VERSION_CHARS else None
     if not match:
         raise InputError(
-            "%s: %r is not a Kubernetes version; use the form v1.34.2 (or 1.34 for a whole minor)" % (what, value))
-    pre = match.group("pre") or ""
+            "%s: %r is not a Kubernetes version; use the form v1.34.2 (or 1.34 for a whole minor)" % (
+                what, value[:MAX_VERSION_CHARS]))
+    numbers = {part: int(match.group(part)) for part in ("major", "minor", "patch") if match.group(part) is not None}
+    for part, number in numbers.items():
+        if number > VERSION_BOUNDS[part]:
+            raise InputError("%s: %r is not a plausible Kubernetes version (%s %d is above %d); use the form "
+                             "v1.34.2" % (what, value, part, number, VERSION_BOUNDS[part]))
     return KubeVersion(
-        major=int(match.group("major")),
-        minor=int(match.group("minor")),
-        patch=int(match.group("patch")) if match.group("patch") is not None else None,
-        pre=pre,
+        major=numbers["major"],
+        minor=numbers["minor"],
+        patch=numbers.get("patch"),
+        pre=match.group("pre") or "",
         raw=value.strip(),
     )
+
+
+def parse_release(value: Any, what: str = "target version") -> KubeVersion:
+    """A full release ``vX.Y.Z`` (a leading ``v`` optional), nothing else: packages are pinned to it and the ledger,
+    run id and records carry its canonical form ``str(parse_release(x))``."""
+    version = parse_version(value, what)
+    if version.patch is None or version.pre or "+" in version.raw:
+        raise InputError("%s: %r is not a full release; give one such as v%s.0 (packages are pinned to an exact "
+                         "version)" % (what, value, version.minor_str))
+    return version
 
 
 def version_at_minor(minor: int, major: int, hop_versions: Mapping[str, str]) -> KubeVersion:

@@ -12,42 +12,19 @@ description:
     runtime-error form. Reports per GPU and per test status.
   - DCGM reports a warning as C(Fail) in JSON; a result is a warning when every warning on it has an
     C(error_severity) at or below O(policy.warning_max_severity), else a failure.
-  - The gate fails on any failure, on a skipped test not in O(policy.allowed_skip), on a missing required test, on
-    a runtime error, and on warnings when O(policy.warnings_fail).
+  - The gate fails on any failure, on a skipped test not in the baseline's C(dcgm.allowed_skip), on a missing
+    required test (C(dcgm.required_tests)), on a runtime error, on warnings when C(dcgm.warnings_fail), on a report
+    with no test results, and when the report does not cover C(gpu.count) GPUs.
 options:
   level:
-    description: Diagnostic level for C(-r) (1 short, 2 medium, 3 long, 4 xlong) when the tool is run.
+    description: Diagnostic level for C(-r) (1 short, 2 medium, 3 long, 4 xlong) when the tool is run; by default
+      the baseline's C(dcgm.level), or C(dcgm.canary_level) with O(canary).
     type: int
-    default: 1
-  policy:
-    description: The C(dcgm) section of the pool baseline.
-    type: dict
-    default: {}
-    suboptions:
-      required_tests:
-        description: Tests that must be present and pass.
-        type: list
-        elements: str
-        default: []
-      allowed_skip:
-        description: Tests allowed to skip.
-        type: list
-        elements: str
-        default: []
-      warnings_fail:
-        description: Treat warnings as failures.
-        type: bool
-        default: false
-      warning_max_severity:
-        description: Highest C(error_severity) still counted as a warning (1 is DCGM_ERROR_MONITOR).
-        type: int
-        default: 1
-      expected_gpus:
-        description: GPUs the report must cover.
-        type: int
-      level:
-        description: Ignored here (the baseline's level; use O(level)).
-        type: int
+    choices: [1, 2, 3, 4]
+  canary:
+    description: This node is a canary - run the baseline's deeper C(dcgm.canary_level).
+    type: bool
+    default: false
   node:
     description: Node name for messages.
     type: str
@@ -57,6 +34,7 @@ options:
     type: str
     default: dcgmi
 extends_documentation_fragment:
+  - gpufleet.upgrade.common.BASELINE
   - gpufleet.upgrade.common.TOOL
 author:
   - gpufleet maintainers
@@ -65,9 +43,8 @@ author:
 EXAMPLES = r"""
 - name: Level-1 diagnostics on a freshly upgraded GPU node
   gpufleet.upgrade.dcgm_diag:
-    level: 1
     node: "{{ inventory_hostname }}"
-    policy: "{{ gpufleet_baseline.dcgm | combine({'expected_gpus': gpufleet_baseline.gpu.count}) }}"
+    baseline: "{{ gpufleet_cell.pools[gpufleet_pool].baseline }}"
 """
 
 RETURN = r"""
@@ -89,9 +66,14 @@ diag:
   description: The parsed report (format, version, driver_version, runtime_error, gpus, results).
   returned: success
   type: dict
-"""
+opt_outs:
+  description: The checks the baseline opts out of, with its reasons (also printed as warnings).
+  returned: success
+  type: list
+  elements: str"""
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.baseline import validate
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.checks import raise_if_failed
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.dcgm import judge_diag, parse_diag
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.module_support import (
@@ -101,14 +83,9 @@ from ansible_collections.gpufleet.upgrade.plugins.module_utils.module_support im
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            level=dict(type="int", default=1, choices=[1, 2, 3, 4]),
-            policy=dict(type="dict", default={}, options=dict(
-                required_tests=dict(type="list", elements="str", default=[]),
-                allowed_skip=dict(type="list", elements="str", default=[]),
-                warnings_fail=dict(type="bool", default=False),
-                warning_max_severity=dict(type="int", default=1),
-                expected_gpus=dict(type="int"),
-                level=dict(type="int"))),
+            level=dict(type="int", choices=[1, 2, 3, 4]),
+            canary=dict(type="bool", default=False),
+            baseline=dict(type="dict", required=True),
             node=dict(type="str", default=""),
             binary=dict(type="str", default="dcgmi"),
             args=dict(type="list", elements="str"),
@@ -119,14 +96,18 @@ def main():
 
     def body():
         p = module.params
+        baseline = validate(p["baseline"], "baseline")
+        dcgm = baseline["dcgm"]
+        level = p["level"] or (dcgm["canary_level"] if p["canary"] else dcgm["level"])
         # dcgmi exits non-zero when a test fails but still prints the JSON report.
-        text = tool_text(module, "dcgmi", ["diag", "-r", str(p["level"]), "-j"], allow_output_on_error=True)
+        text = tool_text(module, "dcgmi", ["diag", "-r", str(level), "-j"], allow_output_on_error=True)
         if text is None:
             return check_mode_skip("dcgmi diag")
-        diag = parse_diag(text, p["policy"]["warning_max_severity"])
-        summary = judge_diag(diag, p["policy"], p["node"])
+        diag = parse_diag(text, dcgm["warning_max_severity"])
+        summary = judge_diag(diag, baseline, p["node"])
         raise_if_failed("dcgm_diag", summary, diag=diag)
-        return {"passed": True, "checks": summary["checks"], "warnings_found": summary["warnings"], "diag": diag}
+        return {"passed": True, "level": level, "checks": summary["checks"], "warnings_found": summary["warnings"],
+                "opt_outs": summary["opt_outs"], "diag": diag}
 
     run_module(module, body)
 

@@ -45,13 +45,11 @@ options:
     type: str
     default: etcdutl
   quota_bytes:
-    description: The backend quota when etcd does not report it (etcd's default is 2 GiB).
+    description: The backend quota when etcd does not report it (default etcd's own, 2 GiB).
     type: int
-    default: 2147483648
   max_quota_ratio:
-    description: Highest allowed DB size as a fraction of the quota.
+    description: Highest allowed DB size as a fraction of the quota, at most 0.95 (default 0.6).
     type: float
-    default: 0.6
   snapshot_path:
     description: Snapshot file to verify.
     type: path
@@ -122,7 +120,7 @@ checks:
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.checks import raise_if_failed, summarize
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.etcd import (
-    endpoint_checks, parse_endpoint_status, parse_snapshot_status, snapshot_checks)
+    DEFAULT_MAX_QUOTA_RATIO, endpoint_checks, parse_endpoint_status, parse_snapshot_status, snapshot_checks)
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.module_support import run_module
 
 
@@ -143,8 +141,8 @@ def main():
             cacert=dict(type="path"), cert=dict(type="path"), key=dict(type="path", no_log=False),
             etcdctl=dict(type="str", default="etcdctl"),
             etcdutl=dict(type="str", default="etcdutl"),
-            quota_bytes=dict(type="int", default=2147483648),
-            max_quota_ratio=dict(type="float", default=0.6),
+            quota_bytes=dict(type="int"),
+            max_quota_ratio=dict(type="float"),
             snapshot_path=dict(type="path"),
             snapshot_output=dict(type="str"),
             expect=dict(type="dict", default={}, options=dict(
@@ -169,7 +167,7 @@ def main():
                 if rc != 0:
                     module.fail_json(msg="etcdctl endpoint status exited %d: %s" % (rc, err.strip()), rc=rc)
             endpoints = parse_endpoint_status(text)
-            checks.extend(endpoint_checks(endpoints, p["quota_bytes"], p["max_quota_ratio"]))
+            checks.extend(endpoint_checks(endpoints, p["quota_bytes"], p["max_quota_ratio"] or DEFAULT_MAX_QUOTA_RATIO))
             result["endpoints"] = endpoints
         if p["snapshot_path"] or p["snapshot_output"] is not None:
             text = p["snapshot_output"]

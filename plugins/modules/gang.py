@@ -14,8 +14,11 @@ description:
     not confirm in O(checkpoint_timeout) fails the task and is left running.
   - C(stopped) checkpoints first (unless O(skip_checkpoint)), then stops every gang as a unit - Workload
     C(spec.active=false), or C(spec.suspend=true) on a JobSet without a Workload - marks it
-    C(gpufleet.io/stopped-by=RUN_ID) and waits until none of its pods is left on the nodes. No rank dies alone.
-  - C(resumed) reactivates exactly the gangs this O(run_id) stopped, wherever they are.
+    C(gpufleet.io/stopped-by=RUN_ID) and C(gpufleet.io/stopped-nodes=NODES) and waits until none of its pods is
+    left on the nodes. No rank dies alone.
+  - C(resumed) reactivates every gang a gpufleet run stopped (whatever its run id) whose nodes are back in
+    service - Ready and no longer held cordoned by gpufleet; a gang whose nodes are not stays stopped and is
+    returned in C(held) with why.
   - C(present) only reports the gangs on the nodes.
 options:
   nodes:
@@ -29,7 +32,8 @@ options:
     choices: [present, checkpointed, stopped, resumed]
     default: present
   run_id:
-    description: Identifies this upgrade run; stop marks gangs with it and resume reactivates only those.
+    description: Identifies this upgrade run; O(state=stopped) marks the gangs it stops with it (the record of who
+      stopped them).
     type: str
   checkpoint_timeout:
     description: Seconds to wait for every gang to confirm its checkpoint.
@@ -63,10 +67,9 @@ EXAMPLES = r"""
   delegate_to: localhost
   run_once: true
 
-- name: Give the gangs back to Kueue
+- name: Give the gangs back to Kueue once their nodes are back in service
   gpufleet.upgrade.gang:
     state: resumed
-    run_id: upgrade-v1.36.3
   delegate_to: localhost
   run_once: true
 """
@@ -92,6 +95,12 @@ resumed:
   returned: when state is resumed
   type: list
   elements: str
+held:
+  description: Stopped gangs left stopped because their nodes are not back in service (gang, stopped_by, nodes
+    with why, message).
+  returned: when state is resumed
+  type: list
+  elements: dict
 """
 
 import time
@@ -120,12 +129,14 @@ def main():
 
     def body():
         p = module.params
-        if p["state"] in ("stopped", "resumed") and not p["run_id"]:
-            raise InputError("run_id is required for state=%s: it marks the gangs this run stops so that only "
-                             "those are resumed" % p["state"])
+        if p["state"] == "stopped" and not p["run_id"]:
+            raise InputError("run_id is required for state=stopped: it records which run stopped the gangs")
         ops = Gangs(kube.connect(module))
         if p["state"] == "resumed":
-            return ops.resume(p["run_id"], module.check_mode)
+            result = ops.resume(module.check_mode)
+            for gang in result["held"]:
+                module.warn(gang["message"])
+            return result
         gangs = ops.discover(p["nodes"])
         result = {"gangs": gangs, "changed": False}
         if p["state"] == "present" or not gangs:

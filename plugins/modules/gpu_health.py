@@ -10,45 +10,18 @@ version_added: 0.1.0
 description:
   - Reads C(nvidia-smi --query-gpu=... --format=csv,noheader,nounits), C(nvidia-smi --query-remapped-rows=...) and
     the kernel log (XID lines), running them unless captured output is given.
-  - Fails when the GPU count differs from the baseline (a node Ready with 7 of 8 GPUs is worse than a failed node),
-    the driver differs from the target, any uncorrectable ECC error, a pending or failed row remap, persistence mode
-    off, or an XID from the fatal list in the kernel log.
+  - Fails when the GPU count differs from the baseline's C(gpu.count) (a node Ready with 7 of 8 GPUs is worse than
+    a failed node), when a GPU reports another driver than C(gpu.driver_version), on any uncorrectable ECC error, a
+    pending or failed row remap, persistence mode off, or an XID from the fatal list (NVIDIA's catalogue plus
+    C(gpu.fatal_xids_extra), less C(opt_out.xids)) in the kernel log.
+  - Fails closed - a value nvidia-smi does not give (C([N/A])), a GPU without a remapped-rows line, or a kernel log
+    that is empty or says C(-- No entries --) is unmeasured, and fails unless the baseline opts that check out
+    (C(opt_out.ecc), C(opt_out.remapped_rows), C(opt_out.kernel_log), C(opt_out.persistence_mode)).
 options:
-  policy:
-    description: The C(gpu) section of the pool baseline.
-    type: dict
-    required: true
-    suboptions:
-      count:
-        description: GPUs expected on the node.
-        type: int
-        required: true
-      driver_version:
-        description: Driver version every GPU must report.
-        type: str
-      persistence_mode:
-        description: Require persistence mode Enabled.
-        type: bool
-        default: true
-      fatal_xids:
-        description: XIDs that fail the gate.
-        type: list
-        elements: int
-        default: [48, 63, 64, 74, 79, 94, 95]
-      product:
-        description: Informational.
-        type: str
-      fabric_manager:
-        description: Informational here (checked by the gpu_stack role).
-        type: bool
   gpu_output:
-    description: Captured C(--query-gpu) CSV output (fields as in O(gpu_fields)).
+    description: Captured C(--query-gpu) CSV output of the fields index, uuid, pci.bus_id, name, driver_version,
+      persistence_mode, ecc.errors.uncorrected.volatile.total, in that order.
     type: str
-  gpu_fields:
-    description: Fields of the C(--query-gpu) query, in order.
-    type: list
-    elements: str
-    default: [index, uuid, pci.bus_id, name, driver_version, persistence_mode, ecc.errors.uncorrected.volatile.total]
   remap_output:
     description: Captured C(--query-remapped-rows) CSV output.
     type: str
@@ -69,6 +42,7 @@ options:
     type: str
     default: ""
 extends_documentation_fragment:
+  - gpufleet.upgrade.common.BASELINE
   - gpufleet.upgrade.common.CHECK
 author:
   - gpufleet maintainers
@@ -77,7 +51,7 @@ author:
 EXAMPLES = r"""
 - name: GPU health after the driver upgrade
   gpufleet.upgrade.gpu_health:
-    policy: "{{ gpufleet_baseline.gpu }}"
+    baseline: "{{ gpufleet_cell.pools[gpufleet_pool].baseline }}"
     node: "{{ inventory_hostname }}"
 """
 
@@ -105,12 +79,17 @@ checks:
   returned: always
   type: list
   elements: dict
-"""
+opt_outs:
+  description: The checks the baseline opts out of, with its reasons (also printed as warnings).
+  returned: success
+  type: list
+  elements: str"""
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.baseline import validate
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.checks import raise_if_failed
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.gpu_health import (
-    FATAL_XIDS, GPU_FIELDS, REMAP_FIELDS, judge_health, parse_query_gpu, parse_remapped_rows, scan_xids)
+    GPU_FIELDS, REMAP_FIELDS, judge_health, parse_query_gpu, parse_remapped_rows, scan_kernel_log)
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.module_support import (
     check_mode_skip, run_module, run_tool)
 
@@ -118,13 +97,8 @@ from ansible_collections.gpufleet.upgrade.plugins.module_utils.module_support im
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            policy=dict(type="dict", required=True, options=dict(
-                count=dict(type="int", required=True), driver_version=dict(type="str"),
-                persistence_mode=dict(type="bool", default=True),
-                fatal_xids=dict(type="list", elements="int", default=list(FATAL_XIDS)),
-                product=dict(type="str"), fabric_manager=dict(type="bool"))),
+            baseline=dict(type="dict", required=True),
             gpu_output=dict(type="str"),
-            gpu_fields=dict(type="list", elements="str", default=list(GPU_FIELDS)),
             remap_output=dict(type="str"),
             kernel_log=dict(type="str"),
             kernel_log_command=dict(type="list", elements="str",
@@ -137,12 +111,13 @@ def main():
 
     def body():
         p = module.params
+        baseline = validate(p["baseline"], "baseline")
         captured = [p["gpu_output"], p["remap_output"], p["kernel_log"]]
         if module.check_mode and any(c is None for c in captured):
             return check_mode_skip("nvidia-smi / kernel log")
         gpu_text = p["gpu_output"]
         if gpu_text is None:
-            gpu_text = run_tool(module, p["binary"], ["--query-gpu=" + ",".join(p["gpu_fields"]),
+            gpu_text = run_tool(module, p["binary"], ["--query-gpu=" + ",".join(GPU_FIELDS),
                                                       "--format=csv,noheader,nounits"])["stdout"]
         remap_text = p["remap_output"]
         if remap_text is None:
@@ -152,11 +127,14 @@ def main():
         if log_text is None:
             cmd = p["kernel_log_command"]
             log_text = run_tool(module, cmd[0], cmd[1:])["stdout"]
-        gpus = parse_query_gpu(gpu_text, p["gpu_fields"])
-        summary = judge_health(gpus, parse_remapped_rows(remap_text), scan_xids(log_text), p["policy"], p["node"])
+        gpus = parse_query_gpu(gpu_text)
+        summary = judge_health(gpus, parse_remapped_rows(remap_text), scan_kernel_log(log_text), baseline,
+                               p["node"])
+        for line in summary["opt_outs"]:
+            module.warn("opt-out: " + line)
         raise_if_failed("gpu_health", summary, gpu_count=summary["gpu_count"], xids=summary["xids"])
         return {"passed": True, "gpu_count": summary["gpu_count"], "gpus": gpus, "xids": summary["xids"],
-                "checks": summary["checks"]}
+                "checks": summary["checks"], "opt_outs": summary["opt_outs"]}
 
     run_module(module, body)
 

@@ -13,32 +13,13 @@ description:
   - Runs the test O(runs) times (or takes O(outputs)), and judges the median bus bandwidth at each size of the
     baseline against the baseline with a tolerance. Any wrong element, out-of-bounds value, or NCCL/CUDA error
     fails the gate.
+  - Unmeasured fails - C(#wrong) of N/A (run with C(-c 0)), a run without the out-of-bounds count, a size with no
+    finite bandwidth (C(inf), C(nan)), fewer runs than C(nccl.min_runs).
+  - With the baseline's C(opt_out.nccl), nothing is run and the opt-out is returned with its reason.
 options:
-  baseline:
-    description: The C(nccl) section of the pool baseline.
-    type: dict
-    required: true
-    suboptions:
-      busbw_gbps:
-        description: Expected bus bandwidth in GB/s keyed by message size (bytes, or with K/M/G).
-        type: dict
-        required: true
-      tolerance_pct:
-        description: Allowed shortfall below the baseline, in percent.
-        type: float
-        default: 10.0
-      min_runs:
-        description: Runs needed for a median.
-        type: int
-        default: 3
-      args:
-        description: Arguments for all_reduce_perf (used when O(args) is not given).
-        type: list
-        elements: str
   runs:
-    description: How many times to run the test when it is run here.
+    description: How many times to run the test when it is run here (default the baseline's C(nccl.min_runs)).
     type: int
-    default: 3
   outputs:
     description: Captured outputs of several runs (stdout or -J JSON). Overrides running the tool.
     type: list
@@ -52,6 +33,7 @@ options:
     type: str
     default: all_reduce_perf
 extends_documentation_fragment:
+  - gpufleet.upgrade.common.BASELINE
   - gpufleet.upgrade.common.TOOL
 author:
   - gpufleet maintainers
@@ -60,8 +42,7 @@ author:
 EXAMPLES = r"""
 - name: Three single-node runs judged against the pool baseline
   gpufleet.upgrade.nccl_allreduce:
-    baseline: "{{ gpufleet_baseline.nccl }}"
-    runs: 3
+    baseline: "{{ gpufleet_cell.pools[gpufleet_pool].baseline }}"
     node: "{{ inventory_hostname }}"
 """
 
@@ -84,26 +65,25 @@ runs:
   returned: success
   type: list
   elements: dict
-"""
+opt_outs:
+  description: The checks the baseline opts out of, with its reasons (also printed as warnings).
+  returned: success
+  type: list
+  elements: str"""
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.baseline import validate
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.checks import raise_if_failed
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.module_support import (
     check_mode_skip, run_module, run_tool)
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.nccl import judge_runs, parse_output
 
-DEFAULT_ARGS = ["-b", "8", "-e", "8G", "-f", "2", "-g", "8"]
-
 
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            baseline=dict(type="dict", required=True, options=dict(
-                busbw_gbps=dict(type="dict", required=True),
-                tolerance_pct=dict(type="float", default=10.0),
-                min_runs=dict(type="int", default=3),
-                args=dict(type="list", elements="str"))),
-            runs=dict(type="int", default=3),
+            baseline=dict(type="dict", required=True),
+            runs=dict(type="int"),
             outputs=dict(type="list", elements="str"),
             node=dict(type="str", default=""),
             binary=dict(type="str", default="all_reduce_perf"),
@@ -116,18 +96,25 @@ def main():
 
     def body():
         p = module.params
+        baseline = validate(p["baseline"], "baseline")
+        if baseline["opt_out"].get("nccl"):
+            summary = judge_runs([], baseline, p["node"])
+            module.warn("opt-out: " + summary["opt_outs"][0])
+            return {"passed": True, "median_busbw": {}, "checks": summary["checks"], "opt_outs": summary["opt_outs"],
+                    "runs": []}
         texts = p["outputs"] or ([p["output"]] if p["output"] is not None else [])
         if not texts:
             if module.check_mode:
                 return check_mode_skip("all_reduce_perf")
-            args = p["args"] or p["baseline"].get("args") or DEFAULT_ARGS
             # all_reduce_perf exits non-zero on wrong elements but still prints its table.
-            texts = [run_tool(module, p["binary"], args, allow_output_on_error=True)["stdout"]
-                     for _ in range(max(p["runs"], 1))]
+            texts = [run_tool(module, p["binary"], p["args"] or baseline["nccl"]["args"],
+                              allow_output_on_error=True)["stdout"]
+                     for _ in range(max(p["runs"] or baseline["nccl"]["min_runs"], 1))]
         runs = [parse_output(t) for t in texts]
-        summary = judge_runs(runs, p["baseline"], p["node"])
+        summary = judge_runs(runs, baseline, p["node"])
         raise_if_failed("nccl_allreduce", summary, median_busbw=summary["median_busbw"])
-        return {"passed": True, "median_busbw": summary["median_busbw"], "checks": summary["checks"], "runs": runs}
+        return {"passed": True, "median_busbw": summary["median_busbw"], "checks": summary["checks"],
+                "opt_outs": summary["opt_outs"], "runs": runs}
 
     run_module(module, body)
 

@@ -9,8 +9,10 @@ short_description: Judge a Kubernetes Node and its kubelet config against the po
 version_added: 0.1.0
 description:
   - Takes a Node object (as returned by M(kubernetes.core.k8s_info)) and the kubelet's C(/configz) answer, and
-    checks Ready, the kubelet version against the target, allocatable C(nvidia.com/gpu) against the baseline, and
-    chosen kubelet config keys (topologyManagerPolicy, cpuManagerPolicy, memoryManagerPolicy, ...).
+    checks Ready, the kubelet version against the target, allocatable C(nvidia.com/gpu) against the baseline (its
+    C(node.allocatable_gpus), which defaults to C(gpu.count) - always checked), and the baseline's
+    C(node.kubelet_config) keys (topologyManagerPolicy, cpuManagerPolicy, memoryManagerPolicy, ...).
+  - A missing Node, a Ready condition that is not there, or an allocatable count that is not reported fails.
 options:
   node:
     description: The Node object.
@@ -22,23 +24,12 @@ options:
   target_version:
     description: The kubelet version the node must report.
     type: str
-  policy:
-    description: The C(node) section of the pool baseline.
-    type: dict
-    default: {}
-    suboptions:
-      allocatable_gpus:
-        description: Allocatable nvidia.com/gpu expected.
-        type: int
-      kubelet_config:
-        description: Kubelet config keys and the values they must have.
-        type: dict
-        default: {}
-      require_schedulable:
-        description: Also require the node to be schedulable (after uncordon).
-        type: bool
-        default: false
+  require_schedulable:
+    description: Also require the node to be schedulable (after uncordon).
+    type: bool
+    default: false
 extends_documentation_fragment:
+  - gpufleet.upgrade.common.BASELINE
   - gpufleet.upgrade.common.CHECK
 author:
   - gpufleet maintainers
@@ -56,7 +47,7 @@ EXAMPLES = r"""
   gpufleet.upgrade.node_gate:
     node: "{{ gpufleet_node.resources[0] }}"
     target_version: v1.34.2
-    policy: "{{ gpufleet_baseline.node }}"
+    baseline: "{{ gpufleet_cell.pools[gpufleet_pool].baseline }}"
     configz: "{{ gpufleet_configz }}"
   delegate_to: localhost
 """
@@ -78,6 +69,7 @@ checks:
 """
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.baseline import validate
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.checks import raise_if_failed
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.module_support import run_module
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.node_gate import judge_node
@@ -89,16 +81,16 @@ def main():
             node=dict(type="dict", required=True),
             configz=dict(type="raw"),
             target_version=dict(type="str"),
-            policy=dict(type="dict", default={}, options=dict(
-                allocatable_gpus=dict(type="int"), kubelet_config=dict(type="dict", default={}),
-                require_schedulable=dict(type="bool", default=False))),
+            baseline=dict(type="dict", required=True),
+            require_schedulable=dict(type="bool", default=False),
         ),
         supports_check_mode=True,
     )
 
     def body():
         p = module.params
-        summary = judge_node(p["node"], p["configz"], p["target_version"], p["policy"])
+        summary = judge_node(p["node"], p["configz"], p["target_version"], validate(p["baseline"], "baseline"),
+                             p["require_schedulable"])
         raise_if_failed("node_gate", summary, node_facts=summary["node"])
         return {"passed": True, "node_facts": summary["node"], "checks": summary["checks"]}
 

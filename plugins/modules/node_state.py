@@ -15,6 +15,13 @@ description:
     C(uncordoned) returns it to that state, so a node an operator had cordoned stays cordoned; C(marked) sets the
     phase and reason only (a failed node stays cordoned with the gate that failed it); C(read) changes nothing
     and returns every node's progress.
+  - Cordoning a node again after C(validated) records C(upgraded): a validation does not outlive a new cordon.
+  - C(held) ends a failed wave - each node in O(failures) is recorded C(failed) with its reason, each node in
+    O(in_rescue) without one C(held) with the wave-mate's failure, and each other node (Ansible dropped it as
+    unreachable) C(failed) with the stage it was in. The result's C(message) says it all.
+  - C(finished) guards a wave boundary - every node must be C(done) for the target; a node still in a working
+    phase was lost by the run and is recorded C(failed) (unreachable during its stage); then the task fails naming
+    every unfinished node, so no later wave or control-plane host starts.
 options:
   nodes:
     description: Node names.
@@ -24,7 +31,7 @@ options:
   state:
     description: What to do.
     type: str
-    choices: [cordoned, uncordoned, marked, read]
+    choices: [cordoned, uncordoned, marked, read, held, finished]
     default: read
   target:
     description: The version the nodes are being taken to (the ledger is per target).
@@ -35,8 +42,18 @@ options:
       for O(state=cordoned) and C(done) for O(state=uncordoned).
     type: str
   reason:
-    description: Why (required for phase C(failed)); an empty string clears it.
+    description: Why (required for phases C(failed) and C(held)); an empty string clears it.
     type: str
+  failures:
+    description: For O(state=held) - each node's own failure (see the C(failure_reason) filter); empty or missing
+      for a node that did not fail itself.
+    type: dict
+    default: {}
+  in_rescue:
+    description: For O(state=held) - the nodes of the wave that reached the rescue (the others were lost).
+    type: list
+    elements: str
+    default: []
 extends_documentation_fragment:
   - gpufleet.upgrade.common.KUBE
 author:
@@ -74,10 +91,15 @@ changed_nodes:
   returned: always
   type: list
   elements: str
+message:
+  description: For O(state=held) and O(state=finished), each unfinished node with its phase and reason.
+  returned: when state is held or finished
+  type: str
 """
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpufleet.upgrade.plugins.module_utils import kube, nodes
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import GpufleetError
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.module_support import run_module
 
 
@@ -85,10 +107,13 @@ def main():
     module = AnsibleModule(
         argument_spec=dict(
             nodes=dict(type="list", elements="str", required=True),
-            state=dict(type="str", choices=["cordoned", "uncordoned", "marked", "read"], default="read"),
+            state=dict(type="str", choices=["cordoned", "uncordoned", "marked", "read", "held", "finished"],
+                       default="read"),
             target=dict(type="str", required=True),
             phase=dict(type="str"),
             reason=dict(type="str"),
+            failures=dict(type="dict", default={}),
+            in_rescue=dict(type="list", elements="str", default=[]),
             **kube.KUBE_ARGSPEC,
         ),
         supports_check_mode=True,
@@ -97,17 +122,35 @@ def main():
     def body():
         p = module.params
         api = kube.connect(module)
-        out, changed = [], []
-        for name in p["nodes"]:
-            node = api.get_node(name)
-            if p["state"] != "read":
-                patch = nodes.plan_patch(node, p["state"], p["target"], p["phase"], p["reason"], kube.now_rfc3339())
-                if patch is not None:
-                    changed.append(name)
-                    if not module.check_mode:
-                        node = api.patch_node(name, patch)
-            out.append(nodes.progress(node, p["target"]))
-        return {"changed": bool(changed), "changed_nodes": changed, "nodes": out}
+        current = {name: api.get_node(name) for name in p["nodes"]}
+        wanted = {}
+        extra = {}
+        if p["state"] in ("cordoned", "uncordoned", "marked"):
+            wanted = {name: (p["state"], p["phase"], p["reason"]) for name in p["nodes"]}
+        elif p["state"] == "held":
+            phases = {n: nodes.progress(node, p["target"])["phase"] for n, node in current.items()}
+            outcome = nodes.wave_outcome(p["nodes"], {k: str(v or "") for k, v in p["failures"].items()},
+                                         p["in_rescue"], phases)
+            wanted = {n: ("marked", phase, reason) for n, (phase, reason) in outcome["marks"].items()}
+            extra = {"message": outcome["message"], "failed_nodes": outcome["failed"], "held": outcome["held"]}
+        elif p["state"] == "finished":
+            verdict = nodes.boundary([nodes.progress(node, p["target"]) for node in current.values()])
+            wanted = {n: ("marked", "failed", reason) for n, reason in verdict["lost"].items()}
+            extra = {"message": verdict["message"], "passed": verdict["ok"]}
+        changed = []
+        for name, (state, phase, reason) in wanted.items():
+            patch = nodes.plan_patch(current[name], state, p["target"], phase, reason, kube.now_rfc3339())
+            if patch is not None:
+                changed.append(name)
+                if not module.check_mode:
+                    current[name] = api.patch_node(name, patch)
+        out = [nodes.progress(current[name], p["target"]) for name in p["nodes"]]
+        if p["state"] == "finished" and not extra["passed"]:
+            raise GpufleetError("earlier nodes are not finished for %s: %s. Later waves (and control-plane hosts) "
+                                "were not started. Fix the nodes and rerun: finished nodes are skipped." % (
+                                    p["target"], extra["message"]), nodes=out, changed_nodes=changed,
+                                changed=bool(changed))
+        return dict(extra, changed=bool(changed), changed_nodes=changed, nodes=out)
 
     run_module(module, body)
 

@@ -32,9 +32,10 @@ def pod(name, node, ns="default", owner=("ReplicaSet", "web-1"), labels=None, ph
     return {"metadata": meta, "spec": {"nodeName": node}, "status": {"phase": phase}}
 
 
-def node(name, unschedulable=False, annotations=None):
+def node(name, unschedulable=False, annotations=None, ready=True):
     return {"metadata": {"name": name, "annotations": dict(annotations or {})},
-            "spec": {"unschedulable": True} if unschedulable else {}}
+            "spec": {"unschedulable": True} if unschedulable else {},
+            "status": {"conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}}
 
 
 class FakeKube:
@@ -51,6 +52,9 @@ class FakeKube:
     # nodes
     def get_node(self, name):
         return copy.deepcopy(self.nodes[name])
+
+    def find_node(self, name):
+        return copy.deepcopy(self.nodes[name]) if name in self.nodes else None
 
     def patch_node(self, name, body):
         self.calls.append(("patch_node", name))

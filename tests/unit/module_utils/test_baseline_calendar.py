@@ -5,7 +5,8 @@ import datetime
 import pytest
 import yaml
 
-from ansible_collections.gpufleet.upgrade.plugins.module_utils.baseline import load_file, validate
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.baseline import (
+    fatal_xids, load_file, opt_outs, validate)
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import BaselineError, InputError
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.support_calendar import support_status
 from tests.conftest import FIXTURES
@@ -15,10 +16,12 @@ GOOD = FIXTURES / "baselines" / "h100-train.yml"
 
 def test_good_baseline_fills_defaults():
     doc = load_file(str(GOOD))
-    assert doc["gpu"]["count"] == 8 and doc["gpu"]["fatal_xids"] == [48, 63, 64, 74, 79, 94, 95]
+    assert doc["gpu"]["count"] == 8 and sorted(fatal_xids(doc)) == [48, 63, 64, 74, 79, 94, 95, 119, 120, 154]
     assert doc["nccl"]["tolerance_pct"] == 10.0 and isinstance(doc["nccl"]["tolerance_pct"], float)
     assert doc["node"]["allocatable_gpus"] == 8  # defaults to gpu.count
-    assert doc["dcgm"]["warning_max_severity"] == 1
+    assert doc["dcgm"]["warning_max_severity"] == 1 and doc["dcgm"]["canary_level"] == 3
+    assert doc["opt_out"] == {"xids": {}} and opt_outs(doc) == []
+    assert validate(doc, "again") == doc  # validating a validated baseline changes nothing
 
 
 def mutate(path_keys, value, delete=False):
@@ -42,6 +45,31 @@ def mutate(path_keys, value, delete=False):
     (["dcgm", "required_tests"], "memory", False, "field dcgm.required_tests: expected a list of strings"),
     (["gpu", "drivr_version"], "1", False, "field gpu.drivr_version is not a baseline field"),
     (["gpu"], None, True, "field gpu is missing: expected a section"),
+    (["nccl"], None, True, "field nccl is missing: expected a section"),
+    (["dcgm"], None, True, "field dcgm is missing: expected a section"),
+    # values that would switch a gate off are out of bounds, each with the reason
+    (["gpu", "count"], 0, False, "field gpu.count: 0 is out of bounds, expected from 1 to 64: GPUs per node: 0 "
+                                 "would switch every GPU gate off"),
+    (["nccl", "tolerance_pct"], 100, False, "field nccl.tolerance_pct: 100 is out of bounds, expected from 0 to 50: "
+                                            "above 50% a halved bus bandwidth would pass"),
+    (["nccl", "min_runs"], 0, False, "field nccl.min_runs: 0 is out of bounds, expected from 1 to 20"),
+    (["dcgm", "warning_max_severity"], 6, False, "field dcgm.warning_max_severity: 6 is out of bounds, expected "
+                                                  "from 0 to 1: severity 2 and above"),
+    (["dcgm", "required_tests"], [], False, "field dcgm.required_tests: needs at least 1 item(s)"),
+    (["nccl", "busbw_gbps"], {"8G": float("inf")}, False, "field nccl.busbw_gbps: expected a mapping of size: GB/s"),
+    (["nccl", "busbw_gbps"], {"8G": 0}, False, "field nccl.busbw_gbps.8G: 0 is out of bounds"),
+    (["nccl", "busbw_gbps"], {"huge": 1.0}, False, "field nccl.busbw_gbps.huge: 'huge' is not a size"),
+    (["nccl", "args"], ["-b", "8", "-c", "0"], False, "field nccl.args: -b 8 -c 0 turns data checking off"),
+    (["gpu", "driver_version"], "latest", False, "field gpu.driver_version: 'latest' is not valid"),
+    (["gpu", "fatal_xids"], [], False, "field gpu.fatal_xids is not a baseline field; the fatal XID list is "
+                                       "NVIDIA's catalogue"),
+    (["gpu", "persistence_mode"], False, False, "persistence mode is always required; to skip the check set "
+                                                "opt_out.persistence_mode"),
+    (["etcd"], {"max_quota_ratio": 0.6}, False, "field etcd is not a baseline field; etcd thresholds are per cell"),
+    (["opt_out"], {"ecc": "no"}, False, "field opt_out.ecc: 'no' is too short (at least 10 characters)"),
+    (["opt_out"], {"xids": {13: "application faults are not in the list anyway"}}, False,
+     "field opt_out.xids.13 is not on the default fatal list"),
+    (["dcgm", "allowed_skip"], ["memory"], False, "field dcgm.allowed_skip: memory is also a required test"),
     (["name"], None, True, "field name is missing: expected a string"),
 ])
 def test_baseline_errors_name_file_field_and_type(keys, value, delete, message):
@@ -61,6 +89,46 @@ def test_missing_and_invalid_files(tmp_path):
     empty.write_text("")
     with pytest.raises(BaselineError, match="empty.yml: the document must be a mapping"):
         load_file(str(empty))
+
+
+def test_opt_outs_are_named_with_reasons_and_nccl_may_then_be_left_out():
+    doc = mutate(["opt_out"], {"nccl": "single-GPU inference nodes: no collective",
+                               "xids": {74: "PCIe-only nodes: no NVLink on this pool"}})
+    del doc["nccl"]
+    out = validate(doc, "pool.yml")
+    assert opt_outs(out) == [{"check": "nccl", "reason": "single-GPU inference nodes: no collective"},
+                             {"check": "xid 74", "reason": "PCIe-only nodes: no NVLink on this pool"}]
+    assert 74 not in fatal_xids(out) and 79 in fatal_xids(out)
+
+
+def test_extra_fatal_xids_are_added():
+    assert 92 in fatal_xids(validate(mutate(["gpu", "fatal_xids_extra"], [92]), "pool.yml"))
+
+
+@pytest.mark.parametrize("text,message", [
+    ("a: &a [x,x,x,x,x,x,x,x,x,x]\nb: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a,*a]\nc: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b,*b]\n"
+     "d: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c,*c]\ne: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d,*d]\n"
+     "f: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e,*e]\nname: [*f,*f,*f,*f,*f,*f,*f,*f,*f,*f]\n", "alias bomb"),
+    ("name: " + "[" * 200 + "]" * 200 + "\n", "nests deeper than 64 levels"),
+    ("name: &x [*x]\n", "recursive document"),
+])
+def test_hostile_yaml_is_refused(tmp_path, text, message):
+    path = tmp_path / "pool.yml"
+    path.write_text(text)
+    with pytest.raises(BaselineError, match=message):
+        load_file(str(path))
+
+
+def test_non_regular_files_are_refused(tmp_path):
+    import os
+    os.mkfifo(tmp_path / "fifo.yml")
+    (tmp_path / "zero.yml").symlink_to("/dev/zero")
+    (tmp_path / "loop.yml").symlink_to(tmp_path / "loop.yml")
+    (tmp_path / "dangling.yml").symlink_to(tmp_path / "gone.yml")
+    for name, message in (("fifo.yml", "is a FIFO, not a regular file"), ("zero.yml", "is a device"),
+                          ("loop.yml", "is a symlink loop"), ("dangling.yml", "baseline file not found")):
+        with pytest.raises(BaselineError, match=message):
+            load_file(str(tmp_path / name))
 
 
 @pytest.mark.parametrize("version,today,status,days", [

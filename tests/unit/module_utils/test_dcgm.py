@@ -1,13 +1,19 @@
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.dcgm import judge_diag, parse_diag
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import ParseError
-from tests.conftest import fixture_text
+from tests.conftest import fixture_text, pool_baseline
 
-POLICY = {"required_tests": ["software", "memory", "pcie"], "allowed_skip": ["nvlink"], "warnings_fail": False,
-          "expected_gpus": 8}
+POLICY = pool_baseline(dcgm={"required_tests": ["software", "memory", "pcie"], "allowed_skip": ["nvlink"],
+                             "warnings_fail": False})
+
+
+def policy(**dcgm):
+    return dict(POLICY, dcgm=dict(POLICY["dcgm"], **dcgm))
 
 
 def load(name, **kw):
@@ -30,7 +36,7 @@ def test_warning_reported_as_fail_is_a_warning_by_severity():
     assert summary["passed"]
     assert summary["warnings"] == ["gpu-a1 gpu 3 pcie: check dcgm_test: measured Warn, baseline Pass (GPU 3: PCIe "
                                    "replay counter 102 exceeded threshold 80 (monitor))"]
-    strict = judge_diag(diag, dict(POLICY, warnings_fail=True), "gpu-a1")
+    strict = judge_diag(diag, policy(warnings_fail=True), "gpu-a1")
     assert not strict["passed"]
     # with a stricter severity cut-off the same result is a failure
     assert next(r for r in load("diag-r2-warning.json", warning_max_severity=0)["results"]
@@ -47,18 +53,18 @@ def test_real_failure_names_gpu_test_and_text():
 def test_skip_allowed_or_not():
     diag = load("diag-r1-skip.json")
     assert judge_diag(diag, POLICY)["passed"]
-    summary = judge_diag(diag, dict(POLICY, allowed_skip=[]), "n")
+    summary = judge_diag(diag, policy(allowed_skip=[]), "n")
     assert not summary["passed"] and "nvlink" in summary["failures"][0]
 
 
 def test_required_test_missing():
-    summary = judge_diag(load("diag-r1-pass.json"), dict(POLICY, required_tests=["software", "targeted_stress"]), "n")
+    summary = judge_diag(load("diag-r1-pass.json"), policy(required_tests=["software", "targeted_stress"]), "n")
     assert summary["failures"] == ["n targeted_stress: check dcgm_test_present: measured False, baseline True "
-                                   "(required test missing from the report; run a higher -r level?)"]
+                                   "(required test missing from the report (or skipped); run a higher -r level?)"]
 
 
 def test_required_test_skipped_fails_even_if_allowed():
-    summary = judge_diag(load("diag-r1-skip.json"), dict(POLICY, required_tests=["nvlink"]), "n")
+    summary = judge_diag(load("diag-r1-skip.json"), policy(required_tests=["nvlink"], allowed_skip=[]), "n")
     assert not summary["passed"]
 
 
@@ -74,14 +80,47 @@ def test_dcgm3_format():
     assert diag["format"] == "dcgm3" and diag["version"] == "3.3.7" and len(diag["gpus"]) == 8
     deny = [r for r in diag["results"] if r["test"] == "Denylist"]
     assert [r["gpu"] for r in deny] == [str(i) for i in range(8)]
-    summary = judge_diag(diag, {"required_tests": ["PCIe"]}, "old-node")
+    summary = judge_diag(diag, policy(required_tests=["PCIe"], allowed_skip=[]), "old-node")
     assert summary["failures"] == ["old-node gpu 2 PCIe: check dcgm_test: measured Fail, baseline Pass (GPU 2: Error "
                                    "detected, PCIe bandwidth below threshold)"]
 
 
 def test_wrong_gpu_count():
-    summary = judge_diag(load("diag-r1-pass.json"), dict(POLICY, expected_gpus=4), "n")
-    assert summary["failures"] == ["n: check dcgm_gpu_count: measured 8, baseline 4 (GPUs DCGM diagnosed)"]
+    summary = judge_diag(load("diag-r1-pass.json"), dict(POLICY, gpu=dict(POLICY["gpu"], count=4)), "n")
+    assert summary["failures"] == [
+        "n: check dcgm_gpu_count: measured 8, baseline 4 (GPUs the report lists)",
+        "n: check dcgm_gpu_coverage: measured 8 GPU(s): 0,1,2,3,4,5,6,7, baseline 4 GPU(s), from gpu.count (GPUs "
+        "named by per-GPU results)"]
+
+
+def test_a_report_with_no_tests_fails():
+    doc = {"DCGM Diagnostic": {"test_categories": [], "entity_groups": []}}
+    summary = judge_diag(parse_diag(json.dumps(doc)), POLICY, "n")
+    assert not summary["passed"]
+    assert summary["failures"][0] == ("n: check dcgm_results: measured 0, baseline at least one test result (the "
+                                      "report holds no test results: nothing was diagnosed)")
+
+
+def test_a_report_covering_gpu_0_only_fails():
+    doc = json.loads(fixture_text("dcgm", "diag-r1-pass.json"))
+    for category in doc["DCGM Diagnostic"]["test_categories"]:
+        for test in category["tests"]:
+            test["results"] = [r for r in test["results"] if r.get("entity_id") == 0]
+    doc["DCGM Diagnostic"].pop("entity_groups", None)
+    summary = judge_diag(parse_diag(json.dumps(doc)), POLICY, "n")
+    assert summary["failures"] == ["n: check dcgm_gpu_coverage: measured 1 GPU(s): 0, baseline 8 GPU(s), from "
+                                   "gpu.count (GPUs named by per-GPU results)"]
+
+
+def test_a_report_naming_no_gpu_fails():
+    doc = json.loads(fixture_text("dcgm", "diag-r1-pass.json"))
+    for category in doc["DCGM Diagnostic"]["test_categories"]:
+        for test in category["tests"]:
+            test["results"] = [{"status": "Pass"}]
+    doc["DCGM Diagnostic"].pop("entity_groups", None)
+    failures = judge_diag(parse_diag(json.dumps(doc)), POLICY, "n")["failures"]
+    assert failures == ["n: check dcgm_gpu_coverage: measured 0 GPU(s), baseline 8 GPU(s), from gpu.count (no "
+                        "result names a GPU: the report does not say what it diagnosed)"]
 
 
 @pytest.mark.parametrize("text,message", [

@@ -166,7 +166,7 @@ def test_find_gangs_lists_each_jobset_once_with_its_nodes_and_workload():
                       "workload": "jobset-llm", "last_checkpoint": None}]
 
 
-def test_stop_checkpoints_then_stops_the_whole_gang_and_resume_reactivates_only_ours():
+def test_stop_checkpoints_then_stops_the_whole_gang_and_resume_reactivates_only_gpufleets():
     api, clock = FakeKube(), Clock()
     api.add_gang("llm", ["gpu-a1", "gpu-b1"])
     api.add_gang("other", ["gpu-b2"])
@@ -180,13 +180,35 @@ def test_stop_checkpoints_then_stops_the_whole_gang_and_resume_reactivates_only_
     assert stop["stopped"] == ["training/llm"]
     assert not [p for p in api.pods if p["metadata"]["labels"].get(kube.JOBSET_NAME_LABEL) == "llm"]  # b1 too
     assert ops.stop(gangs, "run-1", timeout=30, interval=1)["changed"] is False
-    resumed = ops.resume("run-1")
-    assert resumed["resumed"] == ["workload training/jobset-llm"]
+    wl = {w["metadata"]["name"]: w for w in api.list_custom(kube.WORKLOAD)}
+    assert wl["jobset-llm"]["metadata"]["annotations"][kube.ANN_STOPPED_NODES] == "gpu-a1"
+    resumed = ops.resume()
+    assert resumed["resumed"] == ["workload training/jobset-llm"] and resumed["held"] == []
     wl = {w["metadata"]["name"]: w for w in api.list_custom(kube.WORKLOAD)}
     assert wl["jobset-llm"]["spec"]["active"] is True and kube.ANN_STOPPED_BY not in wl["jobset-llm"]["metadata"][
         "annotations"]
-    assert wl["jobset-other"]["spec"]["active"] is False  # not stopped by this run: left alone
-    assert ops.resume("run-1")["changed"] is False
+    assert wl["jobset-other"]["spec"]["active"] is False  # not stopped by gpufleet: left alone
+    assert ops.resume()["changed"] is False
+
+
+def test_a_gang_stopped_by_any_gpufleet_run_resumes_once_its_nodes_are_back_in_service():
+    api, clock = FakeKube(), Clock()
+    api.nodes["gpu-a1"] = node("gpu-a1", unschedulable=True, annotations={
+        kube.ANN_UNSCHED_BEFORE: "false", kube.ANN_PHASE: "failed", kube.ANN_REASON: "gpu_health: 7 of 8 GPUs"})
+    api.add_gang("llm", ["gpu-a1"])
+    ops = Gangs(api, clock=clock, sleep=clock.sleep)
+    # stopped by another run (a maintenance run, or the target spelled another way): any gpufleet stop counts
+    ops.stop(ops.discover(["gpu-a1"]), "gpufleet-maintenance-gpu-a1", timeout=30, interval=1)
+    held = ops.resume()
+    assert held["resumed"] == [] and held["held"][0]["gang"] == "workload training/jobset-llm"
+    assert held["held"][0]["message"] == ("workload training/jobset-llm stays stopped: gpu-a1 held cordoned by "
+                                          "gpufleet (phase failed: gpu_health: 7 of 8 GPUs)")
+    assert api.list_custom(kube.WORKLOAD)[0]["spec"]["active"] is False
+    api.nodes["gpu-a1"] = node("gpu-a1", ready=False)
+    assert ops.resume()["held"][0]["nodes"] == {"gpu-a1": "not Ready"}
+    api.nodes["gpu-a1"] = node("gpu-a1")  # repaired, uncordoned, Ready
+    assert ops.resume()["resumed"] == ["workload training/jobset-llm"]
+    assert api.list_custom(kube.WORKLOAD)[0]["spec"]["active"] is True
 
 
 def test_a_gang_that_never_confirms_is_not_stopped():
@@ -209,5 +231,5 @@ def test_a_jobset_without_a_workload_is_suspended():
     api.pods.clear()  # the JobSet controller deletes the pods of a suspended JobSet
     assert ops.stop(gangs, "run-1", timeout=5, interval=1)["stopped"] == ["training/solo"]
     assert api.list_custom(kube.JOBSET)[0]["spec"]["suspend"] is True
-    assert ops.resume("run-1")["resumed"] == ["jobset training/solo"]
+    assert ops.resume()["resumed"] == ["jobset training/solo"]
     assert api.list_custom(kube.JOBSET)[0]["spec"]["suspend"] is False

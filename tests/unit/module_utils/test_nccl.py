@@ -1,13 +1,15 @@
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import InputError, ParseError
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.nccl import (
     busbw_by_size, judge_runs, parse_output, parse_size)
-from tests.conftest import fixture_text
+from tests.conftest import fixture_text, pool_baseline
 
-BASELINE = {"busbw_gbps": {"1G": 450.0, "8G": 470.0}, "tolerance_pct": 10, "min_runs": 3}
+BASELINE = pool_baseline(nccl={"busbw_gbps": {"1G": 450.0, "8G": 470.0}, "tolerance_pct": 10, "min_runs": 3})
 G = 1024 ** 3
 
 
@@ -102,4 +104,50 @@ def test_parse_size(value, expected):
 
 def test_parse_size_error_names_field():
     with pytest.raises(InputError, match="baseline.nccl.busbw_gbps key: 'lots'"):
-        judge_runs([run("allreduce-8gpu-run1.txt")], {"busbw_gbps": {"lots": 1.0}})
+        judge_runs([run("allreduce-8gpu-run1.txt")], dict(BASELINE, nccl=dict(BASELINE["nccl"],
+                                                                               busbw_gbps={"lots": 1.0})))
+
+
+@pytest.mark.parametrize("value", ["inf", "1e309", "nan"])
+def test_a_bus_bandwidth_that_is_not_a_measurement_fails(value):
+    text = fixture_text("nccl", "allreduce-8gpu-run1.txt")
+    bad = parse_output(text.replace("480.00", value).replace("475.20", value))
+    summary = judge_runs([bad] * 3, BASELINE, "n")
+    assert not summary["passed"]
+    assert "n size 8G: check nccl_busbw: measured not measured in 3 of 3 run(s)" in summary["failures"][0]
+
+
+def test_wrong_column_na_without_data_checking_fails():
+    # all_reduce_perf -c 0 prints N/A in #wrong: unmeasured, not zero
+    lines = []
+    for line in fixture_text("nccl", "allreduce-8gpu-run1.txt").splitlines():
+        if line.strip()[:1].isdigit():
+            cells = line.split()
+            cells[8] = cells[12] = "N/A"
+            line = "  ".join(cells)
+        lines.append(line)
+    parsed = parse_output("\n".join(lines))
+    assert all(r["wrong"] is None for r in parsed["rows"])
+    summary = judge_runs([parsed] * 3, BASELINE, "n")
+    assert not summary["passed"]
+    assert summary["failures"][0].startswith("n run 1: check nccl_wrong_elements: measured not measured (#wrong N/A "
+                                             "in 31 row(s))")
+
+
+def test_json_without_nwrong_or_out_of_bounds_fails():
+    doc = json.loads(fixture_text("nccl", "allreduce-8gpu.json"))
+    for res in doc["results"]:
+        for half in ("out_of_place", "in_place"):
+            res[half].pop("nwrong", None)
+    doc.pop("out_of_bounds", None)
+    summary = judge_runs([parse_output(json.dumps(doc))] * 3, BASELINE, "n")
+    assert not summary["passed"]
+    assert any("nccl_wrong_elements: measured not measured" in f for f in summary["failures"])
+    assert any("nccl_out_of_bounds: measured not reported" in f for f in summary["failures"])
+
+
+def test_opt_out_judges_nothing_and_says_why():
+    opted = pool_baseline(opt_out={"nccl": "single-GPU nodes: there is no collective to measure"})
+    summary = judge_runs([], opted, "n")
+    assert summary["passed"] and summary["opt_outs"] == [
+        "n: nccl_busbw opted out: single-GPU nodes: there is no collective to measure"]

@@ -6,10 +6,10 @@ import pytest
 
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import InputError, ParseError
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.node_gate import judge_node, node_facts
-from tests.conftest import fixture_text
+from tests.conftest import fixture_text, pool_baseline
 
-POLICY = {"allocatable_gpus": 8, "kubelet_config": {"topologyManagerPolicy": "single-numa-node",
-                                                    "cpuManagerPolicy": "static", "memoryManagerPolicy": "Static"}}
+POLICY = pool_baseline()  # kubelet_config: topologyManagerPolicy, cpuManagerPolicy, memoryManagerPolicy
+NO_CONFIG = pool_baseline(node={"kubelet_config": {}})
 
 
 def node(name):
@@ -25,11 +25,12 @@ def test_ready_node_passes():
 def test_degraded_node_names_every_failure():
     configz = json.loads(fixture_text("k8s", "configz-gpu-a1.json"))
     configz["kubeletconfig"]["topologyManagerPolicy"] = "none"
-    summary = judge_node(node("node-gpu-a1-degraded.json"), configz, "v1.34.2", dict(POLICY, require_schedulable=True))
+    summary = judge_node(node("node-gpu-a1-degraded.json"), configz, "v1.34.2", POLICY, require_schedulable=True)
     assert summary["failures"] == [
         "gpu-a1: check node_ready: measured False, baseline True",
         "gpu-a1: check kubelet_version: measured v1.33.5, baseline v1.34.2",
-        "gpu-a1: check allocatable_gpus: measured 7, baseline 8 (nvidia.com/gpu allocatable)",
+        "gpu-a1: check allocatable_gpus: measured 7, baseline 8 (nvidia.com/gpu allocatable (a node Ready with fewer "
+        "GPUs than expected is worse than a failed node))",
         "gpu-a1 topologyManagerPolicy: check kubelet_config: measured none, baseline single-numa-node",
         "gpu-a1: check schedulable: measured False, baseline True",
     ]
@@ -54,4 +55,21 @@ def test_bad_inputs():
 def test_missing_ready_condition_is_not_ready():
     n = node("node-gpu-a1-ready.json")
     n["status"]["conditions"] = []
-    assert judge_node(n, None, None, {})["failures"] == ["gpu-a1: check node_ready: measured None, baseline True"]
+    assert judge_node(n, None, None, NO_CONFIG)["failures"] == [
+        "gpu-a1: check node_ready: measured unknown, baseline True"]
+
+
+def test_allocatable_is_always_judged_against_the_gpu_count():
+    # a baseline without a node section still checks allocatable nvidia.com/gpu = gpu.count
+    n = node("node-gpu-a1-ready.json")
+    n["status"]["allocatable"].pop("nvidia.com/gpu")
+    failures = judge_node(n, None, None, NO_CONFIG)["failures"]
+    assert failures[0].startswith("gpu-a1: check allocatable_gpus: measured not reported, baseline 8")
+    four = pool_baseline(node={"kubelet_config": {}}, gpu={"count": 4})
+    assert judge_node(node("node-gpu-a1-ready.json"), None, None, four)["failures"][0].startswith(
+        "gpu-a1: check allocatable_gpus: measured 8, baseline 4")
+
+
+def test_no_node_object_is_a_clear_error():
+    with pytest.raises(InputError, match="does the Node exist"):
+        judge_node({}, None, None, NO_CONFIG)

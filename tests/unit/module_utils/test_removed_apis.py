@@ -49,9 +49,35 @@ def test_manifest_directory():
     assert not summary["passed"] and len(summary["blocking"]) == 2
 
 
-def test_broken_yaml_names_the_file():
-    with pytest.raises(ParseError, match=r"broken.yaml: not valid YAML"):
-        scan_paths([str(FIXTURES / "manifests" / "broken.yaml")], V134)
+def test_broken_yaml_is_a_blocking_finding_naming_the_file_and_the_scan_goes_on(tmp_path):
+    good = tmp_path / "Deploy.YAML"  # extensions match in any case
+    good.write_text("apiVersion: extensions/v1beta1\nkind: Deployment\nmetadata: {name: old}\n")
+    (tmp_path / "broken.yaml").write_text((FIXTURES / "manifests" / "broken.yaml").read_text())
+    findings, scanned = scan_paths([str(tmp_path)], V134)
+    assert len(scanned) == 2
+    broken = next(f for f in findings if f.get("unreadable"))
+    assert broken["blocks_target"] and "broken.yaml could not be scanned for removed APIs" in broken["message"]
+    assert "not valid YAML" in broken["message"]
+    assert any(f["object"] == "Deployment old" for f in findings)
+
+
+def test_hostile_manifest_files_are_refused_by_name(tmp_path):
+    import os
+    os.mkfifo(tmp_path / "pipe.yaml")
+    (tmp_path / "zero.yaml").symlink_to("/dev/zero")
+    (tmp_path / "dangling.yaml").symlink_to(tmp_path / "nothing")
+    (tmp_path / "loop.yaml").symlink_to(tmp_path / "loop.yaml")
+    bomb = "a: &a [x,x,x,x,x,x,x,x,x,x]\n" + "".join(
+        "%s: &%s [%s]\n" % (chr(98 + i), chr(98 + i), ",".join(["*" + chr(97 + i)] * 10)) for i in range(7))
+    (tmp_path / "bomb.yaml").write_text(bomb)
+    findings, scanned = scan_paths([str(tmp_path)], V134)
+    messages = sorted(f["message"] for f in findings)
+    assert len(scanned) == 5 and all(f["blocks_target"] for f in findings)
+    assert any("pipe.yaml is a FIFO, not a regular file" in m for m in messages)
+    assert any("zero.yaml is a device" in m for m in messages)
+    assert any("dangling.yaml does not exist" in m for m in messages)
+    assert any("loop.yaml is a symlink loop" in m for m in messages)
+    assert any("alias bomb" in m for m in messages)
 
 
 def test_missing_path():

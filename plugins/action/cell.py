@@ -1,0 +1,57 @@
+# Copyright: gpufleet contributors
+# Apache License 2.0
+"""Action plugin for gpufleet.upgrade.cell: runs on the controller, reads the inventory (groups, host variables,
+cell variables) and the pool baselines, and returns the checked cell (module_utils/cell.py does the work)."""
+from __future__ import annotations
+
+import os
+
+from ansible.plugins.action import ActionBase
+
+from ansible_collections.gpufleet.upgrade.plugins.module_utils import cell as cell_utils
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.baseline import load_file
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import GpufleetError, InputError
+
+CELL_VARS = ("gpufleet_cluster_name", "gpufleet_target_version", "gpufleet_wave_caps", "gpufleet_pool_policies",
+             "gpufleet_allow_multi_hop", "gpufleet_allow_unsupported_target", "gpufleet_observed_kubectl",
+             "ansible_limit") + tuple(v[0] for v in cell_utils.BREAK_GLASS.values())
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    _VALID_ARGS = frozenset(("allow_limit", "baseline_dir"))
+
+    def _value(self, task_vars, name):
+        if name not in task_vars:
+            return None
+        return self._templar.template(task_vars[name])
+
+    def run(self, tmp=None, task_vars=None):
+        result = super().run(tmp, task_vars)
+        task_vars = task_vars or {}
+        args = self._task.args
+        try:
+            groups = {g: list(task_vars.get("groups", {}).get(g) or []) for g in cell_utils.GROUPS}
+            hostvars = task_vars.get("hostvars", {})
+            wanted = cell_utils.HOST_VARS + tuple(cell_utils.STALE_SWITCHES)
+            host_vars = {}
+            for host in sorted(set(groups["kube_control_plane"]) | set(groups["gpu_nodes"])):
+                hv = hostvars[host]
+                host_vars[host] = {k: hv[k] for k in wanted if k in hv}
+            cell_vars = {k: self._value(task_vars, k) for k in CELL_VARS}
+            baseline_dir = args.get("baseline_dir") or self._value(task_vars, "gpufleet_baseline_dir")
+            pools = cell_utils.pools_of(groups, host_vars)
+            if pools and not baseline_dir:
+                raise InputError("gpufleet_baseline_dir: required, the directory with one <pool>.yml baseline per "
+                                 "GPU pool (%s). Nothing was changed." % ", ".join(pools))
+            baselines = {p: load_file(os.path.join(str(baseline_dir), "%s.yml" % p)) for p in pools}
+            cell = cell_utils.build(groups, host_vars, cell_vars, baselines,
+                                    allow_limit=bool(args.get("allow_limit", False)))
+        except GpufleetError as exc:
+            result.update(failed=True, msg=exc.msg, error_type=type(exc).__name__)
+            return result
+        result.update(changed=False, cell=cell.as_dict(), msg=cell.summary)
+        for used in cell.break_glass_used:
+            self._display.warning("BREAK GLASS confirmed for %s: %s (%s)" % (cell.name, used["action"],
+                                                                            used["effect"]))
+        return result

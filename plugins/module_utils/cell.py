@@ -1,0 +1,316 @@
+# Copyright: gpufleet contributors
+# Apache License 2.0
+"""The cell: every input of an upgrade, read from the inventory once, checked, and handed to the playbooks as data.
+
+:func:`build` takes the inventory groups, the per-host variables, the cell-wide variables and the pool baselines
+(already loaded, so this stays pure) and returns one typed :class:`Cell`: the target parsed once (the canonical
+``vX.Y.Z`` that the ledger, the annotations, the run id and the records carry), the planner's node list (GPU type
+and count from the pool baseline), the waves, the pool policies and caps, the observed versions an offline plan
+gives, and which break-glass switches this run confirmed. Every inventory check lives here, so that the plan, the
+preflight and the waves cannot disagree. Bad input raises :class:`InputError` naming the host or variable and the
+fix, before anything on a cluster is touched.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Dict, List, Mapping, Optional, Sequence
+
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import GpufleetError, InputError
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.planner import (
+    CONTROL_PLANE, WORKER, parse_caps, parse_nodes, plan_waves)
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.versions import (
+    parse_pool_policies, parse_release, parse_version)
+
+GROUPS = ("kube_control_plane", "etcd", "gpu_nodes")
+CONTROL_PLANE_POOL = "control-plane"
+# Per-host variables the cell reads, and the ones it refuses because something else holds that fact now.
+HOST_VARS = ("gpufleet_pool", "gpufleet_failure_domain", "gpufleet_ring", "gpufleet_dr_pair", "gpufleet_canary",
+             "gpufleet_unschedulable_before", "gpufleet_observed_control_plane", "gpufleet_observed_kubelet",
+             "gpufleet_gpus", "gpufleet_role")
+MOVED_HOST_VARS = {
+    "gpufleet_gpus": "the GPU count comes from the pool baseline (gpu.count); remove gpufleet_gpus",
+    "gpufleet_role": "membership in kube_control_plane or gpu_nodes decides the role; remove gpufleet_role",
+}
+# Break glass: (cell variable, action words). Each needs the exact phrase "<action> on <cell> for <target>".
+BREAK_GLASS = {
+    "disable_eviction": ("gpufleet_break_glass_disable_eviction", "disable eviction",
+                         "delete pods without the eviction API, bypassing PodDisruptionBudgets"),
+    "force_drain": ("gpufleet_break_glass_force_drain", "force drain",
+                    "also delete unmanaged pods and gang ranks one by one"),
+    "skip_checkpoint": ("gpufleet_break_glass_skip_checkpoint", "skip checkpoint",
+                        "stop training gangs without a confirmed checkpoint"),
+    "skip_nccl": ("gpufleet_break_glass_skip_nccl", "skip nccl",
+                  "return nodes to service without the NCCL bandwidth gate"),
+}
+# Role variables that used to switch these on; found in the inventory they are refused (they would sit there).
+STALE_SWITCHES = {
+    "drain_break_glass_disable_eviction": "disable_eviction",
+    "drain_break_glass_force": "force_drain",
+    "drain_break_glass_skip_checkpoint": "skip_checkpoint",
+    "gpu_validate_nccl": "skip_nccl",
+}
+
+
+@dataclass
+class Cell:
+    name: str
+    target: str
+    target_minor: str
+    run_id: str
+    control_plane: List[str]
+    etcd: List[str]
+    gpu_nodes: List[str]
+    first_control_plane: str
+    nodes: List[Dict[str, Any]]
+    pools: Dict[str, Dict[str, Any]]
+    pool_policies: Dict[str, Dict[str, Any]]
+    host_pool: Dict[str, str]
+    caps: Dict[str, Any]
+    waves: List[Dict[str, Any]]
+    gpu_waves: List[Dict[str, Any]]
+    canaries: List[str]
+    keep_cordoned: List[str]
+    summary: str
+    allow_multi_hop: bool
+    allow_unsupported_target: bool
+    break_glass: Dict[str, bool]
+    break_glass_used: List[Dict[str, str]] = field(default_factory=list)
+    observed: Dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> Dict[str, Any]:
+        return asdict(self)
+
+
+def run_id(cell: str, target: str) -> str:
+    """The run id: the cell and the canonical target, so every spelling of the target gives the same one."""
+    return "gpufleet-%s-%s" % (cell, str(parse_release(target)))
+
+
+def _str(value: Any, where: str, required: bool = True) -> str:
+    if value is None or value == "":
+        if required:
+            raise InputError("%s: required" % where)
+        return ""
+    if not isinstance(value, str):
+        raise InputError("%s: expected a string, got %s %r" % (where, type(value).__name__, value))
+    return value
+
+
+def _bool(value: Any, where: str) -> bool:
+    if value is None:
+        return False
+    if not isinstance(value, bool):
+        raise InputError("%s: expected true or false, got %r" % (where, value))
+    return value
+
+
+def _groups(groups: Mapping[str, Sequence[str]]) -> Dict[str, List[str]]:
+    missing = [g for g in GROUPS if not groups.get(g)]
+    if missing:
+        raise InputError("the inventory needs the groups kube_control_plane, etcd and gpu_nodes, each with a host "
+                         "(missing or empty: %s; found: %s). See inventories/example/hosts.yml. Nothing was changed."
+                         % (", ".join(missing), ", ".join(sorted(g for g in groups if g not in ("all", "ungrouped")))
+                            or "none"))
+    out = {g: list(groups[g]) for g in GROUPS}
+    both = sorted(set(out["kube_control_plane"]) & set(out["gpu_nodes"]))
+    if both:
+        raise InputError("%s: in both kube_control_plane and gpu_nodes; a host is a control-plane host or a GPU node "
+                         "(gpufleet upgrades them in different stages). Nothing was changed." % ", ".join(both))
+    return out
+
+
+def _break_glass(cell_vars: Mapping[str, Any], host_vars: Mapping[str, Mapping[str, Any]], name: str,
+                 target: str) -> Dict[str, Any]:
+    switches: Dict[str, bool] = {}
+    used: List[Dict[str, str]] = []
+    for host, hv in sorted(host_vars.items()):
+        for var, key in STALE_SWITCHES.items():
+            if var in hv and hv[var] is not None and not (var == "gpu_validate_nccl" and hv[var] is True):
+                variable, words, _ = BREAK_GLASS[key]
+                raise InputError("%s sets %s in the inventory: break glass is confirmed per run, naming the cell and "
+                                 "the action - remove it and pass -e '%s=%s on %s for %s' for the one run that needs "
+                                 "it. Nothing was changed." % (host, var, variable, words, name, target))
+    for key, (variable, words, what) in BREAK_GLASS.items():
+        given = cell_vars.get(variable)
+        phrase = "%s on %s for %s" % (words, name, target)
+        if given in (None, "", False):
+            switches[key] = False
+            continue
+        if given != phrase:
+            raise InputError("%s=%r: break glass (%s) needs the exact confirmation %r for this cell and target. "
+                             "Nothing was changed." % (variable, given if isinstance(given, (str, bool, int)) else
+                                                       type(given).__name__, what, phrase))
+        switches[key] = True
+        used.append({"action": key, "variable": variable, "confirmation": phrase, "effect": what})
+    return {"switches": switches, "used": used}
+
+
+def _observed(cell_vars: Mapping[str, Any], host_vars: Mapping[str, Mapping[str, Any]], cp: List[str],
+              gpu: List[str]) -> Dict[str, Any]:
+    """Observed versions written in the inventory (an offline plan); empty when the inventory gives none."""
+    apiservers = {h: host_vars[h].get("gpufleet_observed_control_plane") for h in cp}
+    kubelets = {h: host_vars[h].get("gpufleet_observed_kubelet") for h in cp + gpu}
+    kubectl = cell_vars.get("gpufleet_observed_kubectl")
+    given = [v for v in list(apiservers.values()) + list(kubelets.values()) + [kubectl] if v]
+    if not given:
+        return {}
+    missing = sorted([h for h, v in apiservers.items() if not v]) + sorted([h for h, v in kubelets.items() if not v])
+    if missing:
+        raise InputError("observed versions are partial: %s lack gpufleet_observed_control_plane / "
+                         "gpufleet_observed_kubelet. Give them for every host (an offline plan) or for none (the "
+                         "preflight reads them from the cluster)." % ", ".join(missing))
+    for where, value in list(apiservers.items()) + list(kubelets.items()):
+        parse_version(value, "%s observed version" % where)
+    out: Dict[str, Any] = {"apiservers": apiservers, "kubelets": kubelets}
+    if kubectl:
+        out["kubectl"] = str(parse_version(kubectl, "gpufleet_observed_kubectl"))
+    return out
+
+
+def components(cell: Mapping[str, Any], observed: Mapping[str, Any]) -> List[Dict[str, Any]]:
+    """The version-skew components of the cell: each control-plane host's apiserver, controller manager and
+    scheduler (the apiserver's version: kubeadm moves them together), every host's kubelet with its pool, and
+    kubectl when known. ``observed``: ``{apiservers: {host: v}, kubelets: {node: v}, kubectl?: v}``."""
+    apiservers, kubelets = observed.get("apiservers") or {}, observed.get("kubelets") or {}
+    if not isinstance(apiservers, Mapping) or not isinstance(kubelets, Mapping):
+        raise InputError("observed: expected {apiservers: {host: version}, kubelets: {node: version}}")
+    missing = [h for h in cell["control_plane"] if not apiservers.get(h)]
+    if missing:
+        raise InputError("observed.apiservers: no version for %s; every control-plane host's apiserver must be read"
+                         % ", ".join(missing))
+    out: List[Dict[str, Any]] = []
+    for host in cell["control_plane"]:
+        for component in ("kube-apiserver", "kube-controller-manager", "kube-scheduler"):
+            out.append({"component": component, "node": host, "version": str(apiservers[host])})
+    for host in cell["control_plane"] + cell["gpu_nodes"]:
+        if kubelets.get(host):
+            out.append({"component": "kubelet", "node": host, "pool": cell["host_pool"][host],
+                        "version": str(kubelets[host])})
+    if observed.get("kubectl"):
+        out.append({"component": "kubectl", "node": "", "version": str(observed["kubectl"])})
+    return out
+
+
+def build(groups: Mapping[str, Sequence[str]], host_vars: Mapping[str, Mapping[str, Any]],
+          cell_vars: Mapping[str, Any], baselines: Mapping[str, Mapping[str, Any]],
+          allow_limit: bool = False) -> Cell:
+    """Build and check the cell. ``host_vars``: per host, the variables of :data:`HOST_VARS` (and any stale switch)
+    that are set; ``cell_vars``: the cell-wide variables; ``baselines``: validated baseline per pool (see
+    :func:`pools_of` for the pools to load)."""
+    limit = cell_vars.get("ansible_limit")
+    if limit and not allow_limit:
+        raise InputError("--limit %s: the upgrade plays plan whole failure domains and check every earlier wave "
+                         "before the next starts, so they run on the whole cell. Run without --limit (finished "
+                         "nodes are skipped); for one node use playbooks/maintenance.yml, to look without changing "
+                         "anything use playbooks/plan.yml. Nothing was changed." % limit)
+    grouped = _groups(groups)
+    cp, gpu = grouped["kube_control_plane"], grouped["gpu_nodes"]
+    name = _str(cell_vars.get("gpufleet_cluster_name"), "gpufleet_cluster_name (the cell's name, used in the run id, "
+                                                        "the records and break-glass confirmations)")
+    if not name.replace("-", "").replace("_", "").replace(".", "").isalnum() or len(name) > 63:
+        raise InputError("gpufleet_cluster_name=%r: use letters, digits, '-', '_' and '.' (at most 63)" % name)
+    raw_target = cell_vars.get("gpufleet_target_version")
+    if raw_target in (None, ""):
+        raise InputError("gpufleet_target_version: required, the release to reach such as v1.36.3 (-e "
+                         "gpufleet_target_version=v1.36.3). Nothing was changed.")
+    try:
+        target = parse_release(raw_target, "gpufleet_target_version")
+    except InputError as exc:
+        raise InputError("%s. Nothing was changed." % exc.msg)
+    canonical = str(target)
+    for host in sorted(host_vars):
+        for var, why in MOVED_HOST_VARS.items():
+            if host_vars[host].get(var) is not None:
+                raise InputError("%s: %s is not read: %s. Nothing was changed." % (host, var, why))
+    host_pool: Dict[str, str] = {}
+    raw_nodes: List[Dict[str, Any]] = []
+    for host in cp:
+        hv = host_vars.get(host) or {}
+        pool = hv.get("gpufleet_pool") or CONTROL_PLANE_POOL
+        if pool != CONTROL_PLANE_POOL:
+            raise InputError("%s: a control-plane host is in the pool %r, not %r; remove its gpufleet_pool" % (
+                host, pool, CONTROL_PLANE_POOL))
+        host_pool[host] = CONTROL_PLANE_POOL
+        raw_nodes.append({"name": host, "pool": CONTROL_PLANE_POOL, "role": CONTROL_PLANE, "gpus": 0,
+                          "failure_domain": _str(hv.get("gpufleet_failure_domain"), "%s: gpufleet_failure_domain"
+                                                 % host, required=False) or CONTROL_PLANE_POOL})
+    for host in gpu:
+        hv = host_vars.get(host) or {}
+        pool = _str(hv.get("gpufleet_pool"), "%s: gpufleet_pool (the node pool, one baseline per pool) - set it in "
+                    "the inventory. Nothing was changed" % host)
+        domain = _str(hv.get("gpufleet_failure_domain"), "%s: gpufleet_failure_domain (rack set or rail group) - set "
+                      "it in the inventory. Nothing was changed" % host)
+        if pool == CONTROL_PLANE_POOL:
+            raise InputError("%s: a GPU node cannot be in the pool %r" % (host, CONTROL_PLANE_POOL))
+        baseline = baselines.get(pool)
+        if baseline is None:
+            raise InputError("%s: no baseline for its pool %r; create %s.yml in gpufleet_baseline_dir" % (
+                host, pool, pool))
+        if baseline["name"] != pool:
+            raise InputError("the baseline of pool %r is named %r; a baseline file holds the pool of the same name" % (
+                pool, baseline["name"]))
+        host_pool[host] = pool
+        raw_nodes.append({"name": host, "pool": pool, "role": WORKER, "failure_domain": domain,
+                          "gpus": int(baseline["gpu"]["count"]), "gpu_type": baseline["gpu"]["product"],
+                          "ring": hv.get("gpufleet_ring", 0) if hv.get("gpufleet_ring") is not None else 0,
+                          "dr_pair": _str(hv.get("gpufleet_dr_pair"), "%s: gpufleet_dr_pair" % host, required=False),
+                          "canary": _bool(hv.get("gpufleet_canary"), "%s: gpufleet_canary" % host),
+                          "unschedulable_before": _bool(hv.get("gpufleet_unschedulable_before"),
+                                                        "%s: gpufleet_unschedulable_before" % host)})
+    try:
+        nodes = parse_nodes(raw_nodes)
+        caps = parse_caps(cell_vars.get("gpufleet_wave_caps"))
+        policies = parse_pool_policies(cell_vars.get("gpufleet_pool_policies"))
+        plan = plan_waves(nodes, caps)
+    except GpufleetError as exc:
+        raise InputError("%s. Nothing was changed." % exc.msg, **exc.details)
+    unknown = sorted(set(policies) - set(host_pool.values()))
+    if unknown:
+        raise InputError("gpufleet_pool_policies names pool(s) %s that no host is in (pools: %s)" % (
+            ", ".join(unknown), ", ".join(sorted(set(host_pool.values())))))
+    pools: Dict[str, Dict[str, Any]] = {}
+    for pool in sorted(set(host_pool.values()) - {CONTROL_PLANE_POOL}):
+        pools[pool] = {"baseline": dict(baselines[pool]),
+                       "skip_level": policies[pool].skip_level if pool in policies else True,
+                       "nodes": [h for h in gpu if host_pool[h] == pool]}
+    gpu_waves = []
+    for wave in plan["waves"]:
+        if wave["kind"] == "control-plane":
+            continue
+        index = len(gpu_waves) + 1
+        gpu_waves.append(dict(wave, index=index, label="%d (%s: %s)" % (
+            index, wave["kind"], ",".join(wave["failure_domains"]))))
+    glass = _break_glass(cell_vars, host_vars, name, canonical)
+    return Cell(
+        name=name, target=canonical, target_minor=target.minor_str, run_id=run_id(name, canonical),
+        control_plane=cp, etcd=grouped["etcd"], gpu_nodes=gpu, first_control_plane=cp[0],
+        nodes=[asdict(n) for n in nodes], pools=pools,
+        pool_policies={p: {"skip_level": v.skip_level} for p, v in sorted(policies.items())},
+        host_pool=host_pool, caps=asdict(caps), waves=plan["waves"], gpu_waves=gpu_waves,
+        canaries=plan["canaries"], keep_cordoned=plan["keep_cordoned"], summary=plan["summary"],
+        allow_multi_hop=_bool(cell_vars.get("gpufleet_allow_multi_hop"), "gpufleet_allow_multi_hop"),
+        allow_unsupported_target=_bool(cell_vars.get("gpufleet_allow_unsupported_target"),
+                                       "gpufleet_allow_unsupported_target"),
+        break_glass=glass["switches"], break_glass_used=glass["used"],
+        observed=_observed(cell_vars, host_vars, cp, gpu))
+
+
+def pools_of(groups: Mapping[str, Sequence[str]], host_vars: Mapping[str, Mapping[str, Any]]) -> List[str]:
+    """The pools whose baselines :func:`build` needs (GPU nodes' ``gpufleet_pool``), to load them first."""
+    return sorted({str(host_vars.get(h, {}).get("gpufleet_pool")) for h in groups.get("gpu_nodes") or []
+                   if isinstance(host_vars.get(h, {}).get("gpufleet_pool"), str)
+                   and host_vars[h]["gpufleet_pool"]})
+
+
+def earlier_nodes(cell: Mapping[str, Any], wave_index: Optional[int] = None, host: Optional[str] = None) -> List[str]:
+    """Nodes that must be finished before a wave starts: every control-plane host, and the GPU nodes of every
+    earlier wave; or, for a control-plane ``host``, the control-plane hosts before it."""
+    if host is not None:
+        order = list(cell["control_plane"])
+        return order[:order.index(host)] if host in order else order
+    out = list(cell["control_plane"])
+    for wave in cell["gpu_waves"]:
+        if wave_index is not None and wave["index"] >= wave_index:
+            break
+        out.extend(wave["nodes"])
+    return out
