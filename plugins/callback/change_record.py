@@ -14,6 +14,11 @@ description:
   - Plays describe themselves with variables - C(gpufleet_objective), C(gpufleet_target_version), C(gpufleet_wave)
     (a wave name or number), C(gpufleet_canary) (true for canary waves) and C(gpufleet_rollback_triggers) (a list).
   - Results of tasks with C(no_log) are recorded as censored; their values never reach the record.
+  - Break glass has its own section - each confirmed switch (M(gpufleet.upgrade.cell)) and each use of one by a
+    role (a fact named C(*_break_glass_record), e.g. C(drain_break_glass_record) - drain without eviction, forced
+    drain, gangs stopped without a checkpoint, a skipped NCCL gate, an etcd restore) with who, when, which nodes.
+    So do the baselines' opt-outs and the training gangs resumed or left stopped.
+  - The records are written owner-only (0600, in a 0700 directory).
 requirements:
   - enable it in ansible.cfg (C(callbacks_enabled = gpufleet.upgrade.change_record)) or with
     C(ANSIBLE_CALLBACKS_ENABLED)
@@ -68,7 +73,9 @@ class CallbackModule(CallbackBase):
     def v2_playbook_on_start(self, playbook):
         self.record = {"playbook": os.path.basename(playbook._file_name), "started": _now().isoformat(),
                        "operator": getpass.getuser(), "objective": "", "target_version": "", "version_diff": {},
-                       "canary_scope": [], "plays": [], "gates": [], "failures": [], "rollback_triggers": []}
+                       "canary_scope": [], "plays": [], "gates": [], "failures": [], "rollback_triggers": [],
+                       "cell": "", "run_id": "", "break_glass": [], "opt_outs": [], "gangs": {"resumed": [],
+                                                                                               "stay_stopped": []}}
         self._started = time.time()
 
     def v2_playbook_on_play_start(self, play):
@@ -127,7 +134,14 @@ class CallbackModule(CallbackBase):
             entry["changed"] += 1
         censored = bool(res.get("_ansible_no_log"))
         action = result._task.action or ""
+        if not censored:
+            self._record_break_glass(host, result._task.get_name(), action, res)
         if not censored and action.startswith("gpufleet.upgrade."):
+            self._record_cell_and_gangs(host, action, res)
+            for line in res.get("opt_outs") or []:
+                entry = {"host": host, "opt_out": str(line)}
+                if entry not in self.record["opt_outs"]:
+                    self.record["opt_outs"].append(entry)
             for check in res.get("checks") or []:
                 self.record["gates"].append({"host": host, "task": result._task.get_name(), "wave": wave,
                                              "check": check.get("name"),
@@ -151,6 +165,46 @@ class CallbackModule(CallbackBase):
                                             "ignored": bool(getattr(result, "_task_fields", {}).get(
                                                 "ignore_errors"))})
 
+    def _record_break_glass(self, host, task, action, res):
+        """A confirmed break-glass switch (the cell's result) or a role's use of one (a set_fact of
+        gpufleet_break_glass_record): who, what, when, which nodes."""
+        now = _now().isoformat()
+        cell = res.get("cell") if action.endswith("gpufleet.upgrade.cell") and isinstance(res.get("cell"), dict) else {}
+        for used in cell.get("break_glass_used") or []:
+            entry = {"time": now, "operator": self.record["operator"], "event": "confirmed",
+                     "action": used.get("action"), "confirmation": used.get("confirmation"),
+                     "effect": used.get("effect"), "nodes": [], "task": task}
+            if not any(e["event"] == "confirmed" and e["action"] == entry["action"]
+                       for e in self.record["break_glass"]):
+                self.record["break_glass"].append(entry)
+        facts = res.get("ansible_facts") if isinstance(res.get("ansible_facts"), dict) else {}
+        for name, used in sorted(facts.items()):
+            if name.endswith("_break_glass_record") and isinstance(used, dict):
+                self.record["break_glass"].append({
+                    "time": now, "operator": self.record["operator"], "event": "used", "host": host, "task": task,
+                    "action": ", ".join(str(a) for a in used.get("actions") or []),
+                    "stage": str(used.get("stage", "")), "nodes": [str(n) for n in used.get("nodes") or []],
+                    "detail": str(used.get("detail", ""))})
+
+    def _record_cell_and_gangs(self, host, action, res):
+        cell = res.get("cell") if isinstance(res.get("cell"), dict) else None
+        if action.endswith(".cell") and cell:
+            # the canonical target, whatever spelling the run was given
+            self.record["target_version"] = str(cell.get("target", self.record["target_version"]))
+            self.record["cell"] = str(cell.get("name", ""))
+            self.record["run_id"] = str(cell.get("run_id", ""))
+        if action.endswith(".gang") and "held" in res:
+            gangs = self.record["gangs"]
+            stays = {e["gang"]: e["why"] for e in gangs["stay_stopped"]}
+            for gang in res.get("resumed") or []:
+                stays.pop(gang, None)
+                if gang not in gangs["resumed"]:
+                    gangs["resumed"].append(gang)
+            for held in res.get("held") or []:
+                if isinstance(held, dict):
+                    stays[str(held.get("gang"))] = str(held.get("message"))
+            gangs["stay_stopped"] = [{"gang": g, "why": w} for g, w in sorted(stays.items())]
+
     def v2_runner_on_ok(self, result):
         self._account(result, "ok")
 
@@ -173,14 +227,20 @@ class CallbackModule(CallbackBase):
         if not self.record["rollback_triggers"]:
             self.record["rollback_triggers"] = list(DEFAULT_TRIGGERS)
         outdir = self.get_option("output_dir")
-        os.makedirs(outdir, exist_ok=True)
+        os.makedirs(outdir, mode=0o700, exist_ok=True)
         stamp = _now().strftime("%Y%m%dT%H%M%SZ")
         base = os.path.join(outdir, "%s-%s" % (stamp, re.sub(r"[^A-Za-z0-9_.-]", "_", self.record["playbook"])))
-        with open(base + ".json", "w", encoding="utf-8") as handle:
-            json.dump(self.record, handle, indent=2, sort_keys=True, default=str)
-        with open(base + ".md", "w", encoding="utf-8") as handle:
-            handle.write(markdown(self.record))
+        _write_private(base + ".json", json.dumps(self.record, indent=2, sort_keys=True, default=str))
+        _write_private(base + ".md", markdown(self.record))
         self._display.display("gpufleet change record: %s.json and .md" % base)
+
+
+def _write_private(path, text):
+    """Write a record readable by its owner only (0600), whatever the umask."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(fd, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(text)
 
 
 def _cell(value):
@@ -193,6 +253,7 @@ def markdown(rec):
              "- Outcome: **%s**" % rec["outcome"],
              "- Operator: %s; started %s; finished %s (%.0f s)" % (rec["operator"], rec["started"], rec["finished"],
                                                                   rec["duration_s"]),
+             "- Cell: %s; run id %s" % (rec.get("cell") or "-", rec.get("run_id") or "-"),
              "- Target version: %s" % (rec["target_version"] or "-")]
     diff = rec["version_diff"]
     if diff:
@@ -207,10 +268,25 @@ def markdown(rec):
                 _cell(play["name"]), _cell(e.get("wave") or play["wave"]), "yes" if host in rec["canary_scope"] else "",
                 host, e["ok"], e["changed"],
                 e["failed"], e["unreachable"], e["seconds"]))
+    lines += ["", "## Break glass", ""]
+    lines += ["- %s %s by %s: %s%s%s%s" % (
+        e["time"], e["event"], e["operator"], _cell(e["action"]),
+        (" (%s)" % _cell(e["confirmation"])) if e.get("confirmation") else "",
+        (" on %s" % ", ".join(e["nodes"])) if e.get("nodes") else "",
+        (" - %s" % _cell(e.get("detail") or e.get("effect"))) if (e.get("detail") or e.get("effect")) else "")
+        for e in rec["break_glass"]] or ["- none"]
+    lines += ["", "## Opt-outs of the baselines", ""]
+    lines += ["- %s: %s" % (e["host"], _cell(e["opt_out"])) for e in rec["opt_outs"]] or ["- none"]
+    lines += ["", "## Training gangs", ""]
+    lines += ["- resumed: %s" % _cell(g) for g in rec["gangs"]["resumed"]]
+    lines += ["- stays stopped: %s" % _cell(g["why"]) for g in rec["gangs"]["stay_stopped"]]
+    if not rec["gangs"]["resumed"] and not rec["gangs"]["stay_stopped"]:
+        lines.append("- none stopped")
     lines += ["", "## Gates", "", "| host | check | subject | measured | baseline | result |",
               "|---|---|---|---|---|---|"]
     for gate in rec["gates"]:
-        result = "pass" if gate["passed"] else ("WARN" if gate["severity"] == "warn" else "**FAIL**")
+        result = ("OPT-OUT" if gate["severity"] == "opt-out" else "pass") if gate["passed"] else (
+            "WARN" if gate["severity"] == "warn" else "**FAIL**")
         lines.append("| %s | %s | %s | %s | %s | %s |" % tuple(_cell(v) for v in (
             gate["host"], gate["check"], gate["subject"], gate["measured"], gate["baseline"], result)))
     lines += ["", "## Failures", ""]

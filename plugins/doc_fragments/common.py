@@ -50,9 +50,9 @@ notes:
 options:
   baseline:
     description:
-      - The pool baseline, as M(gpufleet.upgrade.baseline_info) or M(gpufleet.upgrade.cell) return it (C(pools[POOL].baseline)).
-        It is validated again here against the one baseline schema, which holds every default; the module adds
-        none of its own.
+      - The pool baseline, as M(gpufleet.upgrade.baseline_info) or M(gpufleet.upgrade.cell) return it
+        (C(pools[POOL].baseline)). It is validated again here against the one baseline schema, which holds every
+        default; the module adds none of its own.
       - A check is skipped only when the baseline opts out of it by name (C(opt_out)) with a reason; the gate then
         prints the opt-out and returns it in C(checks) (severity C(opt-out)) and C(opt_outs).
     type: dict

@@ -40,7 +40,7 @@ class Field:
     why: str = ""
     pattern: str = ""
     min_items: int = 0
-    fields: Optional[Dict[str, "Field"]] = None
+    fields: Optional[Dict[str, Field]] = None
 
 
 REASON = Field("str", low=10, why="say why the check does not apply to this pool, in a sentence")
@@ -151,7 +151,7 @@ def _bounded(source: str, path: str, spec: Field, value: Any) -> None:
 
     def limits() -> str:
         if spec.high is None:
-            return "at least %g" % spec.low
+            return "at least %g" % (spec.low or 0)
         return "from %g to %g" % (spec.low, spec.high) if spec.low is not None else "at most %g" % spec.high
 
     if spec.kind in ("int", "float") and out_of_bounds(value):

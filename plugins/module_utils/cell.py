@@ -13,7 +13,7 @@ fix, before anything on a cluster is touched.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Sequence
 
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import GpufleetError, InputError
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.planner import (
@@ -97,11 +97,16 @@ def _str(value: Any, where: str, required: bool = True) -> str:
 
 
 def _bool(value: Any, where: str) -> bool:
+    """A boolean; strings from ``-e name=true`` count as Ansible reads them (true/false, yes/no, 1/0)."""
     if value is None:
         return False
-    if not isinstance(value, bool):
-        raise InputError("%s: expected true or false, got %r" % (where, value))
-    return value
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.lower() in ("true", "yes", "on", "1"):
+        return True
+    if isinstance(value, str) and value.lower() in ("false", "no", "off", "0"):
+        return False
+    raise InputError("%s: expected true or false, got %r" % (where, value))
 
 
 def _groups(groups: Mapping[str, Sequence[str]]) -> Dict[str, List[str]]:
@@ -273,12 +278,14 @@ def build(groups: Mapping[str, Sequence[str]], host_vars: Mapping[str, Mapping[s
         pools[pool] = {"baseline": dict(baselines[pool]),
                        "skip_level": policies[pool].skip_level if pool in policies else True,
                        "nodes": [h for h in gpu if host_pool[h] == pool]}
-    gpu_waves = []
+    gpu_waves: List[Dict[str, Any]] = []
     for wave in plan["waves"]:
         if wave["kind"] == "control-plane":
             continue
         index = len(gpu_waves) + 1
-        gpu_waves.append(dict(wave, index=index, label="%d (%s: %s)" % (
+        # earlier: what must be finished before this wave starts - the control plane and every earlier wave
+        earlier = list(cp) + [n for w in gpu_waves for n in w["nodes"]]
+        gpu_waves.append(dict(wave, index=index, earlier=earlier, label="%d (%s: %s)" % (
             index, wave["kind"], ",".join(wave["failure_domains"]))))
     glass = _break_glass(cell_vars, host_vars, name, canonical)
     return Cell(
@@ -300,17 +307,3 @@ def pools_of(groups: Mapping[str, Sequence[str]], host_vars: Mapping[str, Mappin
     return sorted({str(host_vars.get(h, {}).get("gpufleet_pool")) for h in groups.get("gpu_nodes") or []
                    if isinstance(host_vars.get(h, {}).get("gpufleet_pool"), str)
                    and host_vars[h]["gpufleet_pool"]})
-
-
-def earlier_nodes(cell: Mapping[str, Any], wave_index: Optional[int] = None, host: Optional[str] = None) -> List[str]:
-    """Nodes that must be finished before a wave starts: every control-plane host, and the GPU nodes of every
-    earlier wave; or, for a control-plane ``host``, the control-plane hosts before it."""
-    if host is not None:
-        order = list(cell["control_plane"])
-        return order[:order.index(host)] if host in order else order
-    out = list(cell["control_plane"])
-    for wave in cell["gpu_waves"]:
-        if wave_index is not None and wave["index"] >= wave_index:
-            break
-        out.extend(wave["nodes"])
-    return out

@@ -57,7 +57,7 @@ def run_module(module: Any, body: Callable[[], Dict[str, Any]]) -> None:
         details = {k: v for k, v in exc.details.items() if k not in ("msg", "failed", "exception")}
         module.fail_json(msg=exc.msg, error_type=type(exc).__name__, **details)
         return
-    except Exception as exc:  # noqa: BLE001 - the one place where an unexpected error becomes a clear failure
+    except Exception as exc:
         name = getattr(module, "_name", "") or "gpufleet module"
         given = ", ".join(sorted(k for k, v in (module.params or {}).items() if v not in (None, [], {}, "")))
         module.fail_json(msg="%s failed on its input (%s given): %s: %s. Nothing was judged as passed; run with "

@@ -166,9 +166,10 @@ def _parse_json(doc: Any) -> Dict[str, Any]:
     oob_doc, avg_doc, config = doc.get("out_of_bounds"), doc.get("average_bus_bandwidth"), doc.get("config")
     oob = oob_doc.get("count") if isinstance(oob_doc, dict) else None
     avg = avg_doc.get("bandwidth") if isinstance(avg_doc, dict) else None
-    devices = config.get("devices") if isinstance(config, dict) else None
-    devices = [d for d in devices if isinstance(d, dict)] if isinstance(devices, list) else []
-    errors = doc.get("errors") if isinstance(doc.get("errors"), list) else []
+    listed = config.get("devices") if isinstance(config, dict) else None
+    devices = [d for d in listed if isinstance(d, dict)] if isinstance(listed, list) else []
+    raw_errors = doc.get("errors")
+    errors = raw_errors if isinstance(raw_errors, list) else []
     try:
         oob_count = None if oob is None or isinstance(oob, bool) else int(oob)
     except (TypeError, ValueError, OverflowError):

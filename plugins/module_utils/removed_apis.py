@@ -19,7 +19,8 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
 
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.data_removed_apis import REMOVED, SOURCE
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import InputError, ParseError
-from ansible_collections.gpufleet.upgrade.plugins.module_utils.textparse import MAX_TEXT_BYTES, load_json, load_yaml, read_file
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.textparse import (
+    MAX_TEXT_BYTES, load_json, load_yaml, read_file)
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.versions import KubeVersion, parse_version
 
 _METRIC = re.compile(r"^apiserver_requested_deprecated_apis\{(?P<labels>[^}]*)\}\s+(?P<value>\S+)")
@@ -85,6 +86,10 @@ def _docs(text: str, where: str) -> Iterable[Any]:
         raise ParseError("%s; render templates first (helm template)" % exc.msg)
 
 
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
 def _objects(doc: Any) -> Iterable[Mapping[str, Any]]:
     if isinstance(doc, Mapping):
         if doc.get("kind") == "List" or (isinstance(doc.get("items"), list) and "apiVersion" not in doc):
@@ -104,7 +109,7 @@ def scan_manifest_text(text: str, target: KubeVersion, source: str) -> List[Dict
             entry = _BY_KIND.get((str(obj.get("apiVersion")), str(obj.get("kind"))))
             if entry is None:
                 continue
-            meta = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
+            meta = _mapping(obj.get("metadata"))
             namespace = "%s/" % meta["namespace"] if meta.get("namespace") else ""
             name = "%s %s%s" % (obj["kind"], namespace, meta.get("name", "<unnamed>"))
             findings.append(_finding(source, name, entry[0], entry[1], entry[3], entry[4], target))
@@ -190,12 +195,11 @@ def scan_helm_secrets(secrets: Iterable[Mapping[str, Any]], target: KubeVersion)
     for secret in secrets:
         if not isinstance(secret, Mapping) or secret.get("type") != "helm.sh/release.v1":
             continue
-        meta = secret.get("metadata") if isinstance(secret.get("metadata"), Mapping) else {}
+        meta = _mapping(secret.get("metadata"))
         where = "helm release secret %s/%s" % (str(meta.get("namespace", ""))[:253], str(meta.get("name", ""))[:253])
-        data = secret.get("data") if isinstance(secret.get("data"), Mapping) else {}
-        if not data.get("release") or not isinstance(data["release"], (str, bytes)):
+        data = _mapping(secret.get("data")).get("release")
+        if not data or not isinstance(data, str):
             raise ParseError("%s: no data.release" % where)
-        data = data["release"]
         try:
             release = decode_helm_release(data)
         except ParseError as exc:

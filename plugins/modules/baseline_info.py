@@ -44,10 +44,15 @@ baseline:
   description: The validated baseline with defaults filled in.
   returned: success
   type: dict
+opt_outs:
+  description: The checks the baseline opts out of, each with its reason (C(check), C(reason)).
+  returned: success
+  type: list
+  elements: dict
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpufleet.upgrade.plugins.module_utils.baseline import load_file, validate
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.baseline import load_file, opt_outs, validate
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.module_support import run_module
 
 
@@ -63,7 +68,7 @@ def main():
     def body():
         p = module.params
         doc = load_file(p["path"]) if p["path"] else validate(p["baseline"], p["name"])
-        return {"baseline": doc}
+        return {"baseline": doc, "opt_outs": opt_outs(doc)}
 
     run_module(module, body)
 

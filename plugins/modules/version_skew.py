@@ -15,12 +15,21 @@ description:
     than the apiserver, with a message that says what to do instead.
   - Also reports days to end of life of the current and target minors.
 options:
+  cell:
+    description:
+      - The cell (M(gpufleet.upgrade.cell)); with O(observed) it gives the components, and the target, pool policies
+        and C(allow_multi_hop) when those options are not set.
+    type: dict
+  observed:
+    description:
+      - With O(cell), the versions read - C(apiservers) (host to version), C(kubelets) (node to version) and
+        optionally C(kubectl). Every control-plane host's apiserver must be there.
+    type: dict
   components:
     description:
-      - Observed versions, one item per component and node.
+      - Observed versions, one item per component and node (instead of O(cell) and O(observed)).
     type: list
     elements: dict
-    required: true
     suboptions:
       component:
         description: One of kube-apiserver, kube-controller-manager, kube-scheduler, cloud-controller-manager,
@@ -38,23 +47,22 @@ options:
         description: The node pool of a kubelet, for the per-pool plan.
         type: str
   target:
-    description: The version to upgrade to, such as v1.34.2.
+    description: The version to upgrade to, such as v1.34.2 (default the cell's target).
     type: str
-    required: true
   allow_multi_hop:
-    description: Plan a path over several control-plane minors instead of refusing a target more than one minor up.
+    description: Plan a path over several control-plane minors instead of refusing a target more than one minor up
+      (default the cell's C(allow_multi_hop), else false).
     type: bool
-    default: false
   hop_versions:
     description: Exact versions for intermediate hops, keyed by minor, for example C(1.34) to C(v1.34.3).
     type: dict
     default: {}
   pools:
     description:
-      - Per-pool policy keyed by pool name. C(skip_level) (default true) lets a pool stay behind and jump up to
-        three minors in one drain; false makes it follow the control plane one minor at a time.
+      - Per-pool policy keyed by pool name (default the cell's C(pool_policies)). C(skip_level) (default true) lets a
+        pool stay behind and jump up to three minors in one drain; false makes it follow the control plane one minor
+        at a time.
     type: dict
-    default: {}
   fail_on_violation:
     description: Fail when the cluster is already out of the skew policy.
     type: bool
@@ -119,6 +127,7 @@ support:
 import datetime
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.cell import components
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import InputError, PolicyError
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.module_support import run_module
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.support_calendar import support_status
@@ -129,30 +138,42 @@ from ansible_collections.gpufleet.upgrade.plugins.module_utils.versions import (
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            components=dict(type="list", elements="dict", required=True, options=dict(
+            cell=dict(type="dict"),
+            observed=dict(type="dict"),
+            components=dict(type="list", elements="dict", options=dict(
                 component=dict(type="str", required=True), node=dict(type="str"),
                 version=dict(type="str", required=True), pool=dict(type="str"))),
-            target=dict(type="str", required=True),
-            allow_multi_hop=dict(type="bool", default=False),
+            target=dict(type="str"),
+            allow_multi_hop=dict(type="bool"),
             hop_versions=dict(type="dict", default={}),
-            pools=dict(type="dict", default={}),
+            pools=dict(type="dict"),
             fail_on_violation=dict(type="bool", default=True),
             today=dict(type="str"),
         ),
+        required_one_of=[("components", "cell")],
+        mutually_exclusive=[("components", "cell")],
+        required_together=[("cell", "observed")],
         supports_check_mode=True,
     )
 
     def body():
         p = module.params
-        observed = parse_observed(p["components"])
-        target = parse_version(p["target"], "target")
+        cell = p["cell"] or {}
+        items = p["components"] if p["components"] is not None else components(cell, p["observed"])
+        observed = parse_observed(items)
+        if not (p["target"] or cell.get("target")):
+            raise InputError("target: required (or give the cell)")
+        target = parse_version(p["target"] or cell["target"], "target")
+        allow_multi_hop = p["allow_multi_hop"] if p["allow_multi_hop"] is not None else bool(
+            cell.get("allow_multi_hop"))
+        pools = p["pools"] if p["pools"] is not None else cell.get("pool_policies") or {}
         violations = [v.as_dict() for v in skew_violations(observed)]
         if violations and p["fail_on_violation"]:
             raise PolicyError("the cluster is already out of the version-skew policy: " + "; ".join(
                 "%s on %s is %s: %s. %s" % (v["component"], v["node"] or "client", v["version"], v["rule"], v["fix"])
                 for v in violations), violations=violations)
-        plan = plan_upgrade(observed, target, allow_multi_hop=p["allow_multi_hop"], hop_versions=p["hop_versions"],
-                            pools=parse_pool_policies(p["pools"]))
+        plan = plan_upgrade(observed, target, allow_multi_hop=allow_multi_hop, hop_versions=p["hop_versions"],
+                            pools=parse_pool_policies(pools))
         try:
             today = datetime.date.fromisoformat(p["today"]) if p["today"] else datetime.date.today()
         except ValueError:

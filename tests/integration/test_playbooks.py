@@ -26,10 +26,12 @@ def ansible(tool, *args, cwd=ROOT, env_extra=None, check=False):
     return proc
 
 
-def plan(tmp_path, *extra, inventory="inventories/example/hosts.yml"):
+def plan(tmp_path, *extra, inventory="inventories/example/hosts.yml", env_records=None):
     out = tmp_path / "plan.json"
+    env = {"ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
+           "GPUFLEET_CHANGE_RECORD_DIR": env_records or str(tmp_path / "records")}
     proc = ansible("ansible-playbook", "playbooks/plan.yml", "-i", inventory, "-e", "gpufleet_plan_output=%s" % out,
-                   *extra, env_extra={"ANSIBLE_CONFIG": str(ROOT / "ansible.cfg")})
+                   *extra, env_extra=env)
     return proc, out
 
 
@@ -46,7 +48,8 @@ def test_plan_example_cell(tmp_path):
     for w in waves:  # the DR pair chat-api (inf-a1, inf-b1) never upgrades together
         assert not {"inf-a1", "inf-b1"} <= set(w["nodes"])
     assert doc["keep_cordoned"] == ["gpu-a4"]
-    assert doc["baselines"]["h100-train"]["gpu"]["count"] == 8
+    assert doc["pools"]["h100-train"]["baseline"]["gpu"]["count"] == 8
+    assert doc["run_id"] == "gpufleet-cell1-v1.36.1"
     # a second run changes nothing
     again, _ = plan(tmp_path)
     assert again.returncode == 0 and "changed=0" in again.stdout
@@ -73,7 +76,7 @@ def test_plan_rejects_an_inventory_without_required_groups(tmp_path):
     inv.write_text("all:\n  hosts:\n    lonely: {ansible_host: lonely.example.invalid}\n")
     proc, out = plan(tmp_path, inventory=str(inv))
     assert proc.returncode != 0 and not out.exists()
-    assert "The inventory needs the groups kube_control_plane, etcd and gpu_nodes" in proc.stdout
+    assert "the inventory needs the groups kube_control_plane, etcd and gpu_nodes" in proc.stdout
 
 
 def test_plan_rejects_a_broken_baseline(tmp_path):
@@ -145,6 +148,14 @@ def test_change_record_callback(tmp_path):
     assert "| localhost | gpu_count | gpu-a1 | 7 | 8 | **FAIL** |" in markdown
     for text in (record_json.read_text(), markdown):
         assert "hunter2-secret-value" not in text
+    (used,) = record["break_glass"]
+    assert (used["event"], used["action"], used["nodes"], used["stage"]) == (
+        "used", "disable_eviction", ["gpu-a1", "gpu-a2"], "drain")
+    assert used["operator"] and used["time"]
+    assert "## Break glass" in markdown and "used by %s: disable_eviction on gpu-a1, gpu-a2" % used["operator"] in markdown
+    for path in (record_json, record_json.with_suffix(".md")):
+        assert path.stat().st_mode & 0o777 == 0o600, path  # owner only
+    assert (tmp_path / "records").stat().st_mode & 0o777 == 0o700
 
 
 def test_change_record_takes_each_hosts_wave_from_add_host(tmp_path):
@@ -161,3 +172,53 @@ def test_change_record_takes_each_hosts_wave_from_add_host(tmp_path):
     assert waves == {"node-canary": "1 (canary: rs-a)", "node-rest": "2 (domain: rs-b)"}
     assert "| One play, a wave per batch | 1 (canary: rs-a) | yes | node-canary |" in record_json.with_suffix(
         ".md").read_text()
+
+
+def _add_host_waves(stdout):
+    """The waves node-pool.yml put its hosts in: its add_host results, from the json callback."""
+    doc, _ = json.JSONDecoder().raw_decode(stdout[stdout.index("{"):])
+    for play in doc["plays"]:
+        for task in play["tasks"]:
+            if task["task"]["name"] == "Put the GPU nodes in wave order":
+                result = next(iter(task["hosts"].values()))
+                waves = {}
+                for item in result["results"]:
+                    added = item["add_host"]
+                    waves.setdefault(added["host_vars"]["gpufleet_wave"], []).append(added["host_name"])
+                return waves
+    raise AssertionError("node-pool.yml did not put hosts in waves")
+
+
+def test_plan_and_node_pool_plan_the_same_waves(tmp_path):
+    # node-pool.yml's planning part runs alone with --tags plan (no cluster is touched); plan.yml writes its plan
+    proc, out = plan(tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    planned = {w["label"]: w["nodes"] for w in json.loads(out.read_text())["gpu_waves"]}
+    pool = ansible("ansible-playbook", "playbooks/node-pool.yml", "-i", "inventories/example/hosts.yml",
+                   "--tags", "plan", env_extra={"ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
+                                                "ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.json"})
+    assert pool.returncode == 0, pool.stdout[-3000:]
+    assert _add_host_waves(pool.stdout) == planned
+    assert list(planned) == ["1 (canary: rs-a)", "2 (domain: rs-a)", "3 (domain: rs-b)"]
+
+
+def test_every_spelling_of_the_target_plans_and_records_the_same(tmp_path):
+    docs, records = [], []
+    for spelling in ("1.36.1", "v1.36.1"):
+        run_dir = tmp_path / spelling
+        run_dir.mkdir()
+        proc, out = plan(run_dir, "-e", "gpufleet_target_version=%s" % spelling,
+                         env_records=str(run_dir / "records"))
+        assert proc.returncode == 0, proc.stdout[-3000:]
+        docs.append(json.loads(out.read_text()))
+        (record,) = (run_dir / "records").glob("*-plan.yml.json")
+        records.append(json.loads(record.read_text()))
+    assert docs[0] == docs[1] and docs[0]["target"] == "v1.36.1" and docs[0]["run_id"] == "gpufleet-cell1-v1.36.1"
+    assert [(r["target_version"], r["run_id"]) for r in records] == [("v1.36.1", "gpufleet-cell1-v1.36.1")] * 2
+
+
+def test_wave_playbooks_refuse_a_limit_before_anything(tmp_path):
+    proc = ansible("ansible-playbook", "playbooks/node-pool.yml", "-i", "inventories/example/hosts.yml",
+                   "--limit", "gpu-a1", env_extra={"ANSIBLE_CONFIG": str(ROOT / "ansible.cfg")})
+    assert proc.returncode != 0
+    assert "--limit gpu-a1: the upgrade plays plan whole failure domains" in proc.stdout

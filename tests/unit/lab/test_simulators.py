@@ -13,10 +13,13 @@ import pytest
 
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.dcgm import judge_diag, parse_diag
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.gpu_health import (
-    judge_health, parse_query_gpu, parse_remapped_rows, scan_xids)
+    judge_health, parse_query_gpu, parse_remapped_rows, scan_kernel_log)
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.kubeadm_plan import parse_plan
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.nccl import judge_runs, parse_output
+from tests.conftest import pool_baseline
 
+LAB_BASELINE = pool_baseline(gpu={"driver_version": "570.172.08"}, dcgm={"required_tests": ["software", "memory", "pcie"]},
+                             nccl={"busbw_gbps": {"1G": 450.0, "8G": 470.0}, "tolerance_pct": 10, "min_runs": 3})
 SIM = pathlib.Path(__file__).resolve().parents[3] / "lab" / "simulators"
 QUERY = ("--query-gpu=index,uuid,pci.bus_id,name,driver_version,persistence_mode,"
          "ecc.errors.uncorrected.volatile.total")
@@ -62,8 +65,7 @@ def sim(tmp_path):
 def health(sim):
     gpus = parse_query_gpu(sim.run("nvidia-smi", QUERY, "--format=csv,noheader,nounits").stdout)
     remaps = parse_remapped_rows(sim.run("nvidia-smi", REMAP, "--format=csv,noheader,nounits").stdout)
-    return judge_health(gpus, remaps, scan_xids(sim.run("journalctl", "-k").stdout),
-                        {"count": 8, "driver_version": "570.172.08"}, "gpu-a1")
+    return judge_health(gpus, remaps, scan_kernel_log(sim.run("journalctl", "-k").stdout), LAB_BASELINE, "gpu-a1")
 
 
 def test_nvidia_smi_healthy_and_faults(sim):
@@ -83,7 +85,7 @@ def test_nvidia_smi_without_driver_or_after_upgrade_without_reboot(sim, tmp_path
 
 
 def test_dcgmi(sim):
-    policy = {"required_tests": ["software", "memory", "pcie"], "expected_gpus": 8}
+    policy = LAB_BASELINE
     assert judge_diag(parse_diag(sim.run("dcgmi", "diag", "-r", "2", "-j").stdout), policy, "gpu-a1")["passed"]
     sim.fault("dcgm-fail")
     proc = sim.run("dcgmi", "diag", "-r", "1", "-j", rc=226)
@@ -93,7 +95,7 @@ def test_dcgmi(sim):
 
 
 def test_all_reduce_perf(sim, tmp_path):
-    baseline = {"busbw_gbps": {"1G": 450.0, "8G": 470.0}, "tolerance_pct": 10, "min_runs": 3}
+    baseline = LAB_BASELINE
     runs = [parse_output(sim.run("all_reduce_perf", "-b", "8", "-e", "8G", "-f", "2", "-g", "8").stdout)
             for _ in range(3)]
     assert runs[0]["format"] == "current" and runs[0]["ranks"] == 8 and len(runs[0]["rows"]) == 31

@@ -121,11 +121,10 @@ def test_wrong_column_na_without_data_checking_fails():
     # all_reduce_perf -c 0 prints N/A in #wrong: unmeasured, not zero
     lines = []
     for line in fixture_text("nccl", "allreduce-8gpu-run1.txt").splitlines():
+        cells = line.split()
         if line.strip()[:1].isdigit():
-            cells = line.split()
             cells[8] = cells[12] = "N/A"
-            line = "  ".join(cells)
-        lines.append(line)
+        lines.append("  ".join(cells) if line.strip()[:1].isdigit() else line)
     parsed = parse_output("\n".join(lines))
     assert all(r["wrong"] is None for r in parsed["rows"])
     summary = judge_runs([parsed] * 3, BASELINE, "n")

@@ -9,7 +9,7 @@ import pytest
 from ansible_collections.gpufleet.upgrade.plugins.modules import (
     baseline_info, dcgm_diag, etcd_status, gpu_health, kubeadm_plan, nccl_allreduce, node_gate, removed_apis,
     version_skew, wave_plan)
-from tests.conftest import FIXTURES, fixture_text
+from tests.conftest import pool_baseline, FIXTURES, fixture_text
 
 
 def ok(text: str):
@@ -53,23 +53,26 @@ def test_kubeadm_plan_runs_kubeadm_json(run):
 
 
 def test_dcgm_diag(run):
-    policy = {"required_tests": ["memory"], "expected_gpus": 8}
-    out = run(dcgm_diag, {"level": 2, "policy": policy, "node": "gpu-a1"},
+    policy = pool_baseline(dcgm={"required_tests": ["memory"], "allowed_skip": []})
+    out = run(dcgm_diag, {"level": 2, "baseline": policy, "node": "gpu-a1"},
               {"diag -r 2 -j": (226, fixture_text("dcgm", "diag-r2-warning.json"), "")})
     assert not out.failed and out.result["passed"] and len(out.result["warnings_found"]) == 1
     assert out.result["_calls"][0] == ["/usr/bin/dcgmi", "diag", "-r", "2", "-j"]
-    fail = run(dcgm_diag, {"policy": policy, "node": "gpu-a1", "output": fixture_text("dcgm", "diag-r1-fail.json")})
+    fail = run(dcgm_diag, {"baseline": policy, "node": "gpu-a1", "output": fixture_text("dcgm", "diag-r1-fail.json")})
     assert fail.failed
     assert fail.result["msg"] == ("dcgm_diag gate failed: gpu-a1 gpu 5 memory: check dcgm_test: measured Fail, "
                                   "baseline Pass (GPU 5: Memory test failed: DBE detected (isolate))")
     assert fail.result["checks"] and fail.result["gate"] == "dcgm_diag"
-    parse = run(dcgm_diag, {"output": "{trunc"})
+    parse = run(dcgm_diag, {"baseline": policy, "output": "{trunc"})
     assert parse.failed and parse.result["error_type"] == "ParseError"
-    assert run(dcgm_diag, {}, check_mode=True).result["skipped"]
+    assert run(dcgm_diag, {"baseline": policy}, check_mode=True).result["skipped"]
+    canary = run(dcgm_diag, {"baseline": policy, "canary": True},
+                 {"diag -r 3 -j": (0, fixture_text("dcgm", "diag-r1-pass.json"), "")})
+    assert canary.result["level"] == 3  # the baseline's canary_level
 
 
 def test_nccl_allreduce(run):
-    baseline = {"busbw_gbps": {"8G": 470.0}, "tolerance_pct": 10, "min_runs": 3}
+    baseline = pool_baseline(nccl={"busbw_gbps": {"8G": 470.0}, "tolerance_pct": 10, "min_runs": 3})
     texts = [fixture_text("nccl", "allreduce-8gpu-run%d.txt" % i) for i in (1, 2, 3)]
     out = run(nccl_allreduce, {"baseline": baseline, "outputs": texts})
     assert out.result["passed"] and out.result["median_busbw"][str(8 * 1024 ** 3)] == pytest.approx(480.0, abs=0.01)
@@ -80,40 +83,43 @@ def test_nccl_allreduce(run):
     assert run(nccl_allreduce, {"baseline": baseline}, check_mode=True).result["skipped"]
 
 
-def test_nccl_allreduce_runs_the_tool_n_times(run):
-    baseline = {"busbw_gbps": {"8G": 470.0}, "tolerance_pct": 10, "min_runs": 3,
-                "args": ["-b", "1G", "-e", "8G", "-f", "2", "-g", "8"]}
-    out = run(nccl_allreduce, {"baseline": baseline, "runs": 3},
+def test_nccl_allreduce_runs_the_tool_the_baselines_min_runs(run):
+    baseline = pool_baseline(nccl={"busbw_gbps": {"8G": 470.0}, "tolerance_pct": 10, "min_runs": 3,
+                                   "args": ["-b", "1G", "-e", "8G", "-f", "2", "-g", "8"]})
+    out = run(nccl_allreduce, {"baseline": baseline},
               {"-b 1G -e 8G": ok(fixture_text("nccl", "allreduce-8gpu-run1.txt"))})
     assert len(out.result["_calls"]) == 3 and out.result["_calls"][0][1:3] == ["-b", "1G"]
     assert out.result["passed"]
+    opted = dict(baseline, opt_out={"nccl": "single-GPU inference nodes have no collective", "xids": {}})
+    skipped = run(nccl_allreduce, {"baseline": opted})
+    assert skipped.result["passed"] and skipped.result["_calls"] == [] and skipped.result["opt_outs"]
 
 
 def test_gpu_health(run):
-    policy = {"count": 8, "driver_version": "570.172.08"}
+    policy = pool_baseline()
     cmds = {"--query-gpu=": ok(fixture_text("nvidia_smi", "query-gpu-7-of-8.csv")),
             "--query-remapped-rows=": ok(fixture_text("nvidia_smi", "remapped-rows-ok.csv")),
             "-k -b": ok(fixture_text("nvidia_smi", "kern-xid79.log"))}
-    out = run(gpu_health, {"policy": policy, "node": "gpu-a1"}, cmds)
+    out = run(gpu_health, {"baseline": policy, "node": "gpu-a1"}, cmds)
     assert out.failed
     assert out.result["msg"].startswith("gpu_health gate failed: gpu-a1: check gpu_count: measured 7, baseline 8")
     assert "XID 79 on PCI:0000:9a:00" in out.result["msg"]
     assert out.result["_calls"][0][1].startswith("--query-gpu=index,uuid,pci.bus_id")
-    good = run(gpu_health, {"policy": policy, "gpu_output": fixture_text("nvidia_smi", "query-gpu-8-ok.csv"),
+    good = run(gpu_health, {"baseline": policy, "gpu_output": fixture_text("nvidia_smi", "query-gpu-8-ok.csv"),
                             "remap_output": fixture_text("nvidia_smi", "remapped-rows-ok.csv"),
                             "kernel_log": fixture_text("nvidia_smi", "kern-clean.log")}, check_mode=True)
     assert good.result["passed"] and good.result["gpu_count"] == 8 and good.result["_calls"] == []
-    assert run(gpu_health, {"policy": policy}, check_mode=True).result["skipped"]
+    assert run(gpu_health, {"baseline": policy}, check_mode=True).result["skipped"]
 
 
 def test_node_gate(run):
     node = json.loads(fixture_text("k8s", "node-gpu-a1-ready.json"))
-    policy = {"allocatable_gpus": 8, "kubelet_config": {"cpuManagerPolicy": "static"}}
+    policy = pool_baseline(node={"kubelet_config": {"cpuManagerPolicy": "static"}})
     out = run(node_gate, {"node": node, "configz": fixture_text("k8s", "configz-gpu-a1.json"),
-                          "target_version": "v1.34.2", "policy": policy})
+                          "target_version": "v1.34.2", "baseline": policy})
     assert out.result["passed"] and out.result["node_facts"]["kubelet_version"] == "v1.34.2"
     fail = run(node_gate, {"node": json.loads(fixture_text("k8s", "node-gpu-a1-degraded.json")),
-                           "target_version": "v1.34.2", "policy": {"allocatable_gpus": 8}})
+                           "target_version": "v1.34.2", "baseline": pool_baseline(node={"kubelet_config": {}})})
     assert fail.failed and "gpu-a1: check allocatable_gpus: measured 7, baseline 8" in fail.result["msg"]
 
 
@@ -155,8 +161,8 @@ def test_etcd_status(run):
 def test_baseline_info(run):
     out = run(baseline_info, {"path": str(FIXTURES / "baselines" / "h100-train.yml")})
     assert out.result["baseline"]["gpu"]["count"] == 8
-    bad = run(baseline_info, {"baseline": {"name": "x", "gpu": {"count": "8", "driver_version": "1"}},
-                              "name": "inline"})
+    bad = run(baseline_info, {"baseline": {"name": "x", "gpu": {"product": "H100", "count": "8",
+                                                                "driver_version": "1"}}, "name": "inline"})
     assert bad.failed and bad.result["msg"] == "inline: field gpu.count: expected an integer, got str ('8')"
     assert bad.result["field"] == "gpu.count"
     neither = run(baseline_info, {})

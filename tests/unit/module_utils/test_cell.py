@@ -1,0 +1,125 @@
+"""The cell: one typed object built once from the inventory, every inventory check in one place."""
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.cell import build, components, pools_of, run_id
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import InputError
+from tests.conftest import pool_baseline
+
+GROUPS = {"kube_control_plane": ["cp-1", "cp-2", "cp-3"], "etcd": ["cp-1", "cp-2", "cp-3"],
+          "gpu_nodes": ["gpu-a1", "gpu-a2", "gpu-b1", "gpu-b2"]}
+HOSTS = {"cp-1": {}, "cp-2": {}, "cp-3": {},
+         "gpu-a1": {"gpufleet_pool": "h100-train", "gpufleet_failure_domain": "rs-a"},
+         "gpu-a2": {"gpufleet_pool": "h100-train", "gpufleet_failure_domain": "rs-a"},
+         "gpu-b1": {"gpufleet_pool": "h100-train", "gpufleet_failure_domain": "rs-b"},
+         "gpu-b2": {"gpufleet_pool": "h100-train", "gpufleet_failure_domain": "rs-b"}}
+CELL = {"gpufleet_cluster_name": "lab", "gpufleet_target_version": "v1.36.3",
+        "gpufleet_wave_caps": {"max_gpu_fraction": 0.5}}
+BASELINES = {"h100-train": pool_baseline()}
+
+
+def cell(groups=None, hosts=None, cell_vars=None, baselines=None, **kw):
+    return build(groups or GROUPS, hosts if hosts is not None else HOSTS, dict(CELL, **(cell_vars or {})),
+                 baselines if baselines is not None else BASELINES, **kw)
+
+
+def test_the_lab_cell():
+    c = cell()
+    assert c.target == "v1.36.3" and c.run_id == "gpufleet-lab-v1.36.3" and c.first_control_plane == "cp-1"
+    assert [w["nodes"] for w in c.gpu_waves] == [["gpu-a1"], ["gpu-a2"], ["gpu-b1", "gpu-b2"]]
+    assert [w["label"] for w in c.gpu_waves] == ["1 (canary: rs-a)", "2 (domain: rs-a)", "3 (domain: rs-b)"]
+    assert c.gpu_waves[2]["earlier"] == ["cp-1", "cp-2", "cp-3", "gpu-a1", "gpu-a2"]
+    gpu = next(n for n in c.nodes if n["name"] == "gpu-a1")
+    assert (gpu["gpus"], gpu["gpu_type"]) == (8, "NVIDIA-H100-80GB-HBM3")  # from the pool baseline
+    assert c.host_pool["cp-1"] == "control-plane" and c.pools["h100-train"]["nodes"] == GROUPS["gpu_nodes"]
+    assert c.break_glass == {"disable_eviction": False, "force_drain": False, "skip_checkpoint": False,
+                             "skip_nccl": False}
+
+
+@pytest.mark.parametrize("spelling", ["1.36.3", "v1.36.3", " v1.36.3 "])
+def test_every_spelling_of_the_target_gives_the_same_target_and_run_id(spelling):
+    c = cell(cell_vars={"gpufleet_target_version": spelling})
+    assert (c.target, c.run_id) == ("v1.36.3", "gpufleet-lab-v1.36.3")
+    assert run_id("lab", spelling) == "gpufleet-lab-v1.36.3"
+
+
+@pytest.mark.parametrize("target,message", [
+    ("v1.36", "is not a full release; give one such as v1.36.0"),
+    ("v1.36.3-rc.1", "is not a full release"),
+    ("v1.99999999999.0", "not a plausible Kubernetes version (minor 99999999999 is above 999)"),
+    ("latest", "is not a Kubernetes version"),
+    (None, "gpufleet_target_version: required"),
+])
+def test_bad_targets_are_refused_naming_the_variable(target, message):
+    with pytest.raises(InputError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        cell(cell_vars={"gpufleet_target_version": target})
+
+
+def test_a_limit_is_refused_unless_the_playbook_allows_it():
+    with pytest.raises(InputError, match="--limit gpu-a1: the upgrade plays plan whole failure domains"):
+        cell(cell_vars={"ansible_limit": "gpu-a1"})
+    assert cell(cell_vars={"ansible_limit": "gpu-a1"}, allow_limit=True).target == "v1.36.3"
+
+
+@pytest.mark.parametrize("mutate,message", [
+    (lambda g, h, b: g.pop("etcd"), "the inventory needs the groups kube_control_plane, etcd and gpu_nodes"),
+    (lambda g, h, b: h["gpu-a1"].pop("gpufleet_pool"), "gpu-a1: gpufleet_pool (the node pool"),
+    (lambda g, h, b: h["gpu-a1"].pop("gpufleet_failure_domain"), "gpu-a1: gpufleet_failure_domain"),
+    (lambda g, h, b: h["gpu-a1"].update(gpufleet_pool="a100"), "gpu-a1: no baseline for its pool 'a100'"),
+    (lambda g, h, b: h["gpu-a1"].update(gpufleet_gpus=8), "gpu-a1: gpufleet_gpus is not read: the GPU count comes "
+                                                          "from the pool baseline"),
+    (lambda g, h, b: g["gpu_nodes"].append("cp-1"), "cp-1: in both kube_control_plane and gpu_nodes"),
+    (lambda g, h, b: h["gpu-a1"].update(gpufleet_canary="maybe"), "gpu-a1: gpufleet_canary: expected true or false"),
+    (lambda g, h, b: b.update({"h100-train": dict(b["h100-train"], name="other")}),
+     "the baseline of pool 'h100-train' is named 'other'"),
+    (lambda g, h, b: h["gpu-a1"].update(drain_break_glass_force=True),
+     "gpu-a1 sets drain_break_glass_force in the inventory: break glass is confirmed per run"),
+])
+def test_inventory_checks_name_the_host_and_the_fix(mutate, message):
+    groups, hosts, baselines = copy.deepcopy(GROUPS), copy.deepcopy(HOSTS), dict(BASELINES)
+    mutate(groups, hosts, baselines)
+    with pytest.raises(InputError) as err:
+        cell(groups=groups, hosts=hosts, baselines=baselines)
+    assert message in err.value.msg
+
+
+def test_break_glass_needs_the_exact_confirmation_for_this_cell_and_target():
+    with pytest.raises(InputError, match="needs the exact confirmation 'force drain on lab for v1.36.3'"):
+        cell(cell_vars={"gpufleet_break_glass_force_drain": True})
+    with pytest.raises(InputError, match="needs the exact confirmation"):
+        cell(cell_vars={"gpufleet_break_glass_force_drain": "force drain on prod for v1.36.3"})
+    c = cell(cell_vars={"gpufleet_break_glass_force_drain": "force drain on lab for v1.36.3",
+                        "gpufleet_break_glass_skip_nccl": "skip nccl on lab for v1.36.3"})
+    assert c.break_glass["force_drain"] and c.break_glass["skip_nccl"] and not c.break_glass["disable_eviction"]
+    assert [u["action"] for u in c.break_glass_used] == ["force_drain", "skip_nccl"]
+
+
+def test_planner_inputs_come_from_the_inventory_once():
+    hosts = copy.deepcopy(HOSTS)
+    hosts["gpu-b2"]["gpufleet_canary"] = True
+    hosts["gpu-a2"]["gpufleet_unschedulable_before"] = True
+    c = cell(hosts=hosts)
+    assert c.canaries == ["gpu-b2"] and c.keep_cordoned == ["gpu-a2"]
+
+
+def test_observed_versions_make_the_skew_components():
+    hosts = {h: dict(v, gpufleet_observed_kubelet="v1.35.4") for h, v in HOSTS.items()}
+    for h in GROUPS["kube_control_plane"]:
+        hosts[h]["gpufleet_observed_control_plane"] = "v1.35.4"
+    c = cell(hosts=hosts, cell_vars={"gpufleet_observed_kubectl": "v1.35.4"}).as_dict()
+    items = components(c, c["observed"])
+    assert {(i["component"], i["node"]) for i in items} >= {("kube-apiserver", "cp-1"), ("kubelet", "gpu-b2"),
+                                                            ("kubectl", "")}
+    assert next(i for i in items if i["node"] == "gpu-a1")["pool"] == "h100-train"
+    hosts["gpu-a1"].pop("gpufleet_observed_kubelet")
+    with pytest.raises(InputError, match="observed versions are partial: gpu-a1"):
+        cell(hosts=hosts)
+    with pytest.raises(InputError, match="no version for cp-1"):
+        components(c, {"apiservers": {}, "kubelets": {}})
+
+
+def test_pools_to_load():
+    assert pools_of(GROUPS, HOSTS) == ["h100-train"]
