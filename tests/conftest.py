@@ -32,3 +32,28 @@ def pool_baseline(source: str = "h100-train.yml", **sections):
         else:
             doc[name] = fields
     return validate(doc, source)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """The fuzz test's figures (tests/unit/test_fuzz_parsers.py), summed over its targets."""
+    import json
+    import os
+    import time
+
+    out = pathlib.Path(os.environ.get("GPUFLEET_FUZZ_DIR", str(pathlib.Path(__file__).parents[1] / "out" / "fuzz")))
+    started = getattr(config, "_gpufleet_started", time.time())
+    rows = [json.loads(p.read_text()) for p in sorted(out.glob("*.json")) if p.stat().st_mtime >= started - 1]
+    if not rows:
+        return
+    keys = ("inputs", "clear errors", "crashes", "hangs", "wrong verdicts")
+    total = {k: sum(r[k] for r in rows) for k in keys}
+    terminalreporter.write_sep("-", "parser fuzz figures (%d targets)" % len(rows))
+    terminalreporter.write_line(", ".join("%s %d" % (k, total[k]) for k in keys))
+    for r in rows:
+        terminalreporter.write_line("  %-44s %s" % (r["target"], ", ".join("%s %d" % (k, r[k]) for k in keys)))
+
+
+def pytest_configure(config):
+    import time
+
+    config._gpufleet_started = time.time()

@@ -14,7 +14,8 @@ if [[ ! -s "$tarball" ]]; then
   rootfs=$(mktemp -d "$cache/images/rootfs-XXXX")
   trap 'rm -rf "$rootfs"' EXIT
   echo "lab image: debootstrap bookworm into $rootfs (about a minute)"
-  debootstrap --variant=minbase --include=python3,python3-yaml,python3-apt,sudo,procps,iproute2,ca-certificates,kmod \
+  debootstrap --variant=minbase \
+    --include=python3,python3-yaml,python3-apt,sudo,procps,iproute2,ca-certificates,kmod,openssh-server \
     bookworm "$rootfs" http://deb.debian.org/debian >/dev/null
   # No services start at install time inside the image; apt keeps downloaded packages out of the way.
   printf '#!/bin/sh\nexit 101\n' > "$rootfs/usr/sbin/policy-rc.d"

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Machine set-up the lab needs (run as root; idempotent): podman with runc, debootstrap, dpkg-dev.
+# Machine set-up the lab needs (run as root; idempotent): podman with runc, debootstrap, dpkg-dev, and the ssh
+# client (Ansible reaches the lab hosts over SSH, as it reaches real ones).
 # The default runtime crun fails on this kind of machine ("cgroups in hybrid mode not supported") and raising
 # rlimits is not permitted, so podman is pinned to runc with ulimits at or below the hard limits (LAB-NOTES.md).
 set -Eeuo pipefail
 missing=()
-for tool in podman:podman runc:runc debootstrap:debootstrap dpkg-scanpackages:dpkg-dev; do
+for tool in podman:podman runc:runc debootstrap:debootstrap dpkg-scanpackages:dpkg-dev ssh:openssh-client \
+            ssh-keygen:openssh-client; do
   command -v "${tool%%:*}" >/dev/null || missing+=("${tool##*:}")
 done
 if ((${#missing[@]})); then

@@ -74,6 +74,12 @@ def reconcile_controllers(cfg: LabConfig, state: Dict) -> None:
 
 def handle_request(cfg: LabConfig, body: Dict) -> Dict:
     kind, host, version = body.get("kind"), body.get("host"), body.get("version")
+    if kind == "pause":  # the pause-in-upgrade fault: the host hangs mid-upgrade (see simulators/kubelet-preinst)
+        if host not in cfg.hosts:
+            return {"error": "%s is not a lab host" % host}
+        from gpufleet_lab import hosts
+        hosts.podman("pause", hosts.container(host))
+        return {"ok": True, "paused": host}
     state = cluster.load_state(cfg)
     if version not in cfg.versions:
         return {"error": "the lab has no %s binaries for %s (it has %s)" % (kind, version, ", ".join(cfg.versions))}
@@ -113,6 +119,8 @@ async def requests_loop(cfg: LabConfig) -> None:
                 traceback.print_exc()
                 answer = {"error": "%s: %s" % (type(exc).__name__, exc)}
             print("answer: %s" % answer, flush=True)
+            if body.get("answer") is False:
+                continue
             done = reqdir / (body.get("id", path.stem) + ".done")
             done.with_suffix(".tmp").write_text(json.dumps(answer))
             done.with_suffix(".tmp").replace(done)

@@ -23,6 +23,8 @@ HOST_FAULTS: Dict[str, tuple] = {
     "checkpoint-never": ("the training gang never confirms a checkpoint while a rank runs on this host", "gpu"),
     "kubeadm-apply-fail": ("kubeadm upgrade apply/node fails on this host", "cp"),
     "snapshot-fail": ("etcdctl snapshot save fails (no space left on device)", "cp"),
+    "pause-in-upgrade": ("the host hangs in the middle of its kubelet package upgrade (its container is paused from "
+                         "the package's preinst): Ansible loses it over SSH, UNREACHABLE", "any"),
 }
 OTHER_FAULTS = {
     "unreachable": "the host's container is paused: Ansible cannot reach it",

@@ -1,10 +1,13 @@
 """The lab's bare-metal hosts: podman containers from the offline-built Debian image, one per Node, with the lab's
-apt repository, per-host simulator state, and (control-plane hosts) the etcd client certificates."""
+apt repository, per-host simulator state, and (control-plane hosts) the etcd client certificates. Ansible reaches
+them as it reaches real hosts: over SSH, each host's sshd on its own loopback port (host network), with a key the
+lab generates - so a paused host is UNREACHABLE to Ansible, as a hung machine is (podman is only the runtime)."""
 from __future__ import annotations
 
 import json
 import os
 import pathlib
+import socket
 import subprocess
 import time
 from typing import Dict, List
@@ -59,7 +62,7 @@ def node_packages(cfg: LabConfig, role: str) -> List[str]:
 def node_image(cfg: LabConfig, role: str, repo: pathlib.Path) -> str:
     """Commit (once per repository content and start version) an image with the start packages installed and
     held, so every `lab up` starts hosts in seconds."""
-    tag = "localhost/gpufleet-lab-node:%s-%s-%s" % (role, repo.name, cfg.from_version)
+    tag = "localhost/gpufleet-lab-node:%s-%s-%s-%s" % (role, repo.name, cfg.from_version, cfg.image_tag)
     if podman("image", "exists", tag, check=False).returncode == 0:
         podman("tag", tag, "localhost/gpufleet-lab-node:%s" % role)  # the stable name Molecule platforms use
         return tag
@@ -74,7 +77,8 @@ def node_image(cfg: LabConfig, role: str, repo: pathlib.Path) -> str:
         script = ("set -e; rm -f /etc/apt/sources.list; rm -rf /etc/apt/sources.list.d/*; "
                   "echo '%s' > /etc/apt/sources.list.d/gpufleet-lab.list; "
                   "apt-get update -qq; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq %s >/dev/null; "
-                  "apt-mark hold %s >/dev/null; mkdir -p /var/lib/gpufleet-lab /etc/kubernetes"
+                  "apt-mark hold %s >/dev/null; mkdir -p /var/lib/gpufleet-lab /etc/kubernetes; "
+                  "ssh-keygen -A >/dev/null; install -d -m 0700 /root/.ssh"
                   % (APT_LIST.strip(), " ".join(pkgs), " ".join(holds)))
         podman("exec", name, "sh", "-c", script)
         podman("commit", "-q", name, tag)
@@ -97,6 +101,43 @@ def container(host: str) -> str:
     return PREFIX + host
 
 
+def ssh_port(cfg: LabConfig, host: str) -> int:
+    return cfg.ports["ssh"] + cfg.hosts.index(host)
+
+
+def ssh_key(cfg: LabConfig) -> pathlib.Path:
+    """The lab's SSH key (made once per lab run directory); its public half is every host's authorized key."""
+    key = cfg.run / "ssh" / "id_ed25519"
+    if not key.exists():
+        key.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        proc = subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "gpufleet-lab", "-f", str(key)],
+                              capture_output=True, text=True, check=False)
+        if proc.returncode != 0:
+            raise LabError("ssh-keygen failed: %s" % proc.stderr.strip())
+    return key
+
+
+def sshd_command(cfg: LabConfig, host: str) -> List[str]:
+    return ["sh", "-c", "mkdir -p /run/sshd && exec /usr/sbin/sshd -D -e -p %d -o ListenAddress=127.0.0.1 "
+            "-o PermitRootLogin=prohibit-password -o PasswordAuthentication=no -o UseDNS=no" % ssh_port(cfg, host)]
+
+
+def wait_sshd(cfg: LabConfig, host: str, timeout: float = 30) -> None:
+    """Until the host's sshd sends its banner."""
+    deadline = time.time() + timeout
+    while True:
+        try:
+            with socket.create_connection(("127.0.0.1", ssh_port(cfg, host)), timeout=2) as sock:
+                if sock.recv(64).startswith(b"SSH-"):
+                    return
+        except OSError:
+            pass
+        if time.time() > deadline:
+            raise LabError("host %s: sshd on 127.0.0.1:%d did not answer within %ds; see `podman logs %s`" % (
+                host, ssh_port(cfg, host), timeout, container(host)))
+        time.sleep(0.3)
+
+
 def ensure_hosts(cfg: LabConfig) -> None:
     repo, count = packages.ensure_repo(cfg)
     current = repo.parent / "current"  # stable path for Molecule platforms (.config/molecule/config.yml)
@@ -106,6 +147,7 @@ def ensure_hosts(cfg: LabConfig) -> None:
     say("apt repository with %d packages at %s" % (count, repo))
     images = {role: node_image(cfg, role, repo) for role in ("cp", "gpu")}
     (cfg.run / "requests").mkdir(parents=True, exist_ok=True)
+    public_key = ssh_key(cfg).with_suffix(".pub")
     for host in cfg.hosts:
         name = container(host)
         role = "cp" if host in cfg.control_plane else "gpu"
@@ -129,12 +171,15 @@ def ensure_hosts(cfg: LabConfig) -> None:
                 "-v", "%s:/var/lib/gpufleet-lab" % hostdir,
                 "-v", "%s:/var/lib/gpufleet-lab/cluster:ro" % (cfg.run / "cluster"),
                 "-v", "%s:/var/lib/gpufleet-lab/requests" % (cfg.run / "requests"),
-                "-v", "%s:/srv/gpufleet-apt:ro" % repo]
+                "-v", "%s:/srv/gpufleet-apt:ro" % repo,
+                "-v", "%s:/root/.ssh/authorized_keys:ro" % public_key]
         if role == "cp":
             args += ["-v", "%s:/etc/kubernetes/pki:ro" % cfg.pki,
                      "-v", "%s:/etc/kubernetes/admin.conf:ro" % (cfg.run / "kubeconfigs" / "admin.conf")]
-        say("starting host %s (%s)" % (host, images[role]))
-        podman(*args, images[role], "sleep", "infinity")
+        say("starting host %s (%s, sshd on 127.0.0.1:%d)" % (host, images[role], ssh_port(cfg, host)))
+        podman(*args, images[role], *sshd_command(cfg, host))
+    for host in cfg.hosts:
+        wait_sshd(cfg, host)
     prune_images(list(images.values()))
 
 
@@ -168,9 +213,14 @@ def write_inventory(cfg: LabConfig) -> pathlib.Path:
     for rack_set, hosts in cfg.rack_sets.items():
         group = "rack_set_" + rack_set.replace("-", "_")
         gpu_children[group] = {"vars": {"gpufleet_failure_domain": rack_set},
-                               "hosts": {h: {"ansible_host": container(h)} for h in hosts}}
+                               "hosts": {h: {"ansible_port": ssh_port(cfg, h)} for h in hosts}}
     inventory = {"all": {
-        "vars": {"ansible_connection": "containers.podman.podman", "ansible_python_interpreter": "/usr/bin/python3",
+        # SSH as to real hosts (ansible.cfg's [ssh_connection] settings apply); the lab's hosts share 127.0.0.1,
+        # each on its own port, and get new host keys when their image is rebuilt: no known_hosts for them.
+        "vars": {"ansible_host": "127.0.0.1", "ansible_user": "root",
+                 "ansible_ssh_private_key_file": str(ssh_key(cfg)),
+                 "ansible_ssh_common_args": "-o UserKnownHostsFile=/dev/null -o StrictHostKeyChecking=no",
+                 "ansible_python_interpreter": "/usr/bin/python3",
                  "gpufleet_lab": True,
                  # absolute paths: the controller (implicit localhost) has no inventory_dir to build them from
                  "gpufleet_kubeconfig": str(cfg.inventory / "kubeconfig"),
@@ -178,7 +228,7 @@ def write_inventory(cfg: LabConfig) -> pathlib.Path:
                  "gpufleet_out_dir": str(cfg.inventory.parent.parent / "out")},
         "children": {
             "kube_control_plane": {"hosts": {
-                h: {"ansible_host": container(h),
+                h: {"ansible_port": ssh_port(cfg, h),
                     "gpufleet_apiserver_url": "https://127.0.0.1:%d" % cfg.apiserver_port(h)}
                 for h in cfg.control_plane}},
             "etcd": {"children": {"kube_control_plane": {}}},

@@ -54,6 +54,7 @@ def plan(cfg: LabConfig) -> List[Deb]:
                 description="Kubernetes cluster bootstrapping tool (gpufleet lab simulation)"),
             Deb("kubelet", deb_version, files={"usr/bin/kubelet": SIM / "kubelet"},
                 texts={"usr/share/gpufleet-sim/kubelet.version": version}, depends="gpufleet-lab-sim",
+                scripts={"preinst": SIM / "kubelet-preinst"},
                 description="Kubernetes node agent (gpufleet lab simulation)"),
             Deb("kubectl", deb_version, files={"usr/bin/kubectl": kbin / "kubectl"},
                 description="Kubernetes command-line tool (real binary, built from k8s.io/kubernetes %s)" % version),

@@ -82,6 +82,18 @@ def request(kind, timeout=240, **fields):
     sys.exit(1)
 
 
+def notify(kind, **fields):
+    """Tell the lab controller something without waiting for an answer (the pause request: the host is frozen
+    before any answer could be read)."""
+    os.makedirs(REQUESTS, exist_ok=True)
+    rid = "%s-%s-%s" % (host(), kind, uuid.uuid4().hex[:8])
+    path = os.path.join(REQUESTS, rid + ".json")
+    with open(path + ".tmp", "w") as f:
+        json.dump(dict(fields, kind=kind, host=host(), id=rid, answer=False), f)
+    os.replace(path + ".tmp", path)
+    return rid
+
+
 def minor(version):
     parts = version.lstrip("v").split(".")
     return int(parts[0]), int(parts[1])

@@ -29,6 +29,7 @@ REMAP_FIELDS = ("gpu_bus_id", "gpu_uuid", "remapped_rows.correctable", "remapped
 UNKNOWN = ("[N/A]", "[Not Supported]", "N/A", "[Unknown Error]", "[Unknown]", "")
 _XID = re.compile(r"NVRM: Xid \((?P<pci>[^)]{0,64})\): (?P<xid>\d{1,6})(?:, (?P<rest>.{0,500}))?")
 _NO_ENTRIES = "-- No entries --"
+UNKNOWN_XID = -1  # an "NVRM: Xid" line the parser cannot read
 
 
 def _csv_line(line: str, fields: Sequence[str], what: str, lineno: int) -> Dict[str, Optional[str]]:
@@ -74,6 +75,10 @@ def scan_kernel_log(text: Any) -> Dict[str, Any]:
             xid = int(m.group("xid"))
             events.append({"xid": xid, "pci": m.group("pci"), "detail": (m.group("rest") or "").strip(),
                            "meaning": meaning(xid), "line": line.strip()[:500]})
+        elif "NVRM: Xid" in line:
+            # An XID line whose number cannot be read is an XID of unknown kind: judged as fatal, never skipped.
+            events.append({"xid": UNKNOWN_XID, "pci": "?", "detail": line.strip()[:200],
+                           "meaning": "an XID line that cannot be read", "line": line.strip()[:500]})
     return {"measured": True, "why": "", "events": events}
 
 
@@ -111,6 +116,14 @@ def judge_health(gpus: List[Dict[str, Optional[str]]], remaps: List[Dict[str, Op
     count, driver = int(gpu_policy["count"]), str(gpu_policy["driver_version"])
     checks = [Check("gpu_count", subject, len(gpus) == count, len(gpus), count,
                     "a node with fewer GPUs than expected after a driver change or XID is worse than a failed node")]
+    ids = [(g.get("index"), g.get("uuid"), (g.get("pci.bus_id") or "").lower()) for g in gpus]
+    for position, field in enumerate(("index", "uuid", "pci.bus_id")):
+        values = [i[position] for i in ids]
+        repeated = sorted({str(v) for v in values if v is None or values.count(v) > 1})
+        if repeated:
+            checks.append(Check("gpu_identity", subject, False, "%s not unique or not reported: %s" % (
+                field, ", ".join(repeated[:8])), "one %s per GPU" % field,
+                "nvidia-smi listed a GPU twice or without its %s: the count cannot be trusted" % field))
     for position, gpu in enumerate(gpus):
         label = "%s gpu %s" % (subject, gpu.get("index") or gpu.get("uuid") or position)
         checks.append(Check("gpu_driver_version", label, gpu.get("driver_version") == driver,
@@ -141,9 +154,10 @@ def judge_health(gpus: List[Dict[str, Optional[str]]], remaps: List[Dict[str, Op
                             "no XID in %s" % sorted(fatal), "the kernel log must be readable to rule XIDs out; "
                             "keep kernel messages in the journal, or set opt_out.kernel_log with the reason"))
     else:
-        bad = [e for e in kernel_log["events"] if e["xid"] in fatal]
-        checks.append(Check("gpu_xid", subject, not bad, ", ".join("XID %d on %s (%s)" % (
-            e["xid"], e["pci"], e["meaning"]) for e in bad) or "none", "no XID in %s" % sorted(fatal)))
+        bad = [e for e in kernel_log["events"] if e["xid"] in fatal or e["xid"] == UNKNOWN_XID]
+        checks.append(Check("gpu_xid", subject, not bad, ", ".join(
+            ("XID %d on %s (%s)" % (e["xid"], e["pci"], e["meaning"])) if e["xid"] != UNKNOWN_XID else
+            "unreadable XID line %r" % e["detail"][:120] for e in bad) or "none", "no XID in %s" % sorted(fatal)))
     for item in opt.get("xids") or {}:
         checks.append(opted_out("gpu_xid_%s" % item, subject, opt["xids"][item]))
     summary = summarize(checks)

@@ -28,7 +28,7 @@ _RULE = re.compile(r"^_{10,}\s*$")
 
 def _empty_result(fmt: str) -> Dict[str, Any]:
     return {"format": fmt, "available": False, "upgrades": [], "config_versions": [],
-            "manual_config_upgrades": []}
+            "manual_config_upgrades": [], "offered_versions": []}
 
 
 def parse_plan(text: str) -> Dict[str, Any]:
@@ -200,10 +200,11 @@ def _finish(result: Dict[str, Any]) -> Dict[str, Any]:
 
 # -- judgement -------------------------------------------------------------------------------------------------
 def judge_plan(plan: Dict[str, Any], target: Optional[str], allow_manual_config_upgrade: bool = False,
-               node: str = "") -> Dict[str, Any]:
+               node: str = "", required: bool = False) -> Dict[str, Any]:
     """Pick the upgrade that reaches ``target``. Fails when the target is not offered or a component config needs
     a manual upgrade. Returns ``{upgrade, needs_upgrade}``; ``needs_upgrade`` is False when kubeadm offers nothing
-    and the control plane already runs ``target`` (the caller decides that from versions)."""
+    and the control plane already runs ``target`` (the caller decides that from versions) - unless ``required``
+    (the caller knows the control plane is not at the target), when an empty plan fails too."""
     where = " on %s" % node if node else ""
     if plan["manual_config_upgrades"] and not allow_manual_config_upgrade:
         raise GateFailed(
@@ -216,9 +217,9 @@ def judge_plan(plan: Dict[str, Any], target: Optional[str], allow_manual_config_
     for upgrade in plan["upgrades"]:
         if parse_version(upgrade["target_version"]) == wanted:
             return {"upgrade": upgrade, "needs_upgrade": True}
-    if not plan["available"]:
+    if not plan["available"] and not required:
         return {"upgrade": None, "needs_upgrade": False}
     raise GateFailed(
         "kubeadm upgrade plan%s does not offer %s; it offers %s. Install kubeadm %s first (the plan offers at most "
         "kubeadm's own version and one minor above the cluster)" % (
-            where, target, ", ".join(plan["offered_versions"]) or "nothing", target), plan=plan)
+            where, target, ", ".join(plan.get("offered_versions") or []) or "nothing", target), plan=plan)

@@ -89,6 +89,7 @@ def main():
         argument_spec=dict(
             target=dict(type="str"),
             allow_manual_config_upgrade=dict(type="bool", default=False),
+            required=dict(type="bool", default=False),
             node=dict(type="str", default=""),
             binary=dict(type="str", default="kubeadm"),
             args=dict(type="list", elements="str", default=["upgrade", "plan", "-o", "json"]),
@@ -103,7 +104,7 @@ def main():
             return check_mode_skip("kubeadm upgrade plan")
         plan = parse_plan(text)
         verdict = judge_plan(plan, module.params["target"], module.params["allow_manual_config_upgrade"],
-                             module.params["node"])
+                             module.params["node"], module.params["required"])
         upgrade = verdict["upgrade"]
         return {"available": plan["available"], "plan": plan, "upgrade": upgrade,
                 "needs_upgrade": verdict["needs_upgrade"],

@@ -15,7 +15,7 @@ description:
     C(uncordoned) returns it to that state, so a node an operator had cordoned stays cordoned; C(marked) sets the
     phase and reason only (a failed node stays cordoned with the gate that failed it); C(read) changes nothing
     and returns every node's progress.
-  - Cordoning a node again after C(validated) records C(upgraded): a validation does not outlive a new cordon.
+  - Cordoning a node again after C(validated) records C(upgraded) - a validation does not outlive a new cordon.
   - C(held) ends a failed wave - each node in O(failures) is recorded C(failed) with its reason, each node in
     O(in_rescue) without one C(held) with the wave-mate's failure, and each other node (Ansible dropped it as
     unreachable) C(failed) with the stage it was in. The result's C(message) says it all.

@@ -57,18 +57,22 @@ def test_apt_repository(cfg):
 def test_inventory_groups(cfg):
     path = hosts.write_inventory(cfg)
     inv = yaml.safe_load(path.read_text())["all"]
-    assert inv["vars"]["ansible_connection"] == "containers.podman.podman"
+    # reached over SSH as real hosts are (no podman connection): one loopback port per host, the lab's key
+    assert "ansible_connection" not in inv["vars"] and inv["vars"]["ansible_host"] == "127.0.0.1"
+    assert pathlib.Path(inv["vars"]["ansible_ssh_private_key_file"]).is_file()
     assert sorted(inv["children"]["kube_control_plane"]["hosts"]) == cfg.control_plane
     racks = inv["children"]["gpu_nodes"]["children"]
     assert {g: sorted(v["hosts"]) for g, v in racks.items()} == {"rack_set_rs_a": ["gpu-a1", "gpu-a2"],
                                                                  "rack_set_rs_b": ["gpu-b1", "gpu-b2"]}
     assert racks["rack_set_rs_a"]["vars"]["gpufleet_failure_domain"] == "rs-a"
-    assert inv["children"]["kube_control_plane"]["hosts"]["cp-1"]["ansible_host"] == "gpufleet-lab-cp-1"
+    ports = [inv["children"]["kube_control_plane"]["hosts"][h]["ansible_port"] for h in cfg.control_plane]
+    ports += [v["hosts"][h]["ansible_port"] for v in racks.values() for h in v["hosts"]]
+    assert len(set(ports)) == len(cfg.hosts) and ports[0] == cfg.ports["ssh"]
 
 
 def test_fault_catalogue_covers_the_issue():
     wanted = {"gpu-missing", "xid79", "dcgm-fail", "nccl-slow", "pdb-block", "checkpoint-never", "unreachable",
-              "kubeadm-apply-fail", "snapshot-fail"}
+              "kubeadm-apply-fail", "snapshot-fail", "pause-in-upgrade"}
     assert wanted <= set(faults.kinds())
 
 

@@ -132,3 +132,19 @@ def test_persistence_off_fails_unless_opted_out():
     opted = pool_baseline(opt_out={"persistence_mode": "nvidia-persistenced is replaced by the DCGM exporter here"})
     assert not any("gpu_persistence_mode" in f for f in judge(gpu="query-gpu-ecc-persist-off.csv",
                                                                 policy=opted)["failures"])
+
+
+def test_an_xid_line_that_cannot_be_read_fails():
+    line = "Nov 30 08:01:04.1 gpu-a1 kernel: NVRM: Xid (PCI:0000:18:00): N/A, pid=1, something\n"
+    failures = judge(log_text=fixture_text("nvidia_smi", "kern-clean.log") + line)["failures"]
+    assert failures and failures[0].startswith("gpu-a1: check gpu_xid: measured unreadable XID line")
+
+
+def test_a_gpu_listed_twice_does_not_make_up_the_count():
+    lines = fixture_text("nvidia_smi", "query-gpu-7-of-8.csv").splitlines()
+    doubled = "\n".join(lines + [lines[1]])  # 8 lines, GPU 1 twice
+    summary = judge_health(parse_query_gpu(doubled), parse_remapped_rows(fixture_text("nvidia_smi",
+                                                                                      "remapped-rows-ok.csv")),
+                           scan_kernel_log(fixture_text("nvidia_smi", "kern-clean.log")), POLICY, "gpu-a1")
+    assert not summary["passed"]
+    assert summary["failures"][0].startswith("gpu-a1: check gpu_identity: measured index not unique or not reported: 1")

@@ -96,3 +96,8 @@ def test_truncated_text_is_a_clear_error():
     with pytest.raises(ParseError, match="no target version"):
         # the table is cut and the apply command never came; only control-plane rows before scheduler remain
         parse_plan(cut2.replace("kube-apiserver", "kube-apiserverX"))
+
+
+def test_an_empty_plan_fails_when_the_control_plane_is_not_at_the_target():
+    with pytest.raises(GateFailed, match="does not offer v1.34.2; it offers nothing"):
+        judge_plan(parse_plan(""), "v1.34.2", required=True)

@@ -179,3 +179,19 @@ def test_wave_plan(run):
     bad = run(wave_plan, {"nodes": nodes, "caps": {"max_gpu_fraction": 0.1}})
     assert bad.failed and bad.result["error_type"] == "PlanError"
     assert "rs-0 has 8 GPUs, more than the cap of 6 GPUs" in bad.result["msg"]
+
+
+def test_an_unexpected_error_is_a_clear_failure_naming_the_module(run, monkeypatch):
+    from ansible_collections.gpufleet.upgrade.plugins.module_utils import dcgm
+
+    def broken(*args, **kwargs):
+        raise KeyError("results")
+
+    monkeypatch.setattr(dcgm_diag, "parse_diag", broken)
+    out = run(dcgm_diag, {"baseline": pool_baseline(), "output": "{}",
+                          "_ansible_module_name": "gpufleet.upgrade.dcgm_diag"})
+    assert out.failed and out.result["error_type"] == "UnexpectedError"
+    assert out.result["msg"].startswith("gpufleet.upgrade.dcgm_diag failed on its input (baseline, binary, canary, "
+                                        "output given): KeyError: 'results'")
+    assert "Nothing was judged as passed" in out.result["msg"] and "Traceback" in out.result["exception"]
+    assert dcgm.parse_diag is not broken
