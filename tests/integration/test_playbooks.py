@@ -152,7 +152,8 @@ def test_change_record_callback(tmp_path):
     assert (used["event"], used["action"], used["nodes"], used["stage"]) == (
         "used", "disable_eviction", ["gpu-a1", "gpu-a2"], "drain")
     assert used["operator"] and used["time"]
-    assert "## Break glass" in markdown and "used by %s: disable_eviction on gpu-a1, gpu-a2" % used["operator"] in markdown
+    assert "## Break glass" in markdown
+    assert "used by %s: disable_eviction on gpu-a1, gpu-a2" % used["operator"] in markdown
     for path in (record_json, record_json.with_suffix(".md")):
         assert path.stat().st_mode & 0o777 == 0o600, path  # owner only
     assert (tmp_path / "records").stat().st_mode & 0o777 == 0o700

@@ -18,7 +18,8 @@ from ansible_collections.gpufleet.upgrade.plugins.module_utils.kubeadm_plan impo
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.nccl import judge_runs, parse_output
 from tests.conftest import pool_baseline
 
-LAB_BASELINE = pool_baseline(gpu={"driver_version": "570.172.08"}, dcgm={"required_tests": ["software", "memory", "pcie"]},
+LAB_BASELINE = pool_baseline(gpu={"driver_version": "570.172.08"},
+                             dcgm={"required_tests": ["software", "memory", "pcie"]},
                              nccl={"busbw_gbps": {"1G": 450.0, "8G": 470.0}, "tolerance_pct": 10, "min_runs": 3})
 SIM = pathlib.Path(__file__).resolve().parents[3] / "lab" / "simulators"
 QUERY = ("--query-gpu=index,uuid,pci.bus_id,name,driver_version,persistence_mode,"
