@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import signal
 import stat
 import subprocess
 import sys
@@ -79,6 +80,35 @@ def test_failed_snapshot_stops_and_leaves_etcd_healthy(lab, tmp_path):
     assert podman_exec("cp-1", "sh", "-c", "ls /var/lib/etcd-backup").stdout.strip() == ""
 
 
+def test_a_run_killed_mid_way_leaves_no_plaintext_snapshot_past_the_next_run(lab, tmp_path):
+    """SIGKILL (nothing of Ansible's own runs after it) while the plaintext snapshot sits on the node and on the
+    controller, before encryption: the next run removes both first, and no plaintext outlives it."""
+    backups = tmp_path / "backups"
+    args = [str(BIN / "ansible-playbook"), "playbooks/etcd-backup.yml", "-i", str(lab.inventory / "hosts.yml"),
+            "-e", "etcd_snapshot_backup_dir=%s" % backups, "-e", "etcd_snapshot_encryption_key=%s" % KEY,
+            "-e", "etcd_snapshot_reuse_minutes=0"]
+    env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
+               PATH="%s:%s" % (BIN, os.environ["PATH"]))
+    proc = subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    seen = []
+    try:
+        for line in proc.stdout:
+            seen.append(line)
+            if "TASK [gpufleet.upgrade.etcd_snapshot : Encrypt it with ansible-vault" in line:
+                os.killpg(proc.pid, signal.SIGKILL)  # the fetch has run: plaintext on the node and here
+                break
+    finally:
+        proc.wait(timeout=60)
+    assert proc.returncode == -signal.SIGKILL, "".join(seen[-40:])
+    assert list(backups.glob("etcd-lab-*.db.part")), "the kill came too late to test anything"
+    assert podman_exec("cp-1", "sh", "-c", "ls /var/lib/etcd-backup").stdout.strip().endswith(".db")
+    after = backup(lab, backups, "-e", "etcd_snapshot_reuse_minutes=0")
+    assert after.returncode == 0, after.stdout[-3000:]
+    assert not list(backups.glob("*.part")) and len(list(backups.glob("*.db.vault"))) == 1
+    assert podman_exec("cp-1", "sh", "-c", "ls /var/lib/etcd-backup").stdout.strip() == ""
+
+
 def test_refuses_without_key_before_touching_anything(lab, tmp_path):
     proc = backup(lab, tmp_path / "b", key=None)
     assert proc.returncode != 0 and "etcd_snapshot_encryption_key" in proc.stdout
@@ -87,9 +117,11 @@ def test_refuses_without_key_before_touching_anything(lab, tmp_path):
     assert short.returncode != 0 and "16 characters or more" in short.stdout
 
 
-def restore(lab, *extra):
+def restore(lab, *extra, records=None):
     env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
                PATH="%s:%s" % (BIN, os.environ["PATH"]))
+    if records:
+        env["GPUFLEET_CHANGE_RECORD_DIR"] = str(records)
     return subprocess.run([str(BIN / "ansible-playbook"), "playbooks/etcd-restore.yml", "-i",
                            str(lab.inventory / "hosts.yml"), "-e", "etcd_snapshot_encryption_key=%s" % KEY, *extra],
                           cwd=ROOT, env=env, capture_output=True, text=True, check=False, timeout=600)
@@ -109,11 +141,17 @@ def test_etcd_restore_is_break_glass_and_restores_a_verified_snapshot(lab, tmp_p
     # confirmed: every member restores the verified snapshot into a new data directory (the lab's etcd is not a
     # static pod on its hosts, so the swap is off here)
     done = restore(lab, "-e", "etcd_restore_snapshot=%s" % vault_file, "-e", "etcd_restore_swap=false",
-                   "-e", json.dumps({"gpufleet_break_glass_etcd_restore": "restore lab from %s" % vault_file.name}))
+                   "-e", json.dumps({"gpufleet_break_glass_etcd_restore": "restore lab from %s" % vault_file.name}),
+                   records=tmp_path / "records")
     assert done.returncode == 0, done.stdout[-4000:]
     assert KEY not in done.stdout and "BREAK GLASS: restore lab from" in done.stdout
+    (record,) = (tmp_path / "records").glob("*-etcd-restore.yml.json")
+    (used,) = json.loads(record.read_text())["break_glass"]
+    assert used["action"] == "etcd_restore" and used["nodes"] == lab.control_plane and vault_file.name in used["detail"]
+    # no decrypted copy outlives the run: not on the controller, not on a member
+    assert not list(pathlib.Path(os.environ.get("TMPDIR", "/tmp")).glob("gpufleet-etcd-restore-*"))
     for host in lab.control_plane:
         listing = podman_exec(host, "sh", "-c", "ls /var/lib/etcd.restored-*/member/snap/db /root/etcd-restore-* "
-                                                "2>/dev/null").stdout.split()
+                                                "2>/dev/null").stdout.split()  # no /root/etcd-restore-*.db left
         assert len(listing) == 1 and listing[0].endswith("/member/snap/db"), (host, listing)
         podman_exec(host, "sh", "-c", "rm -rf /var/lib/etcd.restored-*")

@@ -83,6 +83,13 @@ def failed_on(lab, name, reason_part):
     assert reason_part in (ann(n, "upgrade-reason") or ""), ann(n, "upgrade-reason")
 
 
+def held_by(lab, name, reason_part):
+    n = nodes(lab)[name]
+    assert n.spec.unschedulable, "%s must stay cordoned" % name
+    assert ann(n, "upgrade-phase") == "held", (name, ann(n, "upgrade-phase"), ann(n, "upgrade-reason"))
+    assert reason_part in (ann(n, "upgrade-reason") or ""), ann(n, "upgrade-reason")
+
+
 def first_pending_wave(lab):
     current = nodes(lab)
     for index, wave in enumerate(WAVES):
@@ -145,7 +152,9 @@ def test_upgrade_wave_halts_on_every_fault_resumes_and_finishes(cell):
     nobase = run(lab, records, "preflight.yml", "-e", "gpufleet_baseline_dir=/nonexistent")
     assert_halted(nobase, "/nonexistent/h100-train.yml")
     short = run(lab, records, "preflight.yml", "-e", "gpufleet_target_version=v1.36")
-    assert_halted(short, "full release such as v1.36.3")
+    assert_halted(short, "is not a full release; give one such as v1.36.0")
+    limited = run(lab, records, "upgrade-wave.yml", "--limit", "gpu-a1")
+    assert_halted(limited, "--limit gpu-a1: the upgrade plays plan whole failure domains")
     assert set(apiservers(lab).values()) == {lab.from_version}
     untouched(lab, [n for wave in WAVES for n in wave])
 
@@ -208,8 +217,43 @@ def test_upgrade_wave_halts_on_every_fault_resumes_and_finishes(cell):
     assert_halted(proc, "Reach every host of the wave before anything on it changes", "timed out waiting for")
     untouched(lab, [n for wave in WAVES[index + 1:] for n in wave])
 
-    # 7. Everything cleared: the rerun resumes and finishes.
-    proc = run(lab, records, "upgrade-wave.yml")
+    # 7. Wave boundaries that hold, in a wave of two nodes (no canary: a rack set per wave). The rack set is the
+    #    first one the story has not finished anything of (where the lab's scheduler put the gang's ranks decides
+    #    how far step 4 got); its node still on the old kubelet package is the one to fail.
+    two = ["-e", json.dumps({"gpufleet_wave_caps": {"max_gpu_fraction": 0.5, "canaries_per_gpu_type": 0}})]
+    current = nodes(lab)
+    racks = [sorted(hosts) for _, hosts in sorted(lab.rack_sets.items())]
+    index = next(i for i, rack in enumerate(racks) if all(ann(current[h], "upgrade-phase") != "done" for h in rack))
+    rack, later = racks[index], [h for r in racks[index + 1:] for h in r]
+    bad = [h for h in rack if current[h].status.node_info.kubelet_version == lab.from_version][-1]
+    mate = next(h for h in rack if h != bad)
+    wave = "Wave %d (domain: %s) failed" % (index + 1, lab.rack_set_of(bad))
+    # 7a. The node hangs in the middle of its kubelet package upgrade (the new package's preinst pauses it): over
+    #     SSH Ansible reports it UNREACHABLE. It is recorded failed - unreachable, with the stage - its wave-mate is
+    #     held because of it, and the next wave does not start.
+    lab_cli("fault", bad, "pause-in-upgrade")
+    try:
+        proc = run(lab, records, "node-pool.yml", *two)
+    finally:
+        lab_cli("clear", bad)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and "UNREACHABLE" in out, out[-6000:]
+    failed_on(lab, bad, "unreachable during the package upgrade")
+    held_by(lab, mate, "held: wave-mate %s failed unreachable during the package upgrade" % bad)
+    untouched(lab, later)
+    # 7b. It fails a gate: it keeps its own reason, its healthy wave-mate is held because of it, later waves untouched.
+    lab_cli("fault", bad, "gpu-missing")
+    try:
+        proc = run(lab, records, "node-pool.yml", *two)
+    finally:
+        lab_cli("clear", bad)
+    assert_halted(proc, wave, "Later waves were not started")
+    failed_on(lab, bad, "check gpu_count: measured 7, baseline 8")
+    held_by(lab, mate, "held: wave-mate %s failed" % bad)
+    untouched(lab, later)
+
+    # 8. Everything cleared: the rerun resumes and finishes. The target spelled without its v gives the same ledger.
+    proc = run(lab, records, "upgrade-wave.yml", "-e", "gpufleet_target_version=%s" % lab.to_version.lstrip("v"))
     assert proc.returncode == 0, proc.stdout[-6000:]
     assert set(apiservers(lab).values()) == {lab.to_version}
     for name, n in nodes(lab).items():
@@ -239,19 +283,19 @@ def test_upgrade_wave_halts_on_every_fault_resumes_and_finishes(cell):
     assert waves.get("gpu-a1", "").startswith("1 (canary") and waves.get("gpu-b2", "").startswith("3 (domain")
     assert "gpu-a1" in record["canary_scope"]
 
-    # 8. A second run on the finished cell changes nothing.
+    # 9. A second run on the finished cell changes nothing.
     again = run(lab, records, "upgrade-wave.yml")
     assert again.returncode == 0, again.stdout[-4000:]
     recap = re.findall(r"^(\S+)\s+: ok=\d+\s+changed=(\d+)", again.stdout, re.M)
     assert recap and all(changed == "0" for _, changed in recap), recap
 
-    # 9. Gates only, on the finished cell: nothing changes, every gate passes.
+    # 10. Gates only, on the finished cell: nothing changes, every gate passes.
     check = run(lab, records, "validate.yml")
     assert check.returncode == 0, check.stdout[-4000:]
     recap = re.findall(r"^(\S+)\s+: ok=\d+\s+changed=(\d+)", check.stdout, re.M)
     assert recap and all(changed == "0" for _, changed in recap), recap
 
-    # 10. Maintenance of one node: drained and held for a manual repair, then returned after its self-test.
+    # 11. Maintenance of one node: drained and held for a manual repair, then returned after its self-test.
     repair = ["-e", "gpufleet_node=gpu-a2", "-e", "gpufleet_maintenance_action=repair"]
     held = run(lab, records, "maintenance.yml", *repair)
     assert held.returncode == 0, held.stdout[-4000:]
@@ -266,3 +310,15 @@ def test_upgrade_wave_halts_on_every_fault_resumes_and_finishes(cell):
     refused = run(lab, records, "maintenance.yml", "-e", "gpufleet_node=cp-1",
                   "-e", "gpufleet_maintenance_action=repair")
     assert_halted(refused, "Set gpufleet_node to one host of gpu_nodes")
+
+    # 12. Break glass needs the typed confirmation naming the cell, the action and the target, and is recorded.
+    refused = run(lab, records, "validate.yml", "-l", "gpu-a1", "-e", "gpufleet_break_glass_skip_nccl=true")
+    assert_halted(refused, "needs the exact confirmation 'skip nccl on lab for %s'" % lab.to_version)
+    before = set(records.glob("*-validate.yml.json"))
+    skipped = run(lab, records, "validate.yml", "-l", "gpu-a1",
+                  "-e", "gpufleet_break_glass_skip_nccl='skip nccl on lab for %s'" % lab.to_version)
+    assert skipped.returncode == 0, skipped.stdout[-4000:]
+    (record_path,) = set(records.glob("*-validate.yml.json")) - before
+    glass = json.loads(record_path.read_text())["break_glass"]
+    assert [(g["event"], g["action"]) for g in glass] == [("confirmed", "skip_nccl"), ("used", "skip_nccl")]
+    assert glass[1]["nodes"] == ["gpu-a1"] and glass[0]["confirmation"] == "skip nccl on lab for %s" % lab.to_version
