@@ -7,7 +7,8 @@ from ansible_collections.gpufleet.upgrade.plugins.module_utils import kube
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.drain import DrainBlocked, classify, drain, selects
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import InputError
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.gangs import GangError, Gangs, find_gangs
-from ansible_collections.gpufleet.upgrade.plugins.module_utils.nodes import plan_patch, progress
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.nodes import (
+    boundary, failure_text, plan_patch, progress, wave_outcome)
 from tests.unit.fakes.kube import MSG_429, Clock, FakeKube, merge, node, pod
 
 T = "v1.36.3"
@@ -57,6 +58,49 @@ def test_a_rerun_recordons_a_failed_node_as_a_new_attempt():
     apply(n, "cordoned", T)
     assert progress(n, T)["phase"] == "cordoned" and progress(n, T)["reason"] == ""
     assert n["metadata"]["annotations"][kube.ANN_UNSCHED_BEFORE] == "false"  # still the operator's state
+
+
+def test_a_new_cordon_clears_a_stale_validated_and_a_held_node_starts_over():
+    n = node("gpu-a1")
+    apply(n, "cordoned", T)
+    apply(n, "marked", T, phase="validated")
+    apply(n, "cordoned", T)  # cordoned again (a rerun, a maintenance): its gates must run again
+    assert progress(n, T)["phase"] == "upgraded"
+    apply(n, "marked", T, phase="held", reason="held: wave-mate gpu-a2 failed gpu_health")
+    apply(n, "cordoned", T)
+    assert progress(n, T)["phase"] == "cordoned" and progress(n, T)["reason"] == ""
+
+
+def test_a_failed_wave_ends_with_every_node_failed_or_held():
+    out = wave_outcome(["gpu-a1", "gpu-a2", "gpu-a3"], {"gpu-a2": "Gate GPU count: gpu_health gate failed: 7 of 8"},
+                       ["gpu-a1", "gpu-a2"], {"gpu-a1": "upgraded", "gpu-a2": "upgraded", "gpu-a3": "drained"})
+    assert out["marks"]["gpu-a2"] == ("failed", "Gate GPU count: gpu_health gate failed: 7 of 8")
+    assert out["marks"]["gpu-a3"][0] == "failed"  # not in rescue, no failure of its own: Ansible lost it
+    assert out["marks"]["gpu-a3"][1].startswith("unreachable during the package upgrade (kubeadm, kubelet, GPU "
+                                                "stack) (last recorded phase: drained)")
+    assert out["marks"]["gpu-a1"][0] == "held"
+    assert out["marks"]["gpu-a1"][1].startswith("held: wave-mate gpu-a2 failed Gate GPU count")
+    assert "wave-mate gpu-a3 failed unreachable during" in out["marks"]["gpu-a1"][1]
+    assert out["failed"] == ["gpu-a2", "gpu-a3"] and out["held"] == ["gpu-a1"]
+
+
+def test_a_boundary_passes_only_when_every_earlier_node_is_done():
+    rows = [{"name": "cp-1", "phase": "done", "reason": ""},
+            {"name": "gpu-a1", "phase": "held", "reason": "held: wave-mate gpu-a2 failed"},
+            {"name": "gpu-a2", "phase": "validated", "reason": ""},
+            {"name": "gpu-b1", "phase": "", "reason": ""}]
+    verdict = boundary(rows)
+    assert not verdict["ok"] and sorted(verdict["lost"]) == ["gpu-a2", "gpu-b1"]
+    assert verdict["lost"]["gpu-a2"].startswith("unreachable during uncordon (last recorded phase: validated)")
+    assert "gpu-a1 is held (held: wave-mate gpu-a2 failed)" in verdict["message"]
+    assert boundary(rows[:1]) == {"ok": True, "lost": {}, "message": ""}
+
+
+def test_a_failure_reason_from_a_no_log_task_is_censored():
+    assert failure_text("Encrypt", {"msg": "key hunter2", "_ansible_no_log": True}) == \
+        "Encrypt: output censored (no_log)"
+    assert failure_text("Gate", {"msg": "gpu_health gate failed:\n 7 of 8"}) == "Gate: gpu_health gate failed: 7 of 8"
+    assert len(failure_text("Gate", {"msg": "x" * 5000})) == 1000
 
 
 def test_failed_needs_a_reason_and_progress_is_per_target():

@@ -32,6 +32,25 @@ def test_node_state_failed_without_reason_is_refused(run, cluster):
     assert out.failed and "needs a reason" in out.result["msg"] and not cluster.calls
 
 
+def test_node_state_ends_a_failed_wave_then_guards_the_next(run, cluster):
+    cluster.nodes["gpu-b1"] = node("gpu-b1")
+    for name in ("gpu-a1", "gpu-a2"):
+        run(node_state, {"nodes": [name], "state": "cordoned", "target": "v1.36.3"})
+    held = run(node_state, {"nodes": ["gpu-a1", "gpu-a2"], "state": "held", "target": "v1.36.3",
+                            "failures": {"gpu-a2": "Gate: gpu_health gate failed", "gpu-a1": ""},
+                            "in_rescue": ["gpu-a1", "gpu-a2"]})
+    assert held.result["changed"] and held.result["held"] == ["gpu-a1"] and held.result["failed_nodes"] == ["gpu-a2"]
+    assert "gpu-a1 held (held: wave-mate gpu-a2 failed Gate: gpu_health gate failed)" in held.result["message"]
+    guard = run(node_state, {"nodes": ["gpu-a1", "gpu-a2"], "state": "finished", "target": "v1.36.3"})
+    assert guard.failed and "Later waves (and control-plane hosts) were not started" in guard.result["msg"]
+    assert "gpu-a2 is failed (Gate: gpu_health gate failed)" in guard.result["msg"]
+    # a node the run lost (still in a working phase) is recorded failed by the guard
+    run(node_state, {"nodes": ["gpu-b1"], "state": "cordoned", "target": "v1.36.3"})
+    lost = run(node_state, {"nodes": ["gpu-b1"], "state": "finished", "target": "v1.36.3"})
+    assert lost.failed and lost.result["changed_nodes"] == ["gpu-b1"]
+    assert cluster.nodes["gpu-b1"]["metadata"]["annotations"][kube.ANN_REASON].startswith("unreachable during drain")
+
+
 def test_node_drain_reports_blockers(run, cluster):
     cluster.pods.append(pod("web-1", "gpu-a1", labels={"app": "web"}))
     cluster.add_pdb("web", "default", {"app": "web"}, allowed=0)
