@@ -107,8 +107,11 @@ def failure_text(task: str, result: Any) -> str:
         return "%s: failed" % task
     if result.get("_ansible_no_log") or result.get("censored"):
         return "%s: output censored (no_log)" % task
-    message = result.get("msg") or result.get("stderr") or result.get("reason") or "failed"
-    return ("%s: %s" % (task, " ".join(str(message).split())))[:MAX_REASON]
+    message = str(result.get("msg") or result.get("reason") or "failed")
+    stderr = str(result.get("stderr") or "").strip()
+    if stderr and stderr not in message:  # a command's own words say more than "non-zero return code"
+        message = "%s: %s" % (message, stderr.splitlines()[-1] if len(stderr) > 300 else stderr)
+    return ("%s: %s" % (task, " ".join(message.split())))[:MAX_REASON]
 
 
 def wave_outcome(wave: List[str], failures: Dict[str, str], in_rescue: List[str],
@@ -141,7 +144,8 @@ def lost_reason(phase: str) -> str:
 
 def boundary(progress_list: List[Dict[str, Any]]) -> Dict[str, Any]:
     """Judge a wave boundary: every node of the earlier batches must be ``done``. A node still in a working phase
-    was lost by the run (unreachable: a failed or held node has its phase) and is to be marked ``failed``.
+    was lost by the run (unreachable: a failed or held node has its phase) and is to be marked ``failed``; a node
+    with no ledger for the target has not started (it is named, not marked).
     Returns ``{ok, lost: {node: reason}, message}``."""
     lost: Dict[str, str] = {}
     lines = []
@@ -150,6 +154,9 @@ def boundary(progress_list: List[Dict[str, Any]]) -> Dict[str, Any]:
             continue
         if p["phase"] in ("failed", "held"):
             lines.append("%s is %s (%s)" % (p["name"], p["phase"], p["reason"] or "no reason recorded"))
+        elif not p["phase"]:
+            # no ledger for this target: never started (or lost before its first recorded step) - not marked
+            lines.append("%s has not been upgraded to this target (no ledger for it)" % p["name"])
         else:
             lost[p["name"]] = lost_reason(p["phase"])
             lines.append("%s failed (%s)" % (p["name"], lost[p["name"]]))

@@ -90,7 +90,8 @@ def test_a_boundary_passes_only_when_every_earlier_node_is_done():
             {"name": "gpu-a2", "phase": "validated", "reason": ""},
             {"name": "gpu-b1", "phase": "", "reason": ""}]
     verdict = boundary(rows)
-    assert not verdict["ok"] and sorted(verdict["lost"]) == ["gpu-a2", "gpu-b1"]
+    assert not verdict["ok"] and sorted(verdict["lost"]) == ["gpu-a2"]
+    assert "gpu-b1 has not been upgraded to this target (no ledger for it)" in verdict["message"]
     assert verdict["lost"]["gpu-a2"].startswith("unreachable during uncordon (last recorded phase: validated)")
     assert "gpu-a1 is held (held: wave-mate gpu-a2 failed)" in verdict["message"]
     assert boundary(rows[:1]) == {"ok": True, "lost": {}, "message": ""}
@@ -101,6 +102,8 @@ def test_a_failure_reason_from_a_no_log_task_is_censored():
         "Encrypt: output censored (no_log)"
     assert failure_text("Gate", {"msg": "gpu_health gate failed:\n 7 of 8"}) == "Gate: gpu_health gate failed: 7 of 8"
     assert len(failure_text("Gate", {"msg": "x" * 5000})) == 1000
+    assert failure_text("Finish dpkg", {"msg": "non-zero return code", "rc": 2, "stderr": "dpkg: error: lock"}) == \
+        "Finish dpkg: non-zero return code: dpkg: error: lock"
 
 
 def test_failed_needs_a_reason_and_progress_is_per_target():
