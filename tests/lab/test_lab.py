@@ -13,19 +13,20 @@ import pytest
 from kubernetes import client, config, dynamic
 from kubernetes.client.rest import ApiException
 
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.baseline import load_file
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.dcgm import judge_diag, parse_diag
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.etcd import (
     judge_endpoints, judge_snapshot, parse_endpoint_status, parse_snapshot_status)
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.gpu_health import (
-    judge_health, parse_query_gpu, parse_remapped_rows, scan_xids)
+    judge_health, parse_query_gpu, parse_remapped_rows, scan_kernel_log)
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.kubeadm_plan import judge_plan, parse_plan
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.nccl import judge_runs, parse_output
 from tests.lab.conftest import ROOT, lab_cli, podman_exec
 
 pytestmark = pytest.mark.lab
 
-GPU_POLICY = {"count": 8, "driver_version": "570.172.08"}
-NCCL_BASELINE = {"busbw_gbps": {"1G": 450.0, "8G": 470.0}, "tolerance_pct": 10, "min_runs": 3}
+# The lab pool's baseline (inventories/lab/baselines), as the gates take it.
+LAB_BASELINE = load_file(str(ROOT / "inventories" / "lab" / "baselines" / "h100-train.yml"))
 ETCD_FLAGS = ["--endpoints=https://127.0.0.1:23790", "--cacert=/etc/kubernetes/pki/ca.crt",
               "--cert=/etc/kubernetes/pki/etcd-client.crt", "--key=/etc/kubernetes/pki/etcd-client.key"]
 
@@ -60,18 +61,18 @@ def gpu_checks(cfg, host):
     remaps = parse_remapped_rows(run_ok(host, "nvidia-smi", "--query-remapped-rows=gpu_bus_id,gpu_uuid,"
                                         "remapped_rows.correctable,remapped_rows.uncorrectable,remapped_rows.pending,"
                                         "remapped_rows.failure", "--format=csv,noheader,nounits"))
-    return judge_health(gpus, remaps, scan_xids(run_ok(host, "journalctl", "-k")), GPU_POLICY, host)
+    return judge_health(gpus, remaps, scan_kernel_log(run_ok(host, "journalctl", "-k")), LAB_BASELINE, host)
 
 
 def dcgm_checks(host):
     proc = podman_exec(host, "dcgmi", "diag", "-r", "1", "-j")
-    return judge_diag(parse_diag(proc.stdout), {"required_tests": ["memory"], "expected_gpus": 8}, host)
+    return judge_diag(parse_diag(proc.stdout), LAB_BASELINE, host)
 
 
 def nccl_checks(host):
     runs = [parse_output(podman_exec(host, "all_reduce_perf", "-b", "1G", "-e", "8G", "-f", "2", "-g", "8").stdout)
             for _ in range(3)]
-    return judge_runs(runs, NCCL_BASELINE, host)
+    return judge_runs(runs, LAB_BASELINE, host)
 
 
 # -- the control plane is real ----------------------------------------------------------------------------------
