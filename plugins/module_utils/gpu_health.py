@@ -82,11 +82,6 @@ def scan_kernel_log(text: Any) -> Dict[str, Any]:
     return {"measured": True, "why": "", "events": events}
 
 
-def scan_xids(text: Any) -> List[Dict[str, Any]]:
-    """Every XID event in kernel log text, in order."""
-    return list(scan_kernel_log(text)["events"])
-
-
 def _int(value: Optional[str], what: str) -> Optional[int]:
     if value is None:
         return None

@@ -4,7 +4,7 @@ import pytest
 
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import ParseError
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.gpu_health import (
-    judge_health, parse_query_gpu, parse_remapped_rows, scan_kernel_log, scan_xids)
+    judge_health, parse_query_gpu, parse_remapped_rows, scan_kernel_log)
 from tests.conftest import fixture_text, pool_baseline
 
 POLICY = pool_baseline()
@@ -102,7 +102,7 @@ def test_pending_remap():
 
 
 def test_xid79_fails_xid13_does_not():
-    xids = scan_xids(fixture_text("nvidia_smi", "kern-xid79.log"))
+    xids = scan_kernel_log(fixture_text("nvidia_smi", "kern-xid79.log"))["events"]
     assert [(x["xid"], x["pci"]) for x in xids] == [(79, "PCI:0000:9a:00")]
     assert judge(log="kern-xid79.log")["failures"] == [
         "gpu-a1: check gpu_xid: measured XID 79 on PCI:0000:9a:00 (GPU has fallen off the bus), baseline no XID in "
