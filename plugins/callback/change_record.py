@@ -135,13 +135,16 @@ class CallbackModule(CallbackBase):
         censored = bool(res.get("_ansible_no_log"))
         action = result._task.action or ""
         if not censored:
-            self._record_break_glass(host, result._task.get_name(), action, res)
+            self._record_break_glass_use(host, result._task.get_name(), res)
         if not censored and action.startswith("gpufleet.upgrade."):
-            self._record_cell_and_gangs(host, action, res)
+            if action.endswith(".cell"):
+                self._record_cell(result._task.get_name(), res)
+            if action.endswith(".gang"):
+                self._record_gangs(res)
             for line in res.get("opt_outs") or []:
-                entry = {"host": host, "opt_out": str(line)}
-                if entry not in self.record["opt_outs"]:
-                    self.record["opt_outs"].append(entry)
+                opt_out = {"host": host, "opt_out": str(line)}
+                if opt_out not in self.record["opt_outs"]:
+                    self.record["opt_outs"].append(opt_out)
             for check in res.get("checks") or []:
                 self.record["gates"].append({"host": host, "task": result._task.get_name(), "wave": wave,
                                              "check": check.get("name"),
@@ -165,45 +168,49 @@ class CallbackModule(CallbackBase):
                                             "ignored": bool(getattr(result, "_task_fields", {}).get(
                                                 "ignore_errors"))})
 
-    def _record_break_glass(self, host, task, action, res):
-        """A confirmed break-glass switch (the cell's result) or a role's use of one (a set_fact of
-        gpufleet_break_glass_record): who, what, when, which nodes."""
-        now = _now().isoformat()
-        cell = res.get("cell") if action.endswith("gpufleet.upgrade.cell") and isinstance(res.get("cell"), dict) else {}
+    def _record_cell(self, task, res):
+        """The cell's canonical target (whatever spelling the run was given), name and run id, and each
+        break-glass switch it confirmed."""
+        cell = res.get("cell") if isinstance(res.get("cell"), dict) else {}
+        if not cell:
+            return
+        self.record["target_version"] = str(cell.get("target", self.record["target_version"]))
+        self.record["cell"] = str(cell.get("name", ""))
+        self.record["run_id"] = str(cell.get("run_id", ""))
         for used in cell.get("break_glass_used") or []:
-            entry = {"time": now, "operator": self.record["operator"], "event": "confirmed",
-                     "action": used.get("action"), "confirmation": used.get("confirmation"),
-                     "effect": used.get("effect"), "nodes": [], "task": task}
-            if not any(e["event"] == "confirmed" and e["action"] == entry["action"]
+            if not any(e["event"] == "confirmed" and e["action"] == used.get("action")
                        for e in self.record["break_glass"]):
-                self.record["break_glass"].append(entry)
+                self.record["break_glass"].append({
+                    "time": _now().isoformat(), "operator": self.record["operator"], "event": "confirmed",
+                    "action": used.get("action"), "confirmation": used.get("confirmation"),
+                    "effect": used.get("effect"), "nodes": [], "task": task})
+
+    def _record_break_glass_use(self, host, task, res):
+        """A role's use of a break-glass switch (a fact named *_break_glass_record): who, what, when, which
+        nodes."""
         facts = res.get("ansible_facts") if isinstance(res.get("ansible_facts"), dict) else {}
         for name, used in sorted(facts.items()):
             if name.endswith("_break_glass_record") and isinstance(used, dict):
                 self.record["break_glass"].append({
-                    "time": now, "operator": self.record["operator"], "event": "used", "host": host, "task": task,
-                    "action": ", ".join(str(a) for a in used.get("actions") or []),
+                    "time": _now().isoformat(), "operator": self.record["operator"], "event": "used", "host": host,
+                    "task": task, "action": ", ".join(str(a) for a in used.get("actions") or []),
                     "stage": str(used.get("stage", "")), "nodes": [str(n) for n in used.get("nodes") or []],
                     "detail": str(used.get("detail", ""))})
 
-    def _record_cell_and_gangs(self, host, action, res):
-        cell = res.get("cell") if isinstance(res.get("cell"), dict) else None
-        if action.endswith(".cell") and cell:
-            # the canonical target, whatever spelling the run was given
-            self.record["target_version"] = str(cell.get("target", self.record["target_version"]))
-            self.record["cell"] = str(cell.get("name", ""))
-            self.record["run_id"] = str(cell.get("run_id", ""))
-        if action.endswith(".gang") and "held" in res:
-            gangs = self.record["gangs"]
-            stays = {e["gang"]: e["why"] for e in gangs["stay_stopped"]}
-            for gang in res.get("resumed") or []:
-                stays.pop(gang, None)
-                if gang not in gangs["resumed"]:
-                    gangs["resumed"].append(gang)
-            for held in res.get("held") or []:
-                if isinstance(held, dict):
-                    stays[str(held.get("gang"))] = str(held.get("message"))
-            gangs["stay_stopped"] = [{"gang": g, "why": w} for g, w in sorted(stays.items())]
+    def _record_gangs(self, res):
+        """Gangs resumed, and gangs left stopped with why (the latest word on each gang wins)."""
+        if "held" not in res:
+            return
+        gangs = self.record["gangs"]
+        stays = {e["gang"]: e["why"] for e in gangs["stay_stopped"]}
+        for gang in res.get("resumed") or []:
+            stays.pop(gang, None)
+            if gang not in gangs["resumed"]:
+                gangs["resumed"].append(gang)
+        for held in res.get("held") or []:
+            if isinstance(held, dict):
+                stays[str(held.get("gang"))] = str(held.get("message"))
+        gangs["stay_stopped"] = [{"gang": g, "why": w} for g, w in sorted(stays.items())]
 
     def v2_runner_on_ok(self, result):
         self._account(result, "ok")
