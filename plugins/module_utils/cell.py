@@ -257,7 +257,7 @@ def build(groups: Mapping[str, Sequence[str]], host_vars: Mapping[str, Mapping[s
         host_pool[host] = pool
         raw_nodes.append({"name": host, "pool": pool, "role": WORKER, "failure_domain": domain,
                           "gpus": int(baseline["gpu"]["count"]), "gpu_type": baseline["gpu"]["product"],
-                          "ring": hv.get("gpufleet_ring", 0) if hv.get("gpufleet_ring") is not None else 0,
+                          "ring": 0 if hv.get("gpufleet_ring") is None else hv["gpufleet_ring"],
                           "dr_pair": _str(hv.get("gpufleet_dr_pair"), "%s: gpufleet_dr_pair" % host, required=False),
                           "canary": _bool(hv.get("gpufleet_canary"), "%s: gpufleet_canary" % host),
                           "unschedulable_before": _bool(hv.get("gpufleet_unschedulable_before"),
