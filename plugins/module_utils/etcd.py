@@ -12,7 +12,7 @@ from typing import Any, Dict, List, Mapping, Optional
 
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.checks import Check, summarize
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import InputError, ParseError
-from ansible_collections.gpufleet.upgrade.plugins.module_utils.textparse import load_document
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.textparse import load_document, mapping
 
 # The one home of the etcd thresholds (the etcd_status module takes these when not given).
 DEFAULT_QUOTA = 2 * 1024 ** 3  # etcd's default --quota-backend-bytes
@@ -32,14 +32,6 @@ def _int(value: Any, key: str, what: str) -> int:
         return int(value)
     except (TypeError, ValueError, OverflowError):
         raise ParseError("%s: field %r is %r, not an integer" % (what, key, str(value)[:40]))
-
-
-def _obj(value: Any, key: str, what: str) -> Dict[str, Any]:
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise ParseError("%s: field %r is %s, not an object" % (what, key, type(value).__name__))
-    return value
 
 
 def parse_snapshot_status(text: str) -> Dict[str, Any]:
@@ -64,7 +56,7 @@ def parse_endpoint_status(text: str) -> List[Dict[str, Any]]:
         if not isinstance(item, dict) or not isinstance(item.get("Status"), dict):
             raise ParseError("%s: no Status object" % what)
         status = item["Status"]
-        header = _obj(status.get("header"), "header", what)
+        header = mapping(status.get("header"), "%s: field 'header'" % what)
         errors = status.get("errors") or []
         out.append({"endpoint": str(item.get("Endpoint", ""))[:300], "version": str(status.get("version", ""))[:40],
                     "db_size": _int_field(status, "dbSize", what),

@@ -7,7 +7,7 @@ from typing import Any, Dict, List, Mapping, Optional
 
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.checks import Check, summarize
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import InputError, ParseError
-from ansible_collections.gpufleet.upgrade.plugins.module_utils.textparse import load_document
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.textparse import load_document, mapping
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.versions import parse_version
 
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -18,31 +18,23 @@ def node_facts(node: Mapping[str, Any]) -> Dict[str, Any]:
     if not isinstance(node, Mapping) or node.get("kind", "Node") != "Node" or not node.get("metadata"):
         raise InputError("node: expected a Kubernetes Node object (kubernetes.core.k8s_info resources[0]); got "
                          "nothing - does the Node exist?")
-    meta = _mapping(node.get("metadata"), "metadata")
-    status = _mapping(node.get("status"), "status")
+    meta = mapping(node.get("metadata"), "node: metadata")
+    status = mapping(node.get("status"), "node: status")
     ready = None
     conditions = status.get("conditions") or []
     for cond in conditions if isinstance(conditions, list) else []:
         if isinstance(cond, Mapping) and cond.get("type") == "Ready":
             ready = cond.get("status") == "True"
-    alloc = _mapping(status.get("allocatable"), "status.allocatable").get(GPU_RESOURCE)
+    alloc = mapping(status.get("allocatable"), "node: status.allocatable").get(GPU_RESOURCE)
     try:
         gpus: Optional[int] = int(str(alloc)) if alloc is not None else None
     except (TypeError, ValueError):
         raise ParseError("node %s: allocatable %s is %r, not an integer" % (
             str(meta.get("name"))[:100], GPU_RESOURCE, str(alloc)[:40]))
     return {"name": str(meta.get("name", ""))[:253], "ready": ready,
-            "kubelet_version": str(_mapping(status.get("nodeInfo"), "status.nodeInfo").get("kubeletVersion", "")),
-            "unschedulable": bool(_mapping(node.get("spec"), "spec").get("unschedulable")),
+            "kubelet_version": str(mapping(status.get("nodeInfo"), "node: status.nodeInfo").get("kubeletVersion", "")),
+            "unschedulable": bool(mapping(node.get("spec"), "node: spec").get("unschedulable")),
             "allocatable_gpus": gpus, "labels": meta.get("labels") or {}}
-
-
-def _mapping(value: Any, what: str) -> Mapping[str, Any]:
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping):
-        raise ParseError("node: %s is %s, not an object" % (what, type(value).__name__))
-    return value
 
 
 def kubelet_config(configz: Any) -> Dict[str, Any]:

@@ -15,7 +15,7 @@ import json
 import os
 import re
 import stat
-from typing import Any, Dict, List, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Sequence, Tuple
 
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import InputError, ParseError
 
@@ -49,6 +49,15 @@ def check_depth(doc: Any, what: str, max_depth: int = MAX_DEPTH) -> Any:
             raise ParseError("%s: the document nests deeper than %d levels; refusing it" % (what, max_depth))
         stack.extend((child, depth + 1) for child in children)
     return doc
+
+
+def mapping(value: Any, what: str) -> Mapping[str, Any]:
+    """An object of a parsed document: {} when absent, a :class:`ParseError` naming ``what`` when not a mapping."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ParseError("%s is %s, not an object" % (what, type(value).__name__))
+    return value
 
 
 def load_json(text: Any, what: str) -> Any:
