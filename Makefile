@@ -34,7 +34,7 @@ plan: setup
 # The main job against the built-in lab: upgrade the lab cell from its `from` to its `to` minor, end to end.
 # `make wave ARGS="-e ..."` passes extra options; `bin/lab reset` starts the cell over on `from`.
 wave: setup lab-up
-	$(BIN)/ansible-playbook playbooks/upgrade-wave.yml -i inventories/lab $(ARGS)
+	$(BIN)/ansible-playbook playbooks/upgrade_wave.yml -i inventories/lab $(ARGS)
 
 test: lint docs lab-up unit molecule
 

@@ -14,6 +14,7 @@ from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import Gpu
 
 CELL_VARS = ("gpufleet_cluster_name", "gpufleet_target_version", "gpufleet_wave_caps", "gpufleet_pool_policies",
              "gpufleet_allow_multi_hop", "gpufleet_allow_unsupported_target", "gpufleet_observed_kubectl",
+             "gpufleet_out_dir",
              "ansible_limit") + tuple(v[0] for v in cell_utils.BREAK_GLASS.values())
 
 
@@ -46,7 +47,9 @@ class ActionModule(ActionBase):
                                  "GPU pool (%s). Nothing was changed." % ", ".join(pools))
             baselines = {p: load_file(os.path.join(str(baseline_dir), "%s.yml" % p)) for p in pools}
             cell = cell_utils.build(groups, host_vars, cell_vars, baselines,
-                                    allow_limit=bool(args.get("allow_limit", False)))
+                                    allow_limit=bool(args.get("allow_limit", False)),
+                                    output_dir=cell_utils.out_dir(cell_vars["gpufleet_out_dir"], os.environ,
+                                                                  os.getcwd()))
         except GpufleetError as exc:
             result.update(failed=True, msg=exc.msg, error_type=type(exc).__name__)
             return result

@@ -24,8 +24,10 @@ requirements:
     C(ANSIBLE_CALLBACKS_ENABLED)
 options:
   output_dir:
-    description: Directory for the records.
-    default: ./out/change-records
+    description:
+      - Directory for the records. Unset (the default), they go to C(change-records) in the run's output
+        directory - the C(out_dir) of M(gpufleet.upgrade.cell) (C(gpufleet_out_dir)), else C(GPUFLEET_OUT_DIR),
+        else C(./out) of the working directory; never inside the installed collection.
     type: path
     env:
       - name: GPUFLEET_CHANGE_RECORD_DIR
@@ -43,10 +45,12 @@ import time
 
 from ansible.plugins.callback import CallbackBase
 
+from ansible_collections.gpufleet.upgrade.plugins.module_utils import cell as cell_utils
+
 DEFAULT_TRIGGERS = [
     "a gate fails on a canary node: stop; the canary stays cordoned with the reason annotated",
     "kube-apiserver /readyz fails after a control-plane step: stop; restore from the verified etcd snapshot "
-    "(playbooks/etcd-restore.yml, break-glass)",
+    "(playbooks/etcd_restore.yml, break-glass)",
     "GPUs allocatable below the baseline, an XID from the fatal list, DCGM failure, or NCCL bus bandwidth below "
     "the baseline tolerance on any upgraded node: stop later waves",
     "a training gang does not confirm its checkpoint in time: do not stop it; leave its nodes for a later window",
@@ -68,6 +72,7 @@ class CallbackModule(CallbackBase):
         self.record = None
         self._task_start = {}
         self._play = None
+        self._out_dir = None
 
     # -- collection --------------------------------------------------------------------------------------------
     def v2_playbook_on_start(self, playbook):
@@ -177,6 +182,7 @@ class CallbackModule(CallbackBase):
         self.record["target_version"] = str(cell.get("target", self.record["target_version"]))
         self.record["cell"] = str(cell.get("name", ""))
         self.record["run_id"] = str(cell.get("run_id", ""))
+        self._out_dir = str(cell.get("out_dir") or "") or None
         for used in cell.get("break_glass_used") or []:
             if not any(e["event"] == "confirmed" and e["action"] == used.get("action")
                        for e in self.record["break_glass"]):
@@ -233,7 +239,8 @@ class CallbackModule(CallbackBase):
         self.record["outcome"] = "failed" if any(not f["ignored"] for f in self.record["failures"]) else "succeeded"
         if not self.record["rollback_triggers"]:
             self.record["rollback_triggers"] = list(DEFAULT_TRIGGERS)
-        outdir = self.get_option("output_dir")
+        outdir = self.get_option("output_dir") or os.path.join(
+            self._out_dir or cell_utils.out_dir(None, os.environ, os.getcwd()), "change-records")
         os.makedirs(outdir, mode=0o700, exist_ok=True)
         stamp = _now().strftime("%Y%m%dT%H%M%SZ")
         base = os.path.join(outdir, "%s-%s" % (stamp, re.sub(r"[^A-Za-z0-9_.-]", "_", self.record["playbook"])))

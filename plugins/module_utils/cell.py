@@ -12,6 +12,8 @@ fix, before anything on a cluster is touched.
 """
 from __future__ import annotations
 
+import os
+
 from dataclasses import asdict, dataclass, field
 from typing import Any, Dict, List, Mapping, Sequence
 
@@ -76,9 +78,22 @@ class Cell:
     break_glass: Dict[str, bool]
     break_glass_used: List[Dict[str, str]] = field(default_factory=list)
     observed: Dict[str, Any] = field(default_factory=dict)
+    out_dir: str = ""
 
     def as_dict(self) -> Dict[str, Any]:
         return asdict(self)
+
+
+def out_dir(value: Any, env: Mapping[str, str], cwd: str) -> str:
+    """Where a run writes its plan, reports and change records: ``gpufleet_out_dir``, else the environment's
+    ``GPUFLEET_OUT_DIR``, else ``out`` in the directory ansible-playbook runs in - never inside the collection.
+    The one home of that default (the change_record callback calls it too). A relative path is taken from ``cwd``."""
+    where = "gpufleet_out_dir"
+    if value in (None, ""):
+        value, where = env.get("GPUFLEET_OUT_DIR") or "out", "GPUFLEET_OUT_DIR"
+    if not isinstance(value, str) or "\0" in value:
+        raise InputError("%s: expected a directory path, got %r" % (where, value))
+    return os.path.normpath(os.path.join(cwd, os.path.expanduser(value)))
 
 
 def run_id(cell: str, target: str) -> str:
@@ -198,7 +213,7 @@ def components(cell: Mapping[str, Any], observed: Mapping[str, Any]) -> List[Dic
 
 def build(groups: Mapping[str, Sequence[str]], host_vars: Mapping[str, Mapping[str, Any]],
           cell_vars: Mapping[str, Any], baselines: Mapping[str, Mapping[str, Any]],
-          allow_limit: bool = False) -> Cell:
+          allow_limit: bool = False, output_dir: str = "") -> Cell:
     """Build and check the cell. ``host_vars``: per host, the variables of :data:`HOST_VARS` (and any stale switch)
     that are set; ``cell_vars``: the cell-wide variables; ``baselines``: validated baseline per pool (see
     :func:`pools_of` for the pools to load)."""
@@ -299,7 +314,7 @@ def build(groups: Mapping[str, Sequence[str]], host_vars: Mapping[str, Mapping[s
         allow_unsupported_target=_bool(cell_vars.get("gpufleet_allow_unsupported_target"),
                                        "gpufleet_allow_unsupported_target"),
         break_glass=glass["switches"], break_glass_used=glass["used"],
-        observed=_observed(cell_vars, host_vars, cp, gpu))
+        observed=_observed(cell_vars, host_vars, cp, gpu), out_dir=output_dir)
 
 
 def pools_of(groups: Mapping[str, Sequence[str]], host_vars: Mapping[str, Mapping[str, Any]]) -> List[str]:

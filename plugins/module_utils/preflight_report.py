@@ -74,7 +74,7 @@ def version_inventory(hosts: Dict[str, Dict[str, Any]], target: str,
         if facts.get("role") == "control-plane":
             row(host, "kube-apiserver", facts.get("apiserver"), target, SUPPORT_K8S,
                 "/readyz soak and /version on this host's apiserver",
-                "restore the etcd snapshot taken before the run (playbooks/etcd-restore.yml, break-glass)")
+                "restore the etcd snapshot taken before the run (playbooks/etcd_restore.yml, break-glass)")
         k8s_pkg = {c: _package_version(pkgs, c) for c in ("kubeadm", "kubelet", "kubectl", "cri-tools")}
         for comp in ("kubeadm", "kubectl", "cri-tools"):
             if k8s_pkg[comp]:

@@ -312,7 +312,7 @@ def plan_upgrade(observed: Sequence[Observed], target: KubeVersion, *, allow_mul
     if newest.version > target:
         raise PolicyError(
             "target %s is older than the running apiserver %s on %s: downgrades are refused. Choose a target at or "
-            "above %s; to roll back, restore the etcd snapshot with playbooks/etcd-restore.yml (break-glass)" % (
+            "above %s; to roll back, restore the etcd snapshot with playbooks/etcd_restore.yml (break-glass)" % (
                 target, newest.version, newest.node, newest.version))
     newer_kubelets = [o for o in observed if o.component == KUBELET and o.version.minors_above(oldest.version) > 0]
     if newer_kubelets:

@@ -24,6 +24,8 @@ description:
   - Break glass, each confirmed per run - C(gpufleet_break_glass_disable_eviction) (C(disable eviction on CELL for
     TARGET)), C(gpufleet_break_glass_force_drain) (C(force drain on ...)), C(gpufleet_break_glass_skip_checkpoint)
     (C(skip checkpoint on ...)), C(gpufleet_break_glass_skip_nccl) (C(skip nccl on ...)).
+  - Outputs go to C(out_dir) - C(gpufleet_out_dir), else C(GPUFLEET_OUT_DIR), else C(./out) of the working
+    directory; a relative path is taken from the working directory.
 options:
   allow_limit:
     description: Accept a C(--limit) run (playbooks that act on single nodes, such as maintenance and validate).
@@ -110,4 +112,9 @@ cell:
     observed:
       description: Versions written in the inventory for an offline plan (apiservers, kubelets, kubectl), or empty.
       type: dict
+    out_dir:
+      description: Absolute directory for the plan, the preflight reports and (with the callback) the change
+        records - C(gpufleet_out_dir), else the environment's C(GPUFLEET_OUT_DIR), else C(out) in the directory
+        ansible-playbook runs in (never inside the installed collection).
+      type: str
 """

@@ -18,6 +18,7 @@ BIN = pathlib.Path(sys.executable).parent
 def ansible(tool, *args, cwd=ROOT, env_extra=None, check=False):
     env = dict(os.environ, ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1", PATH="%s:%s" % (BIN, os.environ["PATH"]))
     env.update(env_extra or {})
+    env = {k: v for k, v in env.items() if v is not None}  # None: unset it
     proc = subprocess.run([str(BIN / tool), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300,
                           check=False)
     if check and proc.returncode != 0:
@@ -27,12 +28,28 @@ def ansible(tool, *args, cwd=ROOT, env_extra=None, check=False):
 
 
 def plan(tmp_path, *extra, inventory="inventories/example/hosts.yml", env_records=None):
-    out = tmp_path / "plan.json"
+    out = tmp_path / "out"
     env = {"ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
            "GPUFLEET_CHANGE_RECORD_DIR": env_records or str(tmp_path / "records")}
-    proc = ansible("ansible-playbook", "playbooks/plan.yml", "-i", inventory, "-e", "gpufleet_plan_output=%s" % out,
+    proc = ansible("ansible-playbook", "playbooks/plan.yml", "-i", inventory, "-e", "gpufleet_out_dir=%s" % out,
                    *extra, env_extra=env)
-    return proc, out
+    return proc, out / "plan.json"
+
+
+def test_plan_by_fqcn_writes_to_the_working_directory(tmp_path):
+    """As a Galaxy user runs it: the playbook by its FQCN from another directory, no output directory given - the
+    plan and the change record land in ./out of that directory, nothing inside the collection."""
+    before = set(ROOT.joinpath("out").rglob("*")) if ROOT.joinpath("out").exists() else set()
+    env = {"ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"), "GPUFLEET_CHANGE_RECORD_DIR": None,
+           "GPUFLEET_OUT_DIR": None}
+    proc = ansible("ansible-playbook", "gpufleet.upgrade.plan", "-i", str(ROOT / "inventories/example/hosts.yml"),
+                   cwd=tmp_path, env_extra=env)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert json.loads((tmp_path / "out" / "plan.json").read_text())["target"] == "v1.36.1"
+    records = list((tmp_path / "out" / "change-records").glob("*-plan.yml.json"))
+    assert len(records) == 1, sorted(p.name for p in tmp_path.rglob("*"))
+    after = set(ROOT.joinpath("out").rglob("*")) if ROOT.joinpath("out").exists() else set()
+    assert after == before, sorted(str(p) for p in after - before)
 
 
 def test_plan_example_cell(tmp_path):
@@ -176,7 +193,7 @@ def test_change_record_takes_each_hosts_wave_from_add_host(tmp_path):
 
 
 def _add_host_waves(stdout):
-    """The waves node-pool.yml put its hosts in: its add_host results, from the json callback."""
+    """The waves node_pool.yml put its hosts in: its add_host results, from the json callback."""
     doc, _ = json.JSONDecoder().raw_decode(stdout[stdout.index("{"):])
     for play in doc["plays"]:
         for task in play["tasks"]:
@@ -187,15 +204,15 @@ def _add_host_waves(stdout):
                     added = item["add_host"]
                     waves.setdefault(added["host_vars"]["gpufleet_wave"], []).append(added["host_name"])
                 return waves
-    raise AssertionError("node-pool.yml did not put hosts in waves")
+    raise AssertionError("node_pool.yml did not put hosts in waves")
 
 
 def test_plan_and_node_pool_plan_the_same_waves(tmp_path):
-    # node-pool.yml's planning part runs alone with --tags plan (no cluster is touched); plan.yml writes its plan
+    # node_pool.yml's planning part runs alone with --tags plan (no cluster is touched); plan.yml writes its plan
     proc, out = plan(tmp_path)
     assert proc.returncode == 0, proc.stdout[-3000:]
     planned = {w["label"]: w["nodes"] for w in json.loads(out.read_text())["gpu_waves"]}
-    pool = ansible("ansible-playbook", "playbooks/node-pool.yml", "-i", "inventories/example/hosts.yml",
+    pool = ansible("ansible-playbook", "playbooks/node_pool.yml", "-i", "inventories/example/hosts.yml",
                    "--tags", "plan", env_extra={"ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
                                                 "ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.json"})
     assert pool.returncode == 0, pool.stdout[-3000:]
@@ -219,7 +236,7 @@ def test_every_spelling_of_the_target_plans_and_records_the_same(tmp_path):
 
 
 def test_wave_playbooks_refuse_a_limit_before_anything(tmp_path):
-    proc = ansible("ansible-playbook", "playbooks/node-pool.yml", "-i", "inventories/example/hosts.yml",
+    proc = ansible("ansible-playbook", "playbooks/node_pool.yml", "-i", "inventories/example/hosts.yml",
                    "--limit", "gpu-a1", env_extra={"ANSIBLE_CONFIG": str(ROOT / "ansible.cfg")})
     assert proc.returncode != 0
     assert "--limit gpu-a1: the upgrade plays plan whole failure domains" in proc.stdout

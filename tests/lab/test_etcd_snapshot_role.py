@@ -1,4 +1,4 @@
-"""The etcd_snapshot role against the lab's real etcd, through the etcd-backup playbook, as an operator runs it."""
+"""The etcd_snapshot role against the lab's real etcd, through the etcd_backup playbook, as an operator runs it."""
 from __future__ import annotations
 
 import json
@@ -20,7 +20,7 @@ KEY = "lab-test-key-0123456789abcdef"
 
 
 def backup(lab, backup_dir, *extra, key=KEY):
-    args = [str(BIN / "ansible-playbook"), "playbooks/etcd-backup.yml", "-i", str(lab.inventory / "hosts.yml"),
+    args = [str(BIN / "ansible-playbook"), "playbooks/etcd_backup.yml", "-i", str(lab.inventory / "hosts.yml"),
             "-e", "etcd_snapshot_backup_dir=%s" % backup_dir, *extra]
     # None: an empty key on the command line (the lab inventory carries a lab-only key of its own)
     args += ["-e", "etcd_snapshot_encryption_key=%s" % (key or "")]
@@ -84,7 +84,7 @@ def test_a_run_killed_mid_way_leaves_no_plaintext_snapshot_past_the_next_run(lab
     """SIGKILL (nothing of Ansible's own runs after it) while the plaintext snapshot sits on the node and on the
     controller, before encryption: the next run removes both first, and no plaintext outlives it."""
     backups = tmp_path / "backups"
-    args = [str(BIN / "ansible-playbook"), "playbooks/etcd-backup.yml", "-i", str(lab.inventory / "hosts.yml"),
+    args = [str(BIN / "ansible-playbook"), "playbooks/etcd_backup.yml", "-i", str(lab.inventory / "hosts.yml"),
             "-e", "etcd_snapshot_backup_dir=%s" % backups, "-e", "etcd_snapshot_encryption_key=%s" % KEY,
             "-e", "etcd_snapshot_reuse_minutes=0"]
     env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
@@ -122,7 +122,7 @@ def restore(lab, *extra, records=None):
                PATH="%s:%s" % (BIN, os.environ["PATH"]))
     if records:
         env["GPUFLEET_CHANGE_RECORD_DIR"] = str(records)
-    return subprocess.run([str(BIN / "ansible-playbook"), "playbooks/etcd-restore.yml", "-i",
+    return subprocess.run([str(BIN / "ansible-playbook"), "playbooks/etcd_restore.yml", "-i",
                            str(lab.inventory / "hosts.yml"), "-e", "etcd_snapshot_encryption_key=%s" % KEY, *extra],
                           cwd=ROOT, env=env, capture_output=True, text=True, check=False, timeout=600)
 
@@ -145,7 +145,7 @@ def test_etcd_restore_is_break_glass_and_restores_a_verified_snapshot(lab, tmp_p
                    records=tmp_path / "records")
     assert done.returncode == 0, done.stdout[-4000:]
     assert KEY not in done.stdout and "BREAK GLASS: restore lab from" in done.stdout
-    (record,) = (tmp_path / "records").glob("*-etcd-restore.yml.json")
+    (record,) = (tmp_path / "records").glob("*-etcd_restore.yml.json")
     (used,) = json.loads(record.read_text())["break_glass"]
     assert used["action"] == "etcd_restore" and used["nodes"] == lab.control_plane and vault_file.name in used["detail"]
     # no decrypted copy outlives the run: not on the controller, not on a member

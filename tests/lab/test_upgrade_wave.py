@@ -1,4 +1,4 @@
-"""The full upgrade of the lab cell with playbooks/upgrade-wave.yml, as an operator runs it (issue 4's "done
+"""The full upgrade of the lab cell with playbooks/upgrade_wave.yml, as an operator runs it (issue 4's "done
 when"): bad input refused before any change; each injected fault halts at the right point with the right message
 while later waves never start; after each fault is cleared a rerun resumes from the per-node ledger; the cell ends
 on the next minor with every gate green, the training gang checkpointed, stopped, readmitted and its lost work
@@ -132,7 +132,7 @@ def gpu_fault(lab, records, fault, needle, reason, *extra):
                     break
                 assert time.time() < deadline, "the pdb-block fault's budget was never computed"
                 time.sleep(1)
-        proc = run(lab, records, "node-pool.yml", *extra)
+        proc = run(lab, records, "node_pool.yml", *extra)
     finally:
         lab_cli("clear", host)
     assert_halted(proc, needle, "Later waves were not started")
@@ -145,7 +145,7 @@ def test_upgrade_wave_halts_on_every_fault_resumes_and_finishes(cell):
     started = time.time()
 
     # 1. Bad input: refused before any change, naming the field and the fix.
-    skip = run(lab, records, "upgrade-wave.yml", "-e", "gpufleet_target_version=v1.37.0")
+    skip = run(lab, records, "upgrade_wave.yml", "-e", "gpufleet_target_version=v1.37.0")
     assert_halted(skip, "v1.37.0")
     down = run(lab, records, "preflight.yml", "-e", "gpufleet_target_version=v1.34.0")
     assert_halted(down, "downgrade")
@@ -153,7 +153,7 @@ def test_upgrade_wave_halts_on_every_fault_resumes_and_finishes(cell):
     assert_halted(nobase, "/nonexistent/h100-train.yml")
     short = run(lab, records, "preflight.yml", "-e", "gpufleet_target_version=v1.36")
     assert_halted(short, "is not a full release; give one such as v1.36.0")
-    limited = run(lab, records, "upgrade-wave.yml", "--limit", "gpu-a1")
+    limited = run(lab, records, "upgrade_wave.yml", "--limit", "gpu-a1")
     assert_halted(limited, "--limit gpu-a1: the upgrade plays plan whole failure domains")
     assert set(apiservers(lab).values()) == {lab.from_version}
     untouched(lab, [n for wave in WAVES for n in wave])
@@ -161,7 +161,7 @@ def test_upgrade_wave_halts_on_every_fault_resumes_and_finishes(cell):
     # 2. etcd snapshot fails: the control plane never starts.
     lab_cli("fault", "cp-1", "snapshot-fail")
     try:
-        proc = run(lab, records, "upgrade-wave.yml", "-e", "etcd_snapshot_reuse_minutes=0")
+        proc = run(lab, records, "upgrade_wave.yml", "-e", "etcd_snapshot_reuse_minutes=0")
     finally:
         lab_cli("clear", "cp-1")
     assert_halted(proc, "etcd snapshot on cp-1 failed", "etcd is still running and healthy")
@@ -170,7 +170,7 @@ def test_upgrade_wave_halts_on_every_fault_resumes_and_finishes(cell):
     # 3. kubeadm upgrade apply fails on the first control-plane host: cp-2, cp-3 and every GPU node untouched.
     lab_cli("fault", "cp-1", "kubeadm-apply-fail")
     try:
-        proc = run(lab, records, "upgrade-wave.yml")
+        proc = run(lab, records, "upgrade_wave.yml")
     finally:
         lab_cli("clear", "cp-1")
     assert_halted(proc, "kubeadm upgrade apply %s -y failed on cp-1" % lab.to_version,
@@ -185,7 +185,7 @@ def test_upgrade_wave_halts_on_every_fault_resumes_and_finishes(cell):
         lab_cli("fault", host, "checkpoint-never")
     try:
         ranks = gang_nodes(lab)
-        proc = run(lab, records, "upgrade-wave.yml", "-e", "drain_checkpoint_timeout=15")
+        proc = run(lab, records, "upgrade_wave.yml", "-e", "drain_checkpoint_timeout=15")
     finally:
         for host in gpu_hosts:
             lab_cli("clear", host)
@@ -211,7 +211,7 @@ def test_upgrade_wave_halts_on_every_fault_resumes_and_finishes(cell):
     host = WAVES[index][-1]
     lab_cli("fault", host, "unreachable")
     try:
-        proc = run(lab, records, "node-pool.yml")
+        proc = run(lab, records, "node_pool.yml")
     finally:
         lab_cli("clear", host)
     assert_halted(proc, "Reach every host of the wave before anything on it changes", "timed out waiting for")
@@ -233,7 +233,7 @@ def test_upgrade_wave_halts_on_every_fault_resumes_and_finishes(cell):
     #     held because of it, and the next wave does not start.
     lab_cli("fault", bad, "pause-in-upgrade")
     try:
-        proc = run(lab, records, "node-pool.yml", *two)
+        proc = run(lab, records, "node_pool.yml", *two)
     finally:
         lab_cli("clear", bad)
     out = proc.stdout + proc.stderr
@@ -244,7 +244,7 @@ def test_upgrade_wave_halts_on_every_fault_resumes_and_finishes(cell):
     # 7b. It fails a gate: it keeps its own reason, its healthy wave-mate is held because of it, later waves untouched.
     lab_cli("fault", bad, "gpu-missing")
     try:
-        proc = run(lab, records, "node-pool.yml", *two)
+        proc = run(lab, records, "node_pool.yml", *two)
     finally:
         lab_cli("clear", bad)
     assert_halted(proc, wave, "Later waves were not started")
@@ -253,7 +253,7 @@ def test_upgrade_wave_halts_on_every_fault_resumes_and_finishes(cell):
     untouched(lab, later)
 
     # 8. Everything cleared: the rerun resumes and finishes. The target spelled without its v gives the same ledger.
-    proc = run(lab, records, "upgrade-wave.yml", "-e", "gpufleet_target_version=%s" % lab.to_version.lstrip("v"))
+    proc = run(lab, records, "upgrade_wave.yml", "-e", "gpufleet_target_version=%s" % lab.to_version.lstrip("v"))
     assert proc.returncode == 0, proc.stdout[-6000:]
     assert set(apiservers(lab).values()) == {lab.to_version}
     for name, n in nodes(lab).items():
@@ -274,7 +274,7 @@ def test_upgrade_wave_halts_on_every_fault_resumes_and_finishes(cell):
     assert max(e["seconds_since_checkpoint"] for e in losses) < 30, losses
 
     # The change record of the finishing run: waves with hosts, every gate against its baseline, green.
-    record = json.loads(max(records.glob("*-upgrade-wave.yml.json")).read_text())
+    record = json.loads(max(records.glob("*-upgrade_wave.yml.json")).read_text())
     assert record["outcome"] == "succeeded" and record["target_version"] == lab.to_version
     gates = record["gates"]
     assert {g["check"] for g in gates} >= {"gpu_count", "gpu_xid", "dcgm_test", "nccl_busbw"}, gates[:5]
@@ -284,7 +284,7 @@ def test_upgrade_wave_halts_on_every_fault_resumes_and_finishes(cell):
     assert "gpu-a1" in record["canary_scope"]
 
     # 9. A second run on the finished cell changes nothing.
-    again = run(lab, records, "upgrade-wave.yml")
+    again = run(lab, records, "upgrade_wave.yml")
     assert again.returncode == 0, again.stdout[-4000:]
     recap = re.findall(r"^(\S+)\s+: ok=\d+\s+changed=(\d+)", again.stdout, re.M)
     assert recap and all(changed == "0" for _, changed in recap), recap

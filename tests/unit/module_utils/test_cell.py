@@ -5,7 +5,7 @@ import copy
 
 import pytest
 
-from ansible_collections.gpufleet.upgrade.plugins.module_utils.cell import build, components, pools_of, run_id
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.cell import build, components, out_dir, pools_of, run_id
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import InputError
 from tests.conftest import pool_baseline
 
@@ -123,3 +123,11 @@ def test_observed_versions_make_the_skew_components():
 
 def test_pools_to_load():
     assert pools_of(GROUPS, HOSTS) == ["h100-train"]
+
+
+def test_out_dir_default_is_out_of_the_working_directory():
+    assert out_dir(None, {}, "/home/sre/window") == "/home/sre/window/out"
+    assert out_dir("", {"GPUFLEET_OUT_DIR": "/var/lib/gpufleet"}, "/x") == "/var/lib/gpufleet"
+    assert out_dir("reports/../runs", {"GPUFLEET_OUT_DIR": "/ignored"}, "/x") == "/x/runs"
+    with pytest.raises(InputError, match="gpufleet_out_dir: expected a directory path"):
+        out_dir(["out"], {}, "/x")
