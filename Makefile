@@ -1,10 +1,10 @@
 # gpufleet: one entry point for set-up, the main job and the tests.
-# The virtual environment lives outside the clone, keyed by the hash of requirements.txt, so a second run reuses it.
+# The virtual environment lives outside the clone, keyed by the hash of requirements-dev.txt, so a second run reuses it.
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 PYTHON ?= python3.11
 CACHE ?= $(HOME)/.cache/gpufleet
-REQ_HASH := $(shell sha256sum requirements.txt | cut -c1-12)
+REQ_HASH := $(shell sha256sum requirements-dev.txt | cut -c1-12)
 VENV ?= $(CACHE)/venv-$(REQ_HASH)
 BIN := $(VENV)/bin
 export PATH := $(BIN):$(PATH)
@@ -13,17 +13,18 @@ MODULES := $(sort $(basename $(notdir $(wildcard plugins/modules/*.py))))
 FILTERS := $(sort $(basename $(notdir $(wildcard plugins/filter/*.yml))))
 TESTS := $(sort $(basename $(notdir $(wildcard plugins/test/*.yml))))
 
-.PHONY: setup plan wave test lint unit docs bench freeze clean-venv venv-path lab-up lab-down lab-reset lab-status molecule
+.PHONY: setup plan wave test lint unit lab-tests sanity docs bench freeze clean-venv venv-path lab-up lab-down lab-reset \
+	lab-status molecule
 
 setup: $(VENV)/.installed
 
-# The venv path carries the hash of requirements.txt, so a stamp that exists is already up to date.
+# The venv path carries the hash of requirements-dev.txt, so a stamp that exists is already up to date.
 $(VENV)/.installed:
 	@echo "== gpufleet: creating $(VENV) with $(PYTHON)"
 	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found; install Python 3.11 (ansible 12 needs it)"; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -r requirements.txt
+	$(BIN)/python -m pip install --quiet -r requirements-dev.txt
 	@touch $@
 
 # The main job. Until the lab lands (issue 3) it plans the upgrade of the example GPU cell offline: skew check,
@@ -36,7 +37,17 @@ plan: setup
 wave: setup lab-up
 	$(BIN)/ansible-playbook playbooks/upgrade_wave.yml -i inventories/lab $(ARGS)
 
-test: lint docs lab-up unit molecule
+# Every test, each phase timed by bin/phase (CI prints the table). The lab tests leave a fresh lab on `from`
+# behind, so the Molecule phase here starts from it without a second reset.
+PHASE := bin/phase
+test: setup
+	@$(PHASE) lint $(MAKE) --no-print-directory lint
+	@$(PHASE) docs $(MAKE) --no-print-directory docs
+	@$(PHASE) sanity $(MAKE) --no-print-directory sanity
+	@$(PHASE) unit $(MAKE) --no-print-directory unit
+	@$(PHASE) lab-up $(MAKE) --no-print-directory lab-up
+	@$(PHASE) lab-tests $(MAKE) --no-print-directory lab-tests
+	@$(PHASE) molecule $(MAKE) --no-print-directory molecule MOLECULE_LAB_RESET=0
 
 lint: setup
 	$(BIN)/ruff check plugins tests benchmarks lab
@@ -51,8 +62,17 @@ docs: setup
 	@$(BIN)/ansible-doc -t callback gpufleet.upgrade.change_record >/dev/null || { echo "ansible-doc failed for the change_record callback"; exit 1; }
 	@echo "ansible-doc renders $(words $(MODULES)) modules, $(words $(FILTERS)) filters, $(words $(TESTS)) test and the change_record callback"
 
+# Lab-free tests (unit, module, integration, Galaxy build, fresh-machine set-up), in parallel on every core.
 unit: setup
-	$(BIN)/pytest -q tests
+	$(BIN)/pytest -q -n auto -m "not lab" tests
+
+# Tests against the running lab: one instance, one test at a time.
+lab-tests: setup lab-up
+	$(BIN)/pytest -q -m lab tests
+
+# ansible-test sanity on the collection as Galaxy installs it (tests/sanity/run).
+sanity: setup
+	tests/sanity/run
 
 bench: setup
 	$(BIN)/python benchmarks/plan_waves.py
@@ -85,11 +105,16 @@ export GPUFLEET_LAB_RUN := $(LAB_CACHE)/run
 # The lab's two versions (lab/lab.yml `versions`), for Molecule scenarios that act on the lab's cluster.
 export GPUFLEET_LAB_FROM := $(shell awk '/^  from:/{print $$2; exit}' lab/lab.yml)
 export GPUFLEET_LAB_TO := $(shell awk '/^  to:/{print $$2; exit}' lab/lab.yml)
+# Scenarios that only read the cluster run two at a time first; those that change it (cordon, drain, upgrade the
+# control plane or a kubelet) then run one at a time. MOLECULE_LAB_RESET=0 skips the reset when the lab is known
+# fresh (make test: the lab tests leave it so).
+MOLECULE_LAB_RESET ?= 1
+MOLECULE_READ_ONLY := preflight etcd_snapshot gpu_stack gpu_validate
+MOLECULE_MOVING := $(filter-out $(MOLECULE_READ_ONLY),$(sort $(notdir $(patsubst %/molecule/,%,$(wildcard roles/*/molecule/)))))
 molecule: setup
-	@# Scenarios of kubeadm_upgrade and node_upgrade move the lab's cluster: start from a fresh lab on `from`.
-	@bin/lab reset && bin/lab up
-	@for r in roles/*/; do [ -d $$r/molecule ] || continue; \
-	  for s in $$(ls $$r/molecule); do (cd $$r && $(BIN)/molecule test -s $$s) || exit 1; done; done
+	@if [ "$(MOLECULE_LAB_RESET)" = 1 ]; then bin/lab reset && bin/lab up; else bin/lab up; fi
+	@BIN=$(BIN) tests/molecule-run --parallel 2 $(MOLECULE_READ_ONLY)
+	@BIN=$(BIN) tests/molecule-run --parallel 1 $(MOLECULE_MOVING)
 
 freeze: setup
 	$(BIN)/python -m pip freeze --exclude-editable

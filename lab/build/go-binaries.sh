@@ -18,6 +18,13 @@ work=$(mktemp -d "$cache/build-$what-XXXX")
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$out"
 cd "$work"
+if [[ -n "${GPUFLEET_LAB_BUILD_DRY_RUN:-}" ]]; then
+  # Set-up checks of a fresh machine (tests/unit/lab/test_fresh_machine.py): everything above ran; stop before
+  # the downloads and the compile.
+  go version >/dev/null && go mod init gpufleet.lab/dry-run >/dev/null 2>&1
+  echo "lab build: dry run - $what $version would build in $work (cache $cache, module cache $GOMODCACHE)"
+  exit 0
+fi
 echo "lab build: $what $version (module cache $GOMODCACHE; this takes minutes the first time)"
 started=$(date +%s)
 case "$what" in

@@ -6,11 +6,15 @@
   lab status           what runs, at which version
   lab fault HOST KIND  inject a fault (lab fault --list for the kinds)
   lab clear HOST       clear every fault on HOST
+
+GPUFLEET_LAB_CACHE moves the cache (default ~/.cache/gpufleet/lab). GPUFLEET_LAB_STOP_BEFORE_BUILD=1 makes `up` set up
+and check the first build that is needed and stop before its downloads (the fresh-machine test).
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import sys
 import time
@@ -23,6 +27,9 @@ say = cluster.say
 
 def up(cfg: config.LabConfig) -> None:
     started = time.time()
+    if os.environ.get("GPUFLEET_LAB_STOP_BEFORE_BUILD") and cluster.build(cfg, dry_run=True):
+        say("stopping before the first build (GPUFLEET_LAB_STOP_BEFORE_BUILD): the set-up got this far")
+        return
     cluster.build(cfg)
     pki.ensure(cfg.pki)
     state = cluster.load_state(cfg)

@@ -40,7 +40,9 @@ def oldest(versions: List[str]) -> str:
 
 
 # -- builds --------------------------------------------------------------------------------------------------------
-def build(cfg: LabConfig) -> None:
+def build(cfg: LabConfig, dry_run: bool = False) -> bool:
+    """Build what is not cached. ``dry_run``: set up and check the first build that is needed, then stop before
+    its downloads (a fresh machine's set-up, tested without the minutes of a build); returns True when it stopped."""
     script = LAB_DIR / "build" / "go-binaries.sh"
     jobs = [("etcd", cfg.etcd_version), ("kwok", cfg.kwok_version)] + [("kubernetes", v) for v in cfg.versions]
     expected = {"etcd": ["etcd", "etcdctl", "etcdutl"], "kwok": ["kwok", "stages.yaml"],
@@ -50,6 +52,12 @@ def build(cfg: LabConfig) -> None:
         if (bindir / ".done").exists() and all((bindir / f).exists() for f in expected[what]):
             continue
         (bindir / ".done").unlink(missing_ok=True)
+        if dry_run:
+            proc = subprocess.run(["bash", str(script), what, version], check=False, env=dict(
+                os.environ, GPUFLEET_LAB_CACHE=str(cfg.cache), GPUFLEET_LAB_BUILD_DRY_RUN="1"))
+            if proc.returncode != 0:
+                raise LabError("setting up the build of %s %s failed (exit %d)" % (what, version, proc.returncode))
+            return True
         say("building %s %s from its Go module (cached in %s; a cold build takes minutes)" % (
             what, version, cfg.bin_dir(what, version)))
         started = time.time()
@@ -58,6 +66,7 @@ def build(cfg: LabConfig) -> None:
         if proc.returncode != 0:
             raise LabError("building %s %s failed (exit %d); see the output above" % (what, version, proc.returncode))
         say("built %s %s in %.0f s" % (what, version, time.time() - started))
+    return False
 
 
 # -- etcd ------------------------------------------------------------------------------------------------------------

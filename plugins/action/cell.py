@@ -55,6 +55,6 @@ class ActionModule(ActionBase):
             return result
         result.update(changed=False, cell=cell.as_dict(), msg=cell.summary)
         for used in cell.break_glass_used:
-            self._display.warning("BREAK GLASS confirmed for %s: %s (%s)" % (cell.name, used["action"],
-                                                                            used["effect"]))
+            self._display.warning("BREAK GLASS confirmed for %s: %s (%s)" % (
+                cell.name, used["action"], used["effect"]))
         return result

@@ -79,8 +79,8 @@ class CallbackModule(CallbackBase):
         self.record = {"playbook": os.path.basename(playbook._file_name), "started": _now().isoformat(),
                        "operator": getpass.getuser(), "objective": "", "target_version": "", "version_diff": {},
                        "canary_scope": [], "plays": [], "gates": [], "failures": [], "rollback_triggers": [],
-                       "cell": "", "run_id": "", "break_glass": [], "opt_outs": [], "gangs": {"resumed": [],
-                                                                                               "stay_stopped": []}}
+                       "cell": "", "run_id": "", "break_glass": [], "opt_outs": [],
+                       "gangs": {"resumed": [], "stay_stopped": []}}
         self._started = time.time()
 
     def v2_playbook_on_play_start(self, play):
@@ -265,8 +265,8 @@ def markdown(rec):
     lines = ["# Change record: %s" % rec["playbook"], "",
              "- Objective: %s" % (rec["objective"] or "(not given: set gpufleet_objective)"),
              "- Outcome: **%s**" % rec["outcome"],
-             "- Operator: %s; started %s; finished %s (%.0f s)" % (rec["operator"], rec["started"], rec["finished"],
-                                                                  rec["duration_s"]),
+             "- Operator: %s; started %s; finished %s (%.0f s)" % (
+                 rec["operator"], rec["started"], rec["finished"], rec["duration_s"]),
              "- Cell: %s; run id %s" % (rec.get("cell") or "-", rec.get("run_id") or "-"),
              "- Target version: %s" % (rec["target_version"] or "-")]
     diff = rec["version_diff"]

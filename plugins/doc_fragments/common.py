@@ -13,6 +13,7 @@ attributes:
     description: Judges data only; nothing on the host changes in either mode.
   diff_mode:
     support: none
+    description: Returns no diff.
 notes:
   - A failed gate fails the task with a message naming the node, the check, the measured value and the baseline.
     The full list of checks is returned in C(checks) either way.
@@ -40,6 +41,7 @@ attributes:
     description: In check mode the tool is not run (it may load GPUs for minutes); captured O(output) is still judged.
   diff_mode:
     support: none
+    description: Returns no diff.
 notes:
   - A failed gate fails the task with a message naming the node, the check, the measured value and the baseline.
     The full list of checks is returned in C(checks) either way.
@@ -78,4 +80,5 @@ attributes:
     description: Reads the cluster and returns what it would change, changing nothing.
   diff_mode:
     support: none
+    description: Returns no diff.
 """

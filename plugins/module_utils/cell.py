@@ -146,7 +146,7 @@ def _break_glass(cell_vars: Mapping[str, Any], host_vars: Mapping[str, Mapping[s
     for host, hv in sorted(host_vars.items()):
         for var, key in STALE_SWITCHES.items():
             if var in hv and hv[var] is not None and not (var == "gpu_validate_nccl" and hv[var] is True):
-                variable, words, _ = BREAK_GLASS[key]
+                variable, words = BREAK_GLASS[key][:2]
                 raise InputError("%s sets %s in the inventory: break glass is confirmed per run, naming the cell and "
                                  "the action - remove it and pass -e '%s=%s on %s for %s' for the one run that needs "
                                  "it. Nothing was changed." % (host, var, variable, words, name, target))

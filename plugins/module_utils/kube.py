@@ -62,7 +62,7 @@ class Kube:
             from kubernetes import client, config
         except ImportError as exc:  # pragma: no cover - the module reports missing_required_lib first
             raise KubeError("the Python library 'kubernetes' is missing on the controller: pip install kubernetes "
-                            "(see requirements.txt)") from exc
+                            "(pip install -r requirements.txt from the collection)") from exc
         try:
             if kubeconfig:
                 self.client = config.new_client_from_config(config_file=kubeconfig, context=context)

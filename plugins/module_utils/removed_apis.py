@@ -153,7 +153,7 @@ def decode_helm_release(data_release: str) -> Dict[str, Any]:
     """Decode a Helm v3 release from a Secret's ``data.release`` (as returned by the API: base64 of Helm's base64
     of gzip of JSON). Also accepts Helm's own base64 (one layer) or raw gzip bytes."""
     raw: Any = data_release
-    for _ in range(3):
+    for _attempt in range(3):
         if isinstance(raw, bytes) and raw[:2] == b"\x1f\x8b":
             raw = _gunzip(raw)
             break

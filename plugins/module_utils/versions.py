@@ -328,8 +328,8 @@ def plan_upgrade(observed: Sequence[Observed], target: KubeVersion, *, allow_mul
         raise PolicyError(
             "target %s is %d minors above the control plane (%s on %s): the control plane never skips a minor and "
             "kubeadm can upgrade only 1 minor version at a time. Upgrade to v%s first, or set allow_multi_hop=true "
-            "to plan the whole path %s" % (target, distance, oldest.version, oldest.node,
-                                            _minor(oldest.version, 1), path))
+            "to plan the whole path %s" % (
+                target, distance, oldest.version, oldest.node, _minor(oldest.version, 1), path))
     hops: List[KubeVersion] = []
     for minor in range(oldest.version.minor + 1, target.minor):
         hops.append(version_at_minor(minor, target.major, hop_versions))

@@ -42,7 +42,7 @@ attributes:
     support: full
     description: Runs on the controller as an action plugin.
 author:
-  - gpufleet maintainers
+  - gpufleet maintainers (@gpufleet)
 """
 
 EXAMPLES = r"""

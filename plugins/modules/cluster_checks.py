@@ -42,7 +42,7 @@ options:
 extends_documentation_fragment:
   - gpufleet.upgrade.common.CHECK
 author:
-  - gpufleet maintainers
+  - gpufleet maintainers (@gpufleet)
 """
 
 EXAMPLES = r"""
@@ -85,8 +85,8 @@ def main():
             crds=dict(type="list", elements="dict", default=[]),
             endpointslices=dict(type="list", elements="dict", default=[]),
             pdbs=dict(type="list", elements="dict", default=[]),
-            blocking=dict(type="list", elements="str", default=["webhook", "conversion-webhook",
-                                                                 "crd-stored-versions"]),
+            blocking=dict(type="list", elements="str",
+                          default=["webhook", "conversion-webhook", "crd-stored-versions"]),
         ),
         supports_check_mode=True,
     )

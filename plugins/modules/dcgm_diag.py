@@ -11,7 +11,7 @@ description:
   - Parses C(dcgmi diag -r N -j) of DCGM 4.x (C(DCGM Diagnostic)) and 3.x (C(DCGM GPU Diagnostic)), and the
     runtime-error form. Reports per GPU and per test status.
   - DCGM reports a warning as C(Fail) in JSON; a result is a warning when every warning on it has an
-    C(error_severity) at or below O(policy.warning_max_severity), else a failure.
+    C(error_severity) at or below the baseline's C(dcgm.warning_max_severity), else a failure.
   - The gate fails on any failure, on a skipped test not in the baseline's C(dcgm.allowed_skip), on a missing
     required test (C(dcgm.required_tests)), on a runtime error, on warnings when C(dcgm.warnings_fail), on a report
     with no test results, and when the report does not cover C(gpu.count) GPUs.
@@ -37,7 +37,7 @@ extends_documentation_fragment:
   - gpufleet.upgrade.common.BASELINE
   - gpufleet.upgrade.common.TOOL
 author:
-  - gpufleet maintainers
+  - gpufleet maintainers (@gpufleet)
 """
 
 EXAMPLES = r"""

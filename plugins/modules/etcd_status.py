@@ -78,7 +78,7 @@ options:
 extends_documentation_fragment:
   - gpufleet.upgrade.common.CHECK
 author:
-  - gpufleet maintainers
+  - gpufleet maintainers (@gpufleet)
 """
 
 EXAMPLES = r"""
@@ -146,7 +146,8 @@ def main():
             snapshot_path=dict(type="path"),
             snapshot_output=dict(type="str"),
             expect=dict(type="dict", default={}, options=dict(
-                hash=dict(type="int"), min_revision=dict(type="int"), min_keys=dict(type="int", default=1),
+                hash=dict(type="int"), min_revision=dict(type="int"),
+                min_keys=dict(type="int", default=1, no_log=False),
                 min_size=dict(type="int", default=1))),
         ),
         mutually_exclusive=[("snapshot_path", "snapshot_output")],

@@ -54,7 +54,7 @@ options:
 extends_documentation_fragment:
   - gpufleet.upgrade.common.KUBE
 author:
-  - gpufleet maintainers
+  - gpufleet maintainers (@gpufleet)
 """
 
 EXAMPLES = r"""

@@ -45,7 +45,7 @@ extends_documentation_fragment:
   - gpufleet.upgrade.common.BASELINE
   - gpufleet.upgrade.common.CHECK
 author:
-  - gpufleet maintainers
+  - gpufleet maintainers (@gpufleet)
 """
 
 EXAMPLES = r"""

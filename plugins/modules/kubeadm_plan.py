@@ -35,10 +35,16 @@ options:
     type: list
     elements: str
     default: [upgrade, plan, -o, json]
+  required:
+    description:
+      - Fail when the plan offers no upgrade to O(target) (the control plane must move in this step). Without it a
+        plan that is already at O(target) passes.
+    type: bool
+    default: false
 extends_documentation_fragment:
   - gpufleet.upgrade.common.TOOL
 author:
-  - gpufleet maintainers
+  - gpufleet maintainers (@gpufleet)
 """
 
 EXAMPLES = r"""

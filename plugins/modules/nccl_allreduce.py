@@ -36,7 +36,7 @@ extends_documentation_fragment:
   - gpufleet.upgrade.common.BASELINE
   - gpufleet.upgrade.common.TOOL
 author:
-  - gpufleet maintainers
+  - gpufleet maintainers (@gpufleet)
 """
 
 EXAMPLES = r"""
@@ -109,7 +109,7 @@ def main():
             # all_reduce_perf exits non-zero on wrong elements but still prints its table.
             texts = [run_tool(module, p["binary"], p["args"] or baseline["nccl"]["args"],
                               allow_output_on_error=True)["stdout"]
-                     for _ in range(max(p["runs"] or baseline["nccl"]["min_runs"], 1))]
+                     for _run in range(max(p["runs"] or baseline["nccl"]["min_runs"], 1))]
         runs = [parse_output(t) for t in texts]
         summary = judge_runs(runs, baseline, p["node"])
         raise_if_failed("nccl_allreduce", summary, median_busbw=summary["median_busbw"])

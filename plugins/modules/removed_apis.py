@@ -39,7 +39,10 @@ options:
     elements: path
     default: []
   helm_secrets:
-    description: Secrets of type C(helm.sh/release.v1), as returned by M(kubernetes.core.k8s_info).
+    description:
+      - Secrets of type C(helm.sh/release.v1), as returned by M(kubernetes.core.k8s_info). Their values hold the
+        releases' rendered manifests and values (which may carry credentials), so the module takes them under
+        C(no_log); read them with C(no_log) set too, so they never reach the output or job events.
     type: list
     elements: dict
     default: []
@@ -50,7 +53,7 @@ options:
 extends_documentation_fragment:
   - gpufleet.upgrade.common.CHECK
 author:
-  - gpufleet maintainers
+  - gpufleet maintainers (@gpufleet)
 """
 
 EXAMPLES = r"""
@@ -98,7 +101,7 @@ def main():
             metrics=dict(type="list", elements="dict", default=[], options=dict(
                 apiserver=dict(type="str", required=True), text=dict(type="str", required=True))),
             manifest_paths=dict(type="list", elements="path", default=[]),
-            helm_secrets=dict(type="list", elements="dict", default=[]),
+            helm_secrets=dict(type="list", elements="dict", default=[], no_log=True),
             fail_on_blocking=dict(type="bool", default=True),
         ),
         supports_check_mode=True,

@@ -41,7 +41,7 @@ options:
 extends_documentation_fragment:
   - gpufleet.upgrade.common.CHECK
 author:
-  - gpufleet maintainers
+  - gpufleet maintainers (@gpufleet)
 """
 
 EXAMPLES = r"""
