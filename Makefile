@@ -13,7 +13,7 @@ MODULES := $(sort $(basename $(notdir $(wildcard plugins/modules/*.py))))
 FILTERS := $(sort $(basename $(notdir $(wildcard plugins/filter/*.yml))))
 TESTS := $(sort $(basename $(notdir $(wildcard plugins/test/*.yml))))
 
-.PHONY: setup plan wave test lint unit lab-tests sanity docs bench freeze clean-venv venv-path lab-up lab-down lab-reset \
+.PHONY: setup plan wave test lint unit lab-tests sanity docs docs-gen bench freeze clean-venv venv-path lab-up lab-down lab-reset \
 	lab-status molecule
 
 setup: $(VENV)/.installed
@@ -73,6 +73,11 @@ lab-tests: setup lab-up
 # ansible-test sanity on the collection as Galaxy installs it (tests/sanity/run).
 sanity: setup
 	tests/sanity/run
+
+# docs/variables.md from the variable schema (plugins/module_utils/variables.py); a unit test checks it is current.
+docs-gen: setup
+	PYTHONPATH=collections $(BIN)/python -c 'from ansible_collections.gpufleet.upgrade.plugins.module_utils import \
+	  variables; open("docs/variables.md", "w").write(variables.markdown())'
 
 bench: setup
 	$(BIN)/python benchmarks/plan_waves.py

@@ -14,7 +14,7 @@ from typing import Dict, List
 
 import yaml
 
-from gpufleet_lab import packages
+from gpufleet_lab import kube, packages
 from gpufleet_lab.config import LAB_DIR, LabConfig
 from gpufleet_lab.procs import LabError
 
@@ -225,7 +225,9 @@ def write_inventory(cfg: LabConfig) -> pathlib.Path:
                  # absolute paths: the controller (implicit localhost) has no inventory_dir to build them from
                  "gpufleet_kubeconfig": str(cfg.inventory / "kubeconfig"),
                  "gpufleet_baseline_dir": str(cfg.inventory / "baselines"),
-                 "gpufleet_out_dir": str(cfg.inventory.parent.parent / "out")},
+                 "gpufleet_out_dir": str(cfg.inventory.parent.parent / "out"),
+                 # the cell's identity, as an operator records it (gpufleet.upgrade.cluster_identity checks it)
+                 "gpufleet_cluster_uid": kube.cluster_uid(cfg)},
         "children": {
             "kube_control_plane": {"hosts": {
                 h: {"ansible_port": ssh_port(cfg, h),

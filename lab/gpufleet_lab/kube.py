@@ -33,6 +33,11 @@ def api(cfg: LabConfig, user: str = "admin") -> client.ApiClient:
     return config.new_client_from_config(str(cfg.run / "kubeconfigs" / (user + ".conf")))
 
 
+def cluster_uid(cfg: LabConfig) -> str:
+    """The kube-system Namespace UID: the identity the lab's inventory records for its cell."""
+    return str(client.CoreV1Api(api(cfg)).read_namespace("kube-system").metadata.uid)
+
+
 def node_object(cfg: LabConfig, host: str, kubelet: str) -> Dict[str, Any]:
     cp = host in cfg.control_plane
     labels = {"kubernetes.io/hostname": host, "kubernetes.io/os": "linux", "type": "kwok",

@@ -9,13 +9,14 @@ import os
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.gpufleet.upgrade.plugins.module_utils import cell as cell_utils
+from ansible_collections.gpufleet.upgrade.plugins.module_utils import variables
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.baseline import load_file
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import GpufleetError, InputError
 
 CELL_VARS = ("gpufleet_cluster_name", "gpufleet_target_version", "gpufleet_wave_caps", "gpufleet_pool_policies",
              "gpufleet_allow_multi_hop", "gpufleet_allow_unsupported_target", "gpufleet_observed_kubectl",
-             "gpufleet_out_dir",
-             "ansible_limit") + tuple(v[0] for v in cell_utils.BREAK_GLASS.values())
+             "gpufleet_out_dir", "gpufleet_cluster_uid", "ansible_limit") + variables.SETTINGS + tuple(
+                 v[0] for v in cell_utils.BREAK_GLASS.values())
 
 
 class ActionModule(ActionBase):

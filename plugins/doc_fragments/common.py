@@ -62,16 +62,15 @@ options:
 """
 
     # Modules that act on a cluster through the Kubernetes API (run on the controller: delegate_to localhost).
+    # Used with kubernetes.core.k8s_auth_options: the connection options are kubernetes.core's.
     KUBE = r"""
-options:
-  kubeconfig:
-    description:
-      - Path to the kubeconfig. Defaults to C(K8S_AUTH_KUBECONFIG), then the in-cluster config, then
-        C(~/.kube/config).
-    type: path
-  context:
-    description: The kubeconfig context to use (its current context when omitted).
-    type: str
+notes:
+  - Connects as M(kubernetes.core.k8s) does - the same options, each also read from its C(K8S_AUTH_*) variable
+    (C(K8S_AUTH_KUBECONFIG), C(K8S_AUTH_CONTEXT), C(K8S_AUTH_HOST), C(K8S_AUTH_API_KEY), C(K8S_AUTH_SSL_CA_CERT),
+    C(K8S_AUTH_VERIFY_SSL), ...) with the same precedence - so both always talk to the same cluster.
+  - Unlike kubernetes.core, never falls back to the in-cluster service account - in an AWX job pod that is the
+    cluster running AWX. With no option or variable set, C(~/.kube/config) is used if it exists; otherwise the
+    module fails.
 requirements:
   - the C(kubernetes) Python library on the host that runs the module (the controller)
 attributes:

@@ -17,6 +17,7 @@ import os
 from dataclasses import asdict, dataclass, field
 from typing import Any, Dict, List, Mapping, Sequence
 
+from ansible_collections.gpufleet.upgrade.plugins.module_utils import variables
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import GpufleetError, InputError
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.planner import (
     CONTROL_PLANE, WORKER, parse_caps, parse_nodes, plan_waves)
@@ -28,6 +29,7 @@ CONTROL_PLANE_POOL = "control-plane"
 # Per-host variables the cell reads, and the ones it refuses because something else holds that fact now.
 HOST_VARS = ("gpufleet_pool", "gpufleet_failure_domain", "gpufleet_ring", "gpufleet_dr_pair", "gpufleet_canary",
              "gpufleet_unschedulable_before", "gpufleet_observed_control_plane", "gpufleet_observed_kubelet",
+             "gpufleet_apiserver_url",
              "gpufleet_gpus", "gpufleet_role")
 MOVED_HOST_VARS = {
     "gpufleet_gpus": "the GPU count comes from the pool baseline (gpu.count); remove gpufleet_gpus",
@@ -79,6 +81,9 @@ class Cell:
     break_glass_used: List[Dict[str, str]] = field(default_factory=list)
     observed: Dict[str, Any] = field(default_factory=dict)
     out_dir: str = ""
+    cluster_uid: str = ""
+    settings: Dict[str, Any] = field(default_factory=dict)
+    apiserver_urls: Dict[str, str] = field(default_factory=dict)
 
     def as_dict(self) -> Dict[str, Any]:
         return asdict(self)
@@ -314,7 +319,12 @@ def build(groups: Mapping[str, Sequence[str]], host_vars: Mapping[str, Mapping[s
         allow_unsupported_target=_bool(cell_vars.get("gpufleet_allow_unsupported_target"),
                                        "gpufleet_allow_unsupported_target"),
         break_glass=glass["switches"], break_glass_used=glass["used"],
-        observed=_observed(cell_vars, host_vars, cp, gpu), out_dir=output_dir)
+        observed=_observed(cell_vars, host_vars, cp, gpu), out_dir=output_dir,
+        cluster_uid=_str(cell_vars.get("gpufleet_cluster_uid"), "gpufleet_cluster_uid (the kube-system Namespace UID "
+                         "of the cell's cluster)", required=False),
+        settings=variables.settings(cell_vars),
+        apiserver_urls={h: _str(host_vars[h].get("gpufleet_apiserver_url"), "%s: gpufleet_apiserver_url" % h,
+                                required=False) or variables.BY_NAME["gpufleet_apiserver_url"].default for h in cp})
 
 
 def pools_of(groups: Mapping[str, Sequence[str]], host_vars: Mapping[str, Mapping[str, Any]]) -> List[str]:

@@ -31,10 +31,33 @@ JOBSET = ("jobset.x-k8s.io", "v1alpha2", "jobsets")
 WORKLOAD = ("kueue.x-k8s.io", "v1beta2", "workloads")
 JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
 
-KUBE_ARGSPEC: Dict[str, Dict[str, Any]] = {
-    "kubeconfig": {"type": "path"},
-    "context": {"type": "str"},
-}
+try:  # the connection options and their K8S_AUTH_* variables are kubernetes.core's own (a galaxy.yml dependency)
+    from ansible_collections.kubernetes.core.plugins.module_utils.args_common import AUTH_ARG_SPEC
+    from ansible_collections.kubernetes.core.plugins.module_utils.k8s import client as k8s_client
+except ImportError:  # pragma: no cover - reported when a module connects
+    AUTH_ARG_SPEC, k8s_client = {}, None
+
+KUBE_ARGSPEC: Dict[str, Dict[str, Any]] = dict(AUTH_ARG_SPEC)
+
+NO_CREDENTIALS = ("no cluster credentials: set the module's kubeconfig (K8S_AUTH_KUBECONFIG), or host with api_key "
+                  "or client_cert/client_key (K8S_AUTH_HOST, K8S_AUTH_API_KEY, ...), or provide ~/.kube/config. "
+                  "gpufleet never falls back to the in-cluster service account: in an AWX job pod that is the cluster "
+                  "running AWX, not the cell")
+
+
+def auth_source(auth: Dict[str, Any], default_kubeconfig: str) -> Dict[str, Any]:
+    """The connection kubernetes.core would use for ``auth`` (module options, else K8S_AUTH_* variables, as its
+    ``_create_auth_spec`` reads them) - except that with nothing given it takes ``default_kubeconfig`` when that
+    exists and refuses otherwise, where kubernetes.core would try the in-cluster service account first."""
+    def given(*names: str) -> bool:
+        return all(auth.get(n) for n in names)
+
+    if (given("username", "password", "host") or given("api_key", "host") or given("cert_file", "key_file", "host")
+            or given("kubeconfig") or given("context")):
+        return dict(auth)
+    if os.path.isfile(default_kubeconfig):
+        return dict(auth, kubeconfig=default_kubeconfig)
+    raise KubeError(NO_CREDENTIALS)
 
 
 class KubeError(GpufleetError):
@@ -57,24 +80,25 @@ def api_error(exc: Any) -> Tuple[int, str]:
 class Kube:
     """A connection to one cluster. Every method returns plain dicts."""
 
-    def __init__(self, kubeconfig: Optional[str] = None, context: Optional[str] = None) -> None:
+    def __init__(self, auth: Dict[str, Any], headers: Optional[Dict[str, Any]] = None) -> None:
+        """``auth``: kubernetes.core's auth spec (client names: kubeconfig, context, host, api_key, verify_ssl,
+        ssl_ca_cert, cert_file, key_file, ...), already resolved by :func:`auth_source`."""
         try:
-            from kubernetes import client, config
+            from kubernetes import client
         except ImportError as exc:  # pragma: no cover - the module reports missing_required_lib first
             raise KubeError("the Python library 'kubernetes' is missing on the controller: pip install kubernetes "
                             "(pip install -r requirements.txt from the collection)") from exc
+        if k8s_client is None:
+            raise KubeError("the collection kubernetes.core is missing: ansible-galaxy collection install "
+                            "kubernetes.core (gpufleet connects to clusters exactly as its modules do)")
+        where = auth.get("host") or auth.get("kubeconfig") or "(kubeconfig)"
         try:
-            if kubeconfig:
-                self.client = config.new_client_from_config(config_file=kubeconfig, context=context)
-            else:
-                try:
-                    config.load_incluster_config()
-                    self.client = client.ApiClient()
-                except config.ConfigException:
-                    self.client = config.new_client_from_config(context=context)
+            self.client = client.ApiClient(k8s_client._create_configuration(dict(auth)))
         except Exception as exc:
-            raise KubeError("cannot load the kubeconfig %s: %s; set 'kubeconfig' (or K8S_AUTH_KUBECONFIG) to a "
-                            "working file" % (kubeconfig or "(default)", exc)) from exc
+            raise KubeError("cannot connect with %s: %s; check kubeconfig/context or host and credentials "
+                            "(K8S_AUTH_*)" % (where if isinstance(where, str) else "(kubeconfig data)", exc)) from exc
+        for name, value in (headers or {}).items():
+            self.client.set_default_header(name, value)
         self.core = client.CoreV1Api(self.client)
         self.policy = client.PolicyV1Api(self.client)
         self.custom = client.CustomObjectsApi(self.client)
@@ -92,6 +116,15 @@ class Kube:
             raise KubeError("%s: HTTP %d %s" % (what, status, message), status=status) from exc
         except Exception as exc:  # urllib3 errors: connection refused, TLS
             raise KubeError("%s: %s (is the apiserver reachable with this kubeconfig?)" % (what, exc)) from exc
+
+    # the cluster's identity
+    @property
+    def server(self) -> str:
+        return str(self.client.configuration.host)
+
+    def namespace_uid(self, name: str) -> str:
+        return str(self._plain(self._call("read Namespace %s" % name, self.core.read_namespace, name))
+                   ["metadata"]["uid"])
 
     # nodes
     def get_node(self, name: str) -> Dict[str, Any]:
@@ -178,9 +211,28 @@ class Kube:
 
 
 def connect(module: Any) -> Kube:
-    """A Kube for a module's kubeconfig/context options (K8S_AUTH_KUBECONFIG, as kubernetes.core reads it)."""
-    kubeconfig = module.params.get("kubeconfig") or os.environ.get("K8S_AUTH_KUBECONFIG")
-    return Kube(kubeconfig, module.params.get("context"))
+    """A Kube for a module's connection options and the K8S_AUTH_* variables, read as kubernetes.core reads them
+    (same options, same precedence), without its fall-back to the in-cluster service account."""
+    if k8s_client is None:
+        raise KubeError("the collection kubernetes.core is missing: ansible-galaxy collection install kubernetes.core")
+    auth = auth_source(k8s_client._create_auth_spec(module), os.path.expanduser("~/.kube/config"))
+    return Kube(auth, k8s_client._create_headers(module))
+
+
+def judge_identity(cell: str, expected: Optional[str], uid: str, server: str) -> str:
+    """The API server must be the cell's: its kube-system Namespace UID (set when the cluster was created, never
+    reused) must equal the one recorded in the inventory (``gpufleet_cluster_uid``). Missing is a refusal too, and
+    says what to record."""
+    if not expected:
+        raise KubeError("gpufleet_cluster_uid: not recorded for cell %s. The API server %s has kube-system UID %s; "
+                        "if that is the cell's cluster, record it in the cell's inventory (gpufleet_cluster_uid: %s) "
+                        "and run again. Nothing was changed." % (cell, server, uid, uid), uid=uid, server=server)
+    if expected != uid:
+        raise KubeError("the API server %s is not cell %s's: its kube-system UID is %s, the inventory records %s "
+                        "(gpufleet_cluster_uid). Check the kubeconfig/context or K8S_AUTH_* settings of this run - "
+                        "they point at another cluster. Nothing was changed." % (server, cell, uid, expected),
+                        uid=uid, server=server)
+    return uid
 
 
 def now_rfc3339() -> str:

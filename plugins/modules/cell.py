@@ -112,6 +112,17 @@ cell:
     observed:
       description: Versions written in the inventory for an offline plan (apiservers, kubelets, kubectl), or empty.
       type: dict
+    settings:
+      description: The cell-wide settings, checked and with their defaults - C(soak_seconds), C(reach_timeout),
+        C(observe_seconds), C(only_canaries) (docs/variables.md).
+      type: dict
+    apiserver_urls:
+      description: Per control-plane host, its own kube-apiserver URL (C(gpufleet_apiserver_url)).
+      type: dict
+    cluster_uid:
+      description: The identity recorded for the cell's cluster (C(gpufleet_cluster_uid), the kube-system Namespace
+        UID), or empty; M(gpufleet.upgrade.cluster_identity) refuses an API server that does not report it.
+      type: str
     out_dir:
       description: Absolute directory for the plan, the preflight reports and (with the callback) the change
         records - C(gpufleet_out_dir), else the environment's C(GPUFLEET_OUT_DIR), else C(out) in the directory

@@ -53,6 +53,7 @@ options:
     default: false
 extends_documentation_fragment:
   - gpufleet.upgrade.common.KUBE
+  - kubernetes.core.k8s_auth_options
 author:
   - gpufleet maintainers (@gpufleet)
 """

@@ -56,6 +56,7 @@ options:
     default: []
 extends_documentation_fragment:
   - gpufleet.upgrade.common.KUBE
+  - kubernetes.core.k8s_auth_options
 author:
   - gpufleet maintainers (@gpufleet)
 """

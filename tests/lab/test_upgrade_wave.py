@@ -155,6 +155,8 @@ def test_upgrade_wave_halts_on_every_fault_resumes_and_finishes(cell):
     assert_halted(short, "is not a full release; give one such as v1.36.0")
     limited = run(lab, records, "upgrade_wave.yml", "--limit", "gpu-a1")
     assert_halted(limited, "--limit gpu-a1: the upgrade plays plan whole failure domains")
+    other = run(lab, records, "upgrade_wave.yml", "-e", "gpufleet_cluster_uid=2f1e0000-0000-4000-8000-00000000c0de")
+    assert_halted(other, "is not cell lab's: its kube-system UID is", "the inventory records 2f1e0000-0000-4000")
     assert set(apiservers(lab).values()) == {lab.from_version}
     untouched(lab, [n for wave in WAVES for n in wave])
 

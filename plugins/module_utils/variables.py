@@ -1,0 +1,187 @@
+# Copyright: gpufleet contributors
+# Apache License 2.0
+"""Every ``gpufleet_*`` variable: what it is, its type and default, where it is set and which playbooks read it.
+
+The one home of the cell-wide settings' defaults and bounds (:func:`settings`, used by cell.py), and the source of
+docs/variables.md (:func:`markdown`; tests/unit/module_utils/test_variables.py checks the file is current and
+that every gpufleet_* name the playbooks and roles use is listed here).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Dict, Mapping, Optional, Tuple
+
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import InputError
+
+CELL_PLAYBOOKS = ("plan", "preflight", "upgrade_wave", "control_plane", "node_pool", "canary", "maintenance",
+                  "validate")
+CLUSTER_PLAYBOOKS = ("preflight", "upgrade_wave", "control_plane", "node_pool", "canary", "maintenance", "validate")
+WAVE_PLAYBOOKS = ("upgrade_wave", "node_pool", "canary", "maintenance")
+
+
+@dataclass(frozen=True)
+class Var:
+    name: str
+    type: str
+    default: Any
+    where: str          # cell (group_vars/all or -e), host (host or group vars), run (-e for one run), play, internal
+    playbooks: Tuple[str, ...]
+    description: str
+    bounds: Optional[Tuple[int, int]] = None
+
+    @property
+    def required(self) -> bool:
+        return self.default is REQUIRED
+
+
+REQUIRED = object()
+NONE = None
+
+VARIABLES: Tuple[Var, ...] = (
+    # -- the cell ------------------------------------------------------------------------------------------------
+    Var("gpufleet_cluster_name", "str", REQUIRED, "cell", CELL_PLAYBOOKS,
+        "The cell's name: in the run id, the change records and every break-glass confirmation."),
+    Var("gpufleet_target_version", "str", REQUIRED, "cell", CELL_PLAYBOOKS + ("etcd_backup",),
+        "The release to reach, vX.Y.Z (any spelling of it gives the same run id)."),
+    Var("gpufleet_baseline_dir", "path", NONE, "cell", CELL_PLAYBOOKS,
+        "Directory with one <pool>.yml baseline per GPU pool; required when the cell has GPU pools."),
+    Var("gpufleet_cluster_uid", "str", NONE, "cell", CLUSTER_PLAYBOOKS,
+        "The cell's identity: its kube-system Namespace UID. Playbooks that talk to the API server refuse one that "
+        "reports another UID, and refuse when this is not recorded (the message gives the UID to record)."),
+    Var("gpufleet_kubeconfig", "path", NONE, "cell", CLUSTER_PLAYBOOKS,
+        "Kubeconfig for every Kubernetes call. Unset: the K8S_AUTH_* variables as kubernetes.core reads them "
+        "(K8S_AUTH_KUBECONFIG, K8S_AUTH_HOST + K8S_AUTH_API_KEY, ...), else ~/.kube/config; never the in-cluster "
+        "service account."),
+    Var("gpufleet_out_dir", "path", NONE, "cell", CELL_PLAYBOOKS,
+        "Where the plan, preflight reports and change records go. Unset: GPUFLEET_OUT_DIR, else ./out of the "
+        "working directory (never inside the collection)."),
+    Var("gpufleet_wave_caps", "dict", NONE, "cell", CELL_PLAYBOOKS,
+        "Wave caps: max_gpu_fraction (of a pool's GPUs in one wave) and friends; unset: the planner's defaults."),
+    Var("gpufleet_pool_policies", "dict", NONE, "cell", CELL_PLAYBOOKS,
+        "Per pool: {skip_level: bool} - whether the pool's kubelets may skip minors (up to the skew limit)."),
+    Var("gpufleet_allow_multi_hop", "bool", False, "cell", CELL_PLAYBOOKS,
+        "Plan a control-plane path of more than one minor (it is still applied one minor at a time)."),
+    Var("gpufleet_allow_unsupported_target", "bool", False, "cell", CELL_PLAYBOOKS,
+        "Accept a target that is out of upstream support (to hop through it)."),
+    Var("gpufleet_soak_seconds", "int", 30, "cell", ("upgrade_wave", "control_plane"),
+        "Health soak after each control-plane host.", (0, 3600)),
+    Var("gpufleet_reach_timeout", "int", 60, "cell", CLUSTER_PLAYBOOKS,
+        "Seconds to wait for a host before it counts as unreachable (a blocker).", (1, 3600)),
+    Var("gpufleet_observe_seconds", "int", 60, "cell", ("maintenance",),
+        "Seconds to watch a node after its uncordon before the maintenance counts as done.", (0, 3600)),
+    Var("gpufleet_only_canaries", "bool", False, "cell", ("node_pool", "canary"),
+        "Run only the canary waves (canary.yml sets it)."),
+    Var("gpufleet_observed_kubectl", "str", NONE, "cell", ("plan",),
+        "Offline plan only: the kubectl version in use."),
+    # -- break glass ---------------------------------------------------------------------------------------------
+    Var("gpufleet_break_glass_disable_eviction", "str", NONE, "run", WAVE_PLAYBOOKS,
+        "Break glass, exactly 'disable eviction on <cell> for <target>': delete pods without the eviction API."),
+    Var("gpufleet_break_glass_force_drain", "str", NONE, "run", WAVE_PLAYBOOKS,
+        "Break glass, exactly 'force drain on <cell> for <target>': drain pods without a controller."),
+    Var("gpufleet_break_glass_skip_checkpoint", "str", NONE, "run", WAVE_PLAYBOOKS,
+        "Break glass, exactly 'skip checkpoint on <cell> for <target>': stop gangs without a checkpoint."),
+    Var("gpufleet_break_glass_skip_nccl", "str", NONE, "run", WAVE_PLAYBOOKS + ("validate",),
+        "Break glass, exactly 'skip nccl on <cell> for <target>': leave out the NCCL gate."),
+    Var("gpufleet_break_glass_etcd_restore", "str", NONE, "run", ("etcd_restore",),
+        "Break glass, exactly 'restore <cell> from <snapshot file>': restore etcd from that snapshot."),
+    # -- one maintenance -----------------------------------------------------------------------------------------
+    Var("gpufleet_node", "str", NONE, "run", ("maintenance",), "The GPU node to maintain."),
+    Var("gpufleet_maintenance_action", "str", NONE, "run", ("maintenance",), "upgrade, gpu_stack or repair."),
+    Var("gpufleet_repaired", "bool", False, "run", ("maintenance",),
+        "After a manual repair: resume the maintenance past the drain."),
+    # -- per host ------------------------------------------------------------------------------------------------
+    Var("gpufleet_pool", "str", NONE, "host", CELL_PLAYBOOKS,
+        "A GPU node's pool (the name of its baseline file); required on every GPU node."),
+    Var("gpufleet_failure_domain", "str", NONE, "host", CELL_PLAYBOOKS,
+        "A GPU node's failure domain (rack set); waves take whole domains. Required on every GPU node."),
+    Var("gpufleet_ring", "int", 0, "host", CELL_PLAYBOOKS, "Order of the node's domain among the waves."),
+    Var("gpufleet_dr_pair", "str", NONE, "host", CELL_PLAYBOOKS,
+        "A failure domain that must never be in the same wave as this node's."),
+    Var("gpufleet_canary", "bool", False, "host", CELL_PLAYBOOKS,
+        "Make the node a canary (else one node per GPU type is chosen)."),
+    Var("gpufleet_unschedulable_before", "bool", False, "host", CELL_PLAYBOOKS,
+        "The node was cordoned before the run: it stays cordoned after its upgrade."),
+    Var("gpufleet_apiserver_url", "str", "https://127.0.0.1:6443", "host", ("preflight", "upgrade_wave",
+                                                                            "control_plane"),
+        "A control-plane host's own kube-apiserver URL (its /version, /readyz and /metrics are read there)."),
+    Var("gpufleet_observed_control_plane", "str", NONE, "host", ("plan",),
+        "Offline plan only: a control-plane host's apiserver version."),
+    Var("gpufleet_observed_kubelet", "str", NONE, "host", ("plan",), "Offline plan only: a host's kubelet version."),
+    # -- refused (moved elsewhere) -------------------------------------------------------------------------------
+    Var("gpufleet_gpus", "refused", NONE, "host", CELL_PLAYBOOKS,
+        "Refused: the GPU count comes from the pool baseline (gpu.count)."),
+    Var("gpufleet_role", "refused", NONE, "host", CELL_PLAYBOOKS,
+        "Refused: membership in kube_control_plane or gpu_nodes decides the role."),
+    # -- the change record (plays describe themselves) -----------------------------------------------------------
+    Var("gpufleet_objective", "str", NONE, "play", ("all",), "The run's objective, for the change record."),
+    Var("gpufleet_rollback_triggers", "list", NONE, "play", ("all",),
+        "Conditions that trigger a rollback, for the change record (defaults listed by the callback)."),
+    Var("gpufleet_wave", "str", NONE, "internal", ("node_pool",), "Set per host: the label of its wave."),
+    # -- set by the playbooks, not inputs --------------------------------------------------------------------------
+    Var("gpufleet_waves", "list", NONE, "internal", ("node_pool",), "The waves of this run (from the cell)."),
+    Var("gpufleet_wave_order", "group", NONE, "internal", ("node_pool",), "The in-memory group of wave hosts."),
+    Var("gpufleet_wave_nodes", "list", NONE, "internal", ("node_pool",), "Set per host: the nodes of its wave."),
+    Var("gpufleet_wave_earlier", "list", NONE, "internal", ("node_pool",),
+        "Set per host: the nodes that must be finished before its wave."),
+    Var("gpufleet_pending", "list", NONE, "internal", ("node_pool",), "Nodes not finished when the run started."),
+    Var("gpufleet_cell", "dict", NONE, "internal", ("control_plane", "maintenance"),
+        "The checked cell (gpufleet.upgrade.cell's result), as a fact."),
+    Var("gpufleet_break_glass_record", "dict", NONE, "internal", ("etcd_restore",),
+        "A break-glass use, for the change record."),
+    Var("gpufleet_lab", "bool", False, "internal", (), "Set by the lab's inventory; never read by the collection."),
+)
+
+BY_NAME: Dict[str, Var] = {v.name: v for v in VARIABLES}
+SETTINGS = ("gpufleet_soak_seconds", "gpufleet_reach_timeout", "gpufleet_observe_seconds", "gpufleet_only_canaries")
+
+
+def _bool(value: Any, name: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.lower() in ("true", "false", "yes", "no"):
+        return value.lower() in ("true", "yes")
+    raise InputError("%s: expected true or false, got %r" % (name, value))
+
+
+def settings(cell_vars: Mapping[str, Any]) -> Dict[str, Any]:
+    """The cell-wide settings with their defaults, each checked (type and bounds), keyed without the prefix."""
+    out: Dict[str, Any] = {}
+    for name in SETTINGS:
+        var = BY_NAME[name]
+        value = cell_vars.get(name)
+        key = name[len("gpufleet_"):]
+        if value is None or value == "":
+            out[key] = var.default
+        elif var.type == "bool":
+            out[key] = _bool(value, name)
+        else:
+            whole = isinstance(value, int) and not isinstance(value, bool)
+            number = int(value) if whole or (isinstance(value, str) and value.strip().isdigit()) else None
+            low, high = var.bounds or (0, 2 ** 31)
+            if number is None or not low <= number <= high:
+                raise InputError("%s: expected whole seconds from %d to %d, got %r" % (name, low, high, value))
+            out[key] = number
+    return out
+
+
+def markdown() -> str:
+    """docs/variables.md."""
+    lines = ["# gpufleet variables", "",
+             "Generated from `plugins/module_utils/variables.py` (`make docs-gen`); do not edit. Role variables are",
+             "documented in each role's `meta/argument_specs.yml` (`ansible-doc -t role gpufleet.upgrade.ROLE`).", ""]
+    titles = {"cell": "Cell (group_vars/all of the cell's inventory, or -e)", "run": "One run (-e)",
+              "host": "Per host (host or group vars)", "play": "Set by plays, for the change record",
+              "internal": "Set by the playbooks (not inputs)"}
+    for where, title in titles.items():
+        lines += ["## " + title, "", "| Variable | Type | Default | Playbooks | Meaning |", "|---|---|---|---|---|"]
+        for v in VARIABLES:
+            if v.where != where:
+                continue
+            default = "required" if v.required else ("-" if v.default is None else "`%s`" % str(v.default).lower()
+                                                     if isinstance(v.default, bool) else "`%s`" % v.default)
+            if v.bounds:
+                default += " (%d-%d)" % v.bounds
+            lines.append("| `%s` | %s | %s | %s | %s |" % (v.name, v.type, default, ", ".join(v.playbooks) or "-",
+                                                           v.description.replace("|", "\\|")))
+        lines.append("")
+    return "\n".join(lines)
