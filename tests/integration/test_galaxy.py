@@ -84,3 +84,20 @@ def test_installed_collection_runs_plan_by_fqcn_into_the_working_directory(tarba
     records = list((window / "out" / "change-records").glob("*-plan.yml.json"))
     assert len(records) == 1 and oct(records[0].stat().st_mode & 0o777) == "0o600"
     assert sorted(p.relative_to(installed) for p in installed.rglob("*")) == before  # nothing written inside
+
+
+def test_execution_environment_takes_the_run_time_requirements_only(tarball, tmp_path):
+    """ansible-builder, as it introspects an image's collections: the run-time needs (requirements.txt through
+    meta/execution-environment.yml), not the development pins (without that file it falls back to them)."""
+    import yaml
+
+    collections = tmp_path / "collections"
+    run(BIN / "ansible-galaxy", "collection", "install", "--no-deps", "-p", collections, tarball, cwd=tmp_path)
+    out = run(BIN / "ansible-builder", "introspect", "--sanitize", collections, cwd=tmp_path).stdout
+    deps = yaml.safe_load(out[out.index("---"):])
+    assert [line.split("#")[0].strip() for line in deps["python"]] == ["kubernetes>=24.2.0"], deps
+    assert deps["system"] == []
+    definition = yaml.safe_load((ROOT / "execution-environment.yml").read_text())
+    assert definition["version"] == 3
+    assert {c["name"] for c in definition["dependencies"]["galaxy"]["collections"]} >= {"gpufleet.upgrade",
+                                                                                       "kubernetes.core"}

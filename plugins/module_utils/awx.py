@@ -1,0 +1,164 @@
+# Copyright: gpufleet contributors
+# Apache License 2.0
+"""AWX configuration as data: the job templates, surveys, the snapshot-key credential type, the upgrade workflow
+and its maintenance-window schedule for one cell, computed once here and applied by playbooks/awx_configure.yml
+with the awx.awx modules (tests/unit/module_utils/test_awx.py checks every definition against those modules'
+argument specs). The same definitions say how AWX launches each job (its extra vars and credentials), which the
+ansible-runner rehearsal in tests/lab uses to run a template as AWX would."""
+from __future__ import annotations
+
+import re
+from typing import Any, Dict, List, Mapping
+
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import InputError
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.versions import parse_release
+
+SNAPSHOT_CREDENTIAL_TYPE = "gpufleet etcd snapshot key"
+KUBERNETES_CREDENTIAL_TYPE = "OpenShift or Kubernetes API Bearer Token"  # AWX's own: injects K8S_AUTH_*
+BREAK_GLASS_SURVEY = (
+    ("gpufleet_break_glass_disable_eviction", "Break glass: delete pods without the eviction API",
+     "disable eviction on {cell} for {target}"),
+    ("gpufleet_break_glass_force_drain", "Break glass: drain pods that have no controller",
+     "force drain on {cell} for {target}"),
+    ("gpufleet_break_glass_skip_checkpoint", "Break glass: stop gangs without a checkpoint",
+     "skip checkpoint on {cell} for {target}"),
+    ("gpufleet_break_glass_skip_nccl", "Break glass: leave out the NCCL gate", "skip nccl on {cell} for {target}"),
+)
+# playbook: (template description, survey asks for break glass, needs the snapshot key, is a wave template)
+TEMPLATES = {
+    "preflight": ("Preflight of the cell: versions, skew, removed APIs, etcd, GPU health - changes nothing.",
+                  False, False),
+    "etcd_backup": ("Encrypted etcd snapshot, verified and copied off the node.", False, True),
+    "control_plane": ("Control plane, one host at a time (kubeadm), with a health soak after each.", False, False),
+    "canary": ("The canary waves of the GPU pools only.", True, False),
+    "node_pool": ("Every GPU node wave (canaries first, then whole failure domains under the GPU cap).", True, False),
+    "upgrade_wave": ("The whole upgrade in one job: preflight, snapshot, control plane, every wave.", True, True),
+    "validate": ("DCGM, NCCL and node checks of GPU nodes (use a limit for some).", True, False),
+    "maintenance": ("Maintenance of one GPU node: drain, upgrade or repair, validate, uncordon.", True, False),
+}
+WORKFLOW = ("preflight", "etcd_backup", "control_plane", "canary", "approval", "node_pool")
+NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 ._-]{0,99}$")
+RRULE = re.compile(r"^DTSTART(;TZID=[A-Za-z_/+-]+)?:\d{8}T\d{6}Z? "
+                   r"RRULE:FREQ=(DAILY|WEEKLY|MONTHLY)(;[A-Z]+=[A-Z0-9,+-]+)*$")
+
+
+def _name(config: Mapping[str, Any], key: str) -> str:
+    value = config.get(key)
+    if not isinstance(value, str) or not NAME.match(value):
+        raise InputError("awx.%s: expected a name (letters, digits, space, '.', '_', '-'; up to 100), got %r"
+                         % (key, value))
+    return value
+
+
+def template_name(cell: str, playbook: str) -> str:
+    return "gpufleet %s %s" % (cell, playbook.replace("_", " "))
+
+
+def _survey(cell: str, target: str, playbook: str, break_glass: bool) -> Dict[str, Any]:
+    spec: List[Dict[str, Any]] = [
+        {"question_name": "Target version", "variable": "gpufleet_target_version", "type": "text",
+         "required": True, "default": target, "min": 6, "max": 20,
+         "question_description": "The release to reach, vX.Y.Z (one minor above the control plane)."},
+    ]
+    if playbook == "maintenance":
+        spec += [
+            {"question_name": "GPU node", "variable": "gpufleet_node", "type": "text", "required": True,
+             "default": "", "min": 1, "max": 253, "question_description": "The one GPU node to maintain."},
+            {"question_name": "Action", "variable": "gpufleet_maintenance_action", "type": "multiplechoice",
+             "required": True, "default": "upgrade", "choices": ["upgrade", "gpu_stack", "repair"],
+             "question_description": "upgrade, gpu_stack (driver stack only) or repair (stops after the drain)."},
+        ]
+    if break_glass:
+        for variable, question, phrase in BREAK_GLASS_SURVEY:
+            if playbook == "validate" and variable != "gpufleet_break_glass_skip_nccl":
+                continue
+            spec.append({"question_name": question, "variable": variable, "type": "text", "required": False,
+                         "default": "", "min": 0, "max": 200,
+                         "question_description": "Leave empty. To break glass type exactly '%s'; the change record "
+                                                 "names who did." % phrase.format(cell=cell, target="<target>")})
+    return {"name": "gpufleet %s" % playbook.replace("_", " "), "description": "Inputs of this run", "spec": spec}
+
+
+def definitions(config: Mapping[str, Any]) -> Dict[str, Any]:
+    """Every AWX object for one cell, from ``config`` (the ``gpufleet_awx`` variable): organization, project,
+    inventory, execution_environment, cell, target, credentials {machine, kubernetes}, window {rrule}, and
+    optionally playbook_dir (where the project keeps the playbooks; default ``playbooks``)."""
+    if not isinstance(config, Mapping):
+        raise InputError("gpufleet_awx: expected a mapping (organization, project, inventory, ...), got %r" % (
+            type(config).__name__,))
+    org, project, inventory = _name(config, "organization"), _name(config, "project"), _name(config, "inventory")
+    ee, cell = _name(config, "execution_environment"), _name(config, "cell")
+    target = str(parse_release(str(config.get("target") or ""), "awx.target"))
+    creds = config.get("credentials")
+    if not isinstance(creds, Mapping):
+        raise InputError("awx.credentials: expected {machine: NAME, kubernetes: NAME}")
+    machine, kubernetes = _name(creds, "machine"), _name(creds, "kubernetes")
+    snapshot = "gpufleet %s etcd snapshot key" % cell
+    window = config.get("window") or {}
+    rrule = window.get("rrule") if isinstance(window, Mapping) else None
+    if not isinstance(rrule, str) or not RRULE.match(rrule):
+        raise InputError("awx.window.rrule: expected an iCal rule such as 'DTSTART;TZID=UTC:20261205T020000 "
+                         "RRULE:FREQ=WEEKLY;BYDAY=SA', got %r" % (rrule,))
+    playbook_dir = str(config.get("playbook_dir") or "playbooks").strip("/")
+
+    templates = []
+    for playbook, (description, break_glass, needs_key) in TEMPLATES.items():
+        templates.append({
+            "name": template_name(cell, playbook), "description": description, "organization": org,
+            "project": project, "playbook": "%s/%s.yml" % (playbook_dir, playbook), "inventory": inventory,
+            "execution_environment": ee, "job_type": "run",
+            "credentials": [machine, kubernetes] + ([snapshot] if needs_key else []),
+            "survey_enabled": True, "survey_spec": _survey(cell, target, playbook, break_glass),
+            "ask_limit_on_launch": playbook in ("validate",), "allow_simultaneous": False,
+            "extra_vars": {"gpufleet_cluster_name": cell}, "state": "present",
+        })
+    nodes = []
+    for index, step in enumerate(WORKFLOW):
+        following = [{"identifier": WORKFLOW[index + 1]}] if index + 1 < len(WORKFLOW) else []
+        if step == "approval":
+            ujt: Dict[str, Any] = {"name": "gpufleet %s approve the node waves" % cell, "type": "workflow_approval",
+                                   "description": "The canaries passed; approve the node waves.", "timeout": 14400}
+        else:
+            ujt = {"name": template_name(cell, step), "type": "job_template", "organization": {"name": org}}
+        nodes.append({"identifier": step, "unified_job_template": ujt,
+                      "related": {"success_nodes": following, "failure_nodes": [], "always_nodes": []}})
+    workflow_name = "gpufleet %s upgrade" % cell
+    return {
+        "credential_type": {
+            "name": SNAPSHOT_CREDENTIAL_TYPE, "kind": "cloud", "state": "present",
+            "description": "The key that encrypts etcd snapshots (ansible-vault); injected as an extra variable the "
+                           "etcd_snapshot role reads under no_log, never printed.",
+            "inputs": {"fields": [{"id": "key", "type": "string", "label": "Snapshot encryption key",
+                                   "secret": True, "help_text": "16 characters or more"}], "required": ["key"]},
+            "injectors": {"extra_vars": {"etcd_snapshot_encryption_key": "{{ key }}"}},
+        },
+        "snapshot_credential": {"name": snapshot, "credential_type": SNAPSHOT_CREDENTIAL_TYPE, "organization": org,
+                                "state": "present", "description": "Set its key in AWX; not stored here."},
+        "job_templates": templates,
+        "workflow": {"name": workflow_name, "organization": org, "inventory": inventory, "state": "present",
+                     "description": "Preflight -> etcd backup -> control plane -> canary -> approval -> node waves",
+                     "survey_enabled": True, "survey_spec": _survey(cell, target, "workflow", True),
+                     "allow_simultaneous": False, "extra_vars": {"gpufleet_cluster_name": cell},
+                     "workflow_nodes": nodes, "destroy_current_nodes": True},
+        "schedule": {"name": "gpufleet %s maintenance window" % cell, "unified_job_template": workflow_name,
+                     "organization": org, "rrule": rrule, "state": "present", "enabled": False,
+                     "description": "The cell's maintenance window; enable it once the workflow has run by hand."},
+    }
+
+
+def launch(definition: Mapping[str, Any], answers: Mapping[str, Any]) -> Dict[str, Any]:
+    """The extra vars AWX gives a job of this template: the template's extra vars, then the survey's defaults,
+    then the answers given at launch (only for questions the survey asks)."""
+    spec = definition["survey_spec"]["spec"]
+    asked = {q["variable"] for q in spec}
+    unknown = sorted(set(answers) - asked)
+    if unknown:
+        raise InputError("%s: the survey does not ask %s" % (definition["name"], ", ".join(unknown)))
+    out = dict(definition.get("extra_vars") or {})
+    for question in spec:
+        value = answers.get(question["variable"], question.get("default"))
+        if question["required"] and value in (None, ""):
+            raise InputError("%s: survey answer %s is required" % (definition["name"], question["variable"]))
+        if value not in (None, ""):
+            out[question["variable"]] = value
+    return out

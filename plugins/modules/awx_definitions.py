@@ -1,0 +1,78 @@
+#!/usr/bin/python
+# Copyright: gpufleet contributors
+# Apache License 2.0
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: awx_definitions
+short_description: Compute the AWX job templates, surveys, workflow and schedule of one cell
+version_added: 0.3.0
+description:
+  - Returns, for one cell, every AWX object gpufleet needs - a job template per playbook (preflight, etcd_backup,
+    control_plane, canary, node_pool, upgrade_wave, validate, maintenance) with its survey (target version; the
+    break-glass confirmations, empty by default; node and action for maintenance), the custom credential type
+    that injects the etcd snapshot key without logging it, the workflow (preflight, etcd backup, control plane,
+    canary, approval, node waves) and the maintenance window's schedule (disabled until enabled in AWX).
+  - Pure computation; playbooks/awx_configure.yml applies the result with the awx.awx modules.
+options:
+  config:
+    description:
+      - C(organization), C(project), C(inventory), C(execution_environment), C(cell), C(target) (vX.Y.Z),
+        C(credentials) (C(machine) and C(kubernetes) credential names), C(window.rrule) (an iCal rule), and
+        optionally C(playbook_dir) (default C(playbooks)).
+    type: dict
+    required: true
+attributes:
+  check_mode:
+    support: full
+    description: Computes only.
+  diff_mode:
+    support: none
+    description: Returns no diff.
+author:
+  - gpufleet maintainers (@gpufleet)
+"""
+
+EXAMPLES = r"""
+- name: Compute the AWX objects of cell1
+  gpufleet.upgrade.awx_definitions:
+    config: "{{ gpufleet_awx }}"
+  register: __awx
+"""
+
+RETURN = r"""
+credential_type:
+  description: The snapshot-key credential type (awx.awx.credential_type arguments).
+  returned: success
+  type: dict
+snapshot_credential:
+  description: The cell's snapshot-key credential, without its secret (awx.awx.credential arguments).
+  returned: success
+  type: dict
+job_templates:
+  description: One awx.awx.job_template argument set per playbook.
+  returned: success
+  type: list
+  elements: dict
+workflow:
+  description: The awx.awx.workflow_job_template arguments, with its nodes.
+  returned: success
+  type: dict
+schedule:
+  description: The awx.awx.schedule arguments of the maintenance window.
+  returned: success
+  type: dict
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.awx import definitions
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.module_support import run_module
+
+
+def main():
+    module = AnsibleModule(argument_spec=dict(config=dict(type="dict", required=True)), supports_check_mode=True)
+    run_module(module, lambda: definitions(module.params["config"]))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,151 @@
+"""AWX configuration as code: every object gpufleet defines is checked against the awx.awx module that applies it
+(the argument spec its main() builds, and its documented suboptions for workflow nodes), the playbook passes every
+field, surveys are well-formed, and launch() gives the extra vars AWX would."""
+from __future__ import annotations
+
+import importlib
+import pathlib
+import re
+
+import pytest
+import yaml
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+
+from ansible_collections.gpufleet.upgrade.plugins.module_utils import awx
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import InputError
+
+ROOT = pathlib.Path(__file__).resolve().parents[3]
+CONFIG = {"organization": "Default", "project": "gpufleet", "inventory": "cell1", "execution_environment": "gpufleet",
+          "cell": "cell1", "target": "1.36.3", "credentials": {"machine": "cell1 ssh", "kubernetes": "cell1 api"},
+          "window": {"rrule": "DTSTART;TZID=UTC:20261205T020000 RRULE:FREQ=WEEKLY;BYDAY=SA"}}
+SURVEY_TYPES = {"text", "textarea", "password", "integer", "float", "multiplechoice", "multiselect"}
+
+
+class Captured(Exception):
+    pass
+
+
+def awx_argspec(module_name):
+    """The argument spec an awx.awx module's main() builds (it hands it to ControllerAPIModule)."""
+    mod = importlib.import_module("ansible_collections.awx.awx.plugins.modules.%s" % module_name)
+
+    class Capture:
+        def __init__(self, argument_spec, **kwargs):
+            raise Captured(argument_spec)
+
+    original = mod.ControllerAPIModule
+    mod.ControllerAPIModule = Capture
+    try:
+        mod.main()
+    except Captured as got:
+        return got.args[0]
+    finally:
+        mod.ControllerAPIModule = original
+    raise AssertionError("%s did not build an argument spec" % module_name)
+
+
+def doc_to_spec(options):
+    """Documented options -> an argument spec (type, elements, choices, required, suboptions)."""
+    spec = {}
+    for name, doc in options.items():
+        entry = {k: doc[k] for k in ("type", "elements", "choices", "required") if k in doc}
+        if "suboptions" in doc:
+            entry["options"] = doc_to_spec(doc["suboptions"])
+        spec[name] = entry
+    return spec
+
+
+def validate(spec, params, where):
+    result = ArgumentSpecValidator(spec).validate(params)
+    assert not result.error_messages, (where, result.error_messages)
+
+
+@pytest.fixture(scope="module")
+def defs():
+    return awx.definitions(CONFIG)
+
+
+def test_every_definition_passes_its_awx_module_argument_spec(defs):
+    validate(awx_argspec("credential_type"), defs["credential_type"], "credential_type")
+    validate(awx_argspec("credential"), defs["snapshot_credential"], "credential")
+    for template in defs["job_templates"]:
+        validate(awx_argspec("job_template"), template, template["name"])
+    validate(awx_argspec("workflow_job_template"), defs["workflow"], "workflow")
+    validate(awx_argspec("schedule"), defs["schedule"], "schedule")
+    docs = yaml.safe_load(importlib.import_module(
+        "ansible_collections.awx.awx.plugins.modules.workflow_job_template").DOCUMENTATION)
+    node_spec = doc_to_spec(docs["options"]["workflow_nodes"]["suboptions"])
+    for node in defs["workflow"]["workflow_nodes"]:
+        validate(node_spec, node, node["identifier"])
+
+
+def test_workflow_order_templates_and_approval(defs):
+    nodes = {n["identifier"]: n for n in defs["workflow"]["workflow_nodes"]}
+    order, step = [], "preflight"
+    while step:
+        order.append(step)
+        following = nodes[step]["related"]["success_nodes"]
+        step = following[0]["identifier"] if following else None
+    assert order == ["preflight", "etcd_backup", "control_plane", "canary", "approval", "node_pool"]
+    assert nodes["approval"]["unified_job_template"]["type"] == "workflow_approval"
+    names = {t["name"] for t in defs["job_templates"]}
+    for step in order:
+        if step != "approval":
+            assert nodes[step]["unified_job_template"]["name"] in names
+    assert {t["playbook"] for t in defs["job_templates"]} == {
+        "playbooks/%s.yml" % p for p in ("preflight", "etcd_backup", "control_plane", "canary", "node_pool",
+                                         "upgrade_wave", "validate", "maintenance")}
+    for template in defs["job_templates"]:
+        assert (ROOT / template["playbook"]).is_file(), template["playbook"]
+        key = awx.SNAPSHOT_CREDENTIAL_TYPE.replace("gpufleet", "gpufleet cell1")
+        assert (key in template["credentials"]) == template["playbook"].endswith(("etcd_backup.yml",
+                                                                                  "upgrade_wave.yml"))
+
+
+def test_playbook_passes_every_field_of_every_definition(defs):
+    plays = yaml.safe_load((ROOT / "playbooks" / "awx_configure.yml").read_text())
+    tasks = {next(k for k in t if k.startswith("awx.awx.")): t for t in plays[0]["tasks"]
+             if any(k.startswith("awx.awx.") for k in t)}
+    sources = {"awx.awx.credential_type": defs["credential_type"], "awx.awx.credential": defs["snapshot_credential"],
+               "awx.awx.job_template": defs["job_templates"][0], "awx.awx.workflow_job_template": defs["workflow"],
+               "awx.awx.schedule": defs["schedule"]}
+    assert set(tasks) == set(sources)
+    for module, task in tasks.items():
+        args = task[module]
+        assert set(args) <= set(awx_argspec(module.split(".")[-1])), (module, sorted(args))
+        passed = {re.search(r"\.(\w+) }}$", str(v)).group(1) for v in args.values()}
+        assert passed == set(sources[module]), (module, sorted(set(sources[module]) ^ passed))
+        assert set(args) == passed  # each field under its own name
+
+
+def test_surveys_are_well_formed_and_break_glass_is_empty_by_default(defs):
+    for survey in [t["survey_spec"] for t in defs["job_templates"]] + [defs["workflow"]["survey_spec"]]:
+        variables = [q["variable"] for q in survey["spec"]]
+        assert len(variables) == len(set(variables))
+        for q in survey["spec"]:
+            assert q["type"] in SURVEY_TYPES and isinstance(q["required"], bool)
+            assert q["question_name"] and q["question_description"]
+            if q["type"] == "text" and q["default"]:  # a required answer may start empty
+                assert q["min"] <= len(q["default"]) <= q["max"], q
+            if q["variable"].startswith("gpufleet_break_glass_"):
+                assert q["default"] == "" and not q["required"]
+    wave = next(t for t in defs["job_templates"] if t["playbook"].endswith("upgrade_wave.yml"))
+    assert awx.launch(wave, {}) == {"gpufleet_cluster_name": "cell1", "gpufleet_target_version": "v1.36.3"}
+    answered = awx.launch(wave, {"gpufleet_break_glass_skip_nccl": "skip nccl on cell1 for v1.36.3"})
+    assert answered["gpufleet_break_glass_skip_nccl"] == "skip nccl on cell1 for v1.36.3"
+    with pytest.raises(InputError, match="does not ask gpufleet_node"):
+        awx.launch(wave, {"gpufleet_node": "gpu-a1"})
+    maintenance = next(t for t in defs["job_templates"] if t["playbook"].endswith("maintenance.yml"))
+    with pytest.raises(InputError, match="gpufleet_node is required"):
+        awx.launch(maintenance, {})
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"cell": "cell 1;drop"}, "awx.cell: expected a name"),
+    ({"target": "1.36"}, "is not a full release"),
+    ({"credentials": None}, "awx.credentials: expected"),
+    ({"window": {"rrule": "every saturday"}}, "awx.window.rrule: expected an iCal rule"),
+])
+def test_bad_configuration_is_refused_naming_the_field(change, message):
+    with pytest.raises(InputError, match=message):
+        awx.definitions(dict(CONFIG, **change))
