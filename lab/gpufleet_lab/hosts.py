@@ -14,7 +14,7 @@ from typing import Dict, List
 
 import yaml
 
-from gpufleet_lab import kube, packages
+from gpufleet_lab import packages
 from gpufleet_lab.config import LAB_DIR, LabConfig
 from gpufleet_lab.procs import LabError
 
@@ -208,7 +208,7 @@ def host_status(cfg: LabConfig) -> Dict[str, str]:
     return out
 
 
-def write_inventory(cfg: LabConfig) -> pathlib.Path:
+def write_inventory(cfg: LabConfig, cluster_uid: str) -> pathlib.Path:
     gpu_children = {}
     for rack_set, hosts in cfg.rack_sets.items():
         group = "rack_set_" + rack_set.replace("-", "_")
@@ -227,7 +227,7 @@ def write_inventory(cfg: LabConfig) -> pathlib.Path:
                  "gpufleet_baseline_dir": str(cfg.inventory / "baselines"),
                  "gpufleet_out_dir": str(cfg.inventory.parent.parent / "out"),
                  # the cell's identity, as an operator records it (gpufleet.upgrade.cluster_identity checks it)
-                 "gpufleet_cluster_uid": kube.cluster_uid(cfg)},
+                 "gpufleet_cluster_uid": cluster_uid},
         "children": {
             "kube_control_plane": {"hosts": {
                 h: {"ansible_port": ssh_port(cfg, h),

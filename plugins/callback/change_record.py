@@ -18,7 +18,8 @@ description:
     role (a fact named C(*_break_glass_record), e.g. C(drain_break_glass_record) - drain without eviction, forced
     drain, gangs stopped without a checkpoint, a skipped NCCL gate, an etcd restore) with who, when, which nodes.
     So do the baselines' opt-outs and the training gangs resumed or left stopped.
-  - The records are written owner-only (0600, in a 0700 directory).
+  - The records are written owner-only (0600, in a 0700 directory). Under ansible-runner (an AWX job, or the
+    runner CLI) a copy also goes to the job's artifact directory (C(AWX_ISOLATED_DATA_DIR)/gpufleet/change-records).
 requirements:
   - enable it in ansible.cfg (C(callbacks_enabled = gpufleet.upgrade.change_record)) or with
     C(ANSIBLE_CALLBACKS_ENABLED)
@@ -246,6 +247,14 @@ class CallbackModule(CallbackBase):
         base = os.path.join(outdir, "%s-%s" % (stamp, re.sub(r"[^A-Za-z0-9_.-]", "_", self.record["playbook"])))
         _write_private(base + ".json", json.dumps(self.record, indent=2, sort_keys=True, default=str))
         _write_private(base + ".md", markdown(self.record))
+        # Under ansible-runner (AWX jobs, the runner CLI) the artifact directory travels with the job's results.
+        artifacts = os.environ.get("AWX_ISOLATED_DATA_DIR")
+        if artifacts:
+            copy_dir = os.path.join(artifacts, "gpufleet", "change-records")
+            os.makedirs(copy_dir, mode=0o700, exist_ok=True)
+            for ext in (".json", ".md"):
+                with open(base + ext, encoding="utf-8") as handle:
+                    _write_private(os.path.join(copy_dir, os.path.basename(base) + ext), handle.read())
         self._display.display("gpufleet change record: %s.json and .md" % base)
 
 

@@ -129,6 +129,15 @@ VARIABLES: Tuple[Var, ...] = (
     Var("gpufleet_break_glass_record", "dict", NONE, "internal", ("etcd_restore",),
         "A break-glass use, for the change record."),
     Var("gpufleet_lab", "bool", False, "internal", (), "Set by the lab's inventory; never read by the collection."),
+    # -- AWX -------------------------------------------------------------------------------------------------------
+    Var("gpufleet_awx", "dict", NONE, "run", ("awx_configure",),
+        "The cell's AWX objects: organization, project, inventory, execution_environment, cell, target, "
+        "credentials {machine, kubernetes}, window {rrule} (see gpufleet.upgrade.awx_definitions)."),
+    # -- job artifacts (set_stats) -----------------------------------------------------------------------------------
+    Var("gpufleet_plan", "dict", NONE, "artifact", ("plan",),
+        "The plan's summary: cell, target, run id, control-plane path, violations, waves, the plan file."),
+    Var("gpufleet_preflight", "dict", NONE, "artifact", ("preflight", "upgrade_wave"),
+        "The preflight verdict: cell, target, blockers, warnings, the report file."),
 )
 
 BY_NAME: Dict[str, Var] = {v.name: v for v in VARIABLES}
@@ -171,7 +180,8 @@ def markdown() -> str:
              "documented in each role's `meta/argument_specs.yml` (`ansible-doc -t role gpufleet.upgrade.ROLE`).", ""]
     titles = {"cell": "Cell (group_vars/all of the cell's inventory, or -e)", "run": "One run (-e)",
               "host": "Per host (host or group vars)", "play": "Set by plays, for the change record",
-              "internal": "Set by the playbooks (not inputs)"}
+              "internal": "Set by the playbooks (not inputs)",
+              "artifact": "Handed to the job's artifacts (set_stats; AWX keeps them with the job)"}
     for where, title in titles.items():
         lines += ["## " + title, "", "| Variable | Type | Default | Playbooks | Meaning |", "|---|---|---|---|---|"]
         for v in VARIABLES:

@@ -152,7 +152,8 @@ def test_check_mode_from_checkout(module, tmp_path):
 
 def test_change_record_callback(tmp_path):
     env = {"ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"), "ANSIBLE_CALLBACKS_ENABLED": "gpufleet.upgrade.change_record",
-           "GPUFLEET_CHANGE_RECORD_DIR": str(tmp_path / "records")}
+           "GPUFLEET_CHANGE_RECORD_DIR": str(tmp_path / "records"),
+           "AWX_ISOLATED_DATA_DIR": str(tmp_path / "artifacts")}  # as ansible-runner sets it for a job
     proc = ansible("ansible-playbook", "tests/integration/playbooks/change_record.yml", "-e",
                    "fixtures=%s" % (ROOT / "tests" / "fixtures"), env_extra=env)
     assert proc.returncode != 0  # the gate failed the run
@@ -175,7 +176,9 @@ def test_change_record_callback(tmp_path):
     assert used["operator"] and used["time"]
     assert "## Break glass" in markdown
     assert "used by %s: disable_eviction on gpu-a1, gpu-a2" % used["operator"] in markdown
-    for path in (record_json, record_json.with_suffix(".md")):
+    copy = tmp_path / "artifacts" / "gpufleet" / "change-records" / record_json.name
+    assert copy.read_text() == record_json.read_text()  # handed to the job's artifacts too
+    for path in (record_json, record_json.with_suffix(".md"), copy, copy.with_suffix(".md")):
         assert path.stat().st_mode & 0o777 == 0o600, path  # owner only
     assert (tmp_path / "records").stat().st_mode & 0o777 == 0o700
 

@@ -55,8 +55,9 @@ def test_apt_repository(cfg):
 
 
 def test_inventory_groups(cfg):
-    path = hosts.write_inventory(cfg)
+    path = hosts.write_inventory(cfg, "0d1f5c3a-7b1e-4c55-9a43-5e2b6f1a9c77")
     inv = yaml.safe_load(path.read_text())["all"]
+    assert inv["vars"]["gpufleet_cluster_uid"] == "0d1f5c3a-7b1e-4c55-9a43-5e2b6f1a9c77"  # the cell's identity
     # reached over SSH as real hosts are (no podman connection): one loopback port per host, the lab's key
     assert "ansible_connection" not in inv["vars"] and inv["vars"]["ansible_host"] == "127.0.0.1"
     assert pathlib.Path(inv["vars"]["ansible_ssh_private_key_file"]).is_file()
