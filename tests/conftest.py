@@ -53,6 +53,18 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         terminalreporter.write_line("  %-44s %s" % (r["target"], ", ".join("%s %d" % (k, r[k]) for k in keys)))
 
 
+@pytest.hookimpl(tryfirst=True)  # before -m selects: a lab test without its own mark is still a lab test
+def pytest_collection_modifyitems(config, items):
+    """Everything under tests/lab needs the lab (marked, so `-m "not lab"` never runs it in parallel against a live
+    lab), and the upgrade-wave story runs last: it starts from a fresh lab and leaves a fresh one, which the Molecule
+    phase of `make test` then uses without another reset."""
+    lab_dir = pathlib.Path(__file__).parent / "lab"
+    for item in items:
+        if lab_dir in pathlib.Path(str(item.fspath)).parents:
+            item.add_marker(pytest.mark.lab)
+    items.sort(key=lambda item: pathlib.Path(str(item.fspath)).name == "test_upgrade_wave.py")
+
+
 def pytest_configure(config):
     import time
 

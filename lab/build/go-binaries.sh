@@ -21,7 +21,9 @@ cd "$work"
 if [[ -n "${GPUFLEET_LAB_BUILD_DRY_RUN:-}" ]]; then
   # Set-up checks of a fresh machine (tests/unit/lab/test_fresh_machine.py): everything above ran; stop before
   # the downloads and the compile.
-  go version >/dev/null && go mod init gpufleet.lab/dry-run >/dev/null 2>&1
+  command -v go >/dev/null || { echo "lab build: go not found on PATH (install Go 1.24 or later)" >&2; exit 1; }
+  go version
+  go mod init gpufleet.lab/dry-run 2>&1
   echo "lab build: dry run - $what $version would build in $work (cache $cache, module cache $GOMODCACHE)"
   exit 0
 fi

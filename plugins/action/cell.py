@@ -15,8 +15,8 @@ from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import Gpu
 
 CELL_VARS = ("gpufleet_cluster_name", "gpufleet_target_version", "gpufleet_wave_caps", "gpufleet_pool_policies",
              "gpufleet_allow_multi_hop", "gpufleet_allow_unsupported_target", "gpufleet_observed_kubectl",
-             "gpufleet_out_dir", "gpufleet_cluster_uid", "ansible_limit") + variables.SETTINGS + tuple(
-                 v[0] for v in cell_utils.BREAK_GLASS.values())
+             "gpufleet_out_dir", "gpufleet_cluster_uid", "gpufleet_expected_cell", "ansible_limit")
+CELL_VARS += variables.SETTINGS + tuple(v[0] for v in cell_utils.BREAK_GLASS.values())
 
 
 class ActionModule(ActionBase):
@@ -41,6 +41,8 @@ class ActionModule(ActionBase):
                 hv = hostvars[host]
                 host_vars[host] = {k: hv[k] for k in wanted if k in hv}
             cell_vars = {k: self._value(task_vars, k) for k in CELL_VARS}
+            cell_utils.same_everywhere({h: {k: hostvars[h][k] for k in CELL_VARS if k in hostvars[h]}
+                                        for h in host_vars}, [k for k in CELL_VARS if k != "ansible_limit"])
             baseline_dir = args.get("baseline_dir") or self._value(task_vars, "gpufleet_baseline_dir")
             pools = cell_utils.pools_of(groups, host_vars)
             if pools and not baseline_dir:

@@ -27,8 +27,9 @@ options:
   output_dir:
     description:
       - Directory for the records. Unset (the default), they go to C(change-records) in the run's output
-        directory - the C(out_dir) of M(gpufleet.upgrade.cell) (C(gpufleet_out_dir)), else C(GPUFLEET_OUT_DIR),
-        else C(./out) of the working directory; never inside the installed collection.
+        directory - C(gpufleet_out_dir) (from -e, the play or the inventory; the C(out_dir) of
+        M(gpufleet.upgrade.cell) where the playbook reads the cell), else C(GPUFLEET_OUT_DIR), else C(./out) of the
+        working directory; never inside the installed collection.
     type: path
     env:
       - name: GPUFLEET_CHANGE_RECORD_DIR
@@ -98,6 +99,8 @@ class CallbackModule(CallbackBase):
             except Exception:
                 return default
 
+        if self._out_dir is None:
+            self._out_dir = self._inventory_out_dir(play, manager)
         self._play = {"name": play.get_name(), "wave": var("gpufleet_wave", ""),
                       "canary": bool(var("gpufleet_canary", False)), "started": _now().isoformat(), "hosts": {}}
         self.record["plays"].append(self._play)
@@ -108,6 +111,23 @@ class CallbackModule(CallbackBase):
         triggers = var("gpufleet_rollback_triggers")
         if isinstance(triggers, list) and not self.record["rollback_triggers"]:
             self.record["rollback_triggers"] = [str(t) for t in triggers]
+
+    @staticmethod
+    def _inventory_out_dir(play, manager):
+        """gpufleet_out_dir for a playbook without the cell task (etcd_backup, etcd_restore, awx_configure): from
+        -e, the play or the inventory (as its first host sees it), rendered; None when unset or not renderable
+        (then GPUFLEET_OUT_DIR or ./out). A cell task later in the run gives the same directory."""
+        try:
+            inventory = getattr(manager, "_inventory", None)
+            hosts = inventory.get_hosts(play.hosts) if inventory else []
+            variables = manager.get_vars(play=play, host=hosts[0]) if hosts else manager.get_vars(play=play)
+            if variables.get("gpufleet_out_dir") in (None, ""):
+                return None
+            from ansible.template import Templar
+            value = Templar(loader=play._loader, variables=variables).template(variables["gpufleet_out_dir"])
+            return cell_utils.out_dir(value, os.environ, os.getcwd()) if isinstance(value, str) and value else None
+        except Exception:  # a record never breaks a run; the default directory is used
+            return None
 
     def v2_playbook_on_task_start(self, task, is_conditional):
         self._task_start[task._uuid] = time.time()

@@ -69,8 +69,8 @@ notes:
     (C(K8S_AUTH_KUBECONFIG), C(K8S_AUTH_CONTEXT), C(K8S_AUTH_HOST), C(K8S_AUTH_API_KEY), C(K8S_AUTH_SSL_CA_CERT),
     C(K8S_AUTH_VERIFY_SSL), ...) with the same precedence - so both always talk to the same cluster.
   - Unlike kubernetes.core, never falls back to the in-cluster service account - in an AWX job pod that is the
-    cluster running AWX. With no option or variable set, C(~/.kube/config) is used if it exists; otherwise the
-    module fails.
+    cluster running AWX. With no option or variable set, C($KUBECONFIG) or else C(~/.kube/config) is used (as
+    by kubernetes.core after its in-cluster attempt) if it exists; otherwise the module fails.
 requirements:
   - the C(kubernetes) Python library on the host that runs the module (the controller)
 attributes:

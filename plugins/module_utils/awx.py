@@ -56,6 +56,9 @@ def template_name(cell: str, playbook: str) -> str:
 
 def _survey(cell: str, target: str, playbook: str, break_glass: bool) -> Dict[str, Any]:
     spec: List[Dict[str, Any]] = [
+        {"question_name": "Cell", "variable": "gpufleet_expected_cell", "type": "text", "required": True,
+         "default": cell, "min": 1, "max": 63,
+         "question_description": "The cell this job is for; the run refuses an inventory of another cell."},
         {"question_name": "Target version", "variable": "gpufleet_target_version", "type": "text",
          "required": True, "default": target, "min": 6, "max": 20,
          "question_description": "The release to reach, vX.Y.Z (one minor above the control plane)."},
@@ -81,8 +84,10 @@ def _survey(cell: str, target: str, playbook: str, break_glass: bool) -> Dict[st
 
 def definitions(config: Mapping[str, Any]) -> Dict[str, Any]:
     """Every AWX object for one cell, from ``config`` (the ``gpufleet_awx`` variable): organization, project,
-    inventory, execution_environment, cell, target, credentials {machine, kubernetes}, window {rrule}, and
-    optionally playbook_dir (where the project keeps the playbooks; default ``playbooks``)."""
+    inventory, execution_environment, cell, target, credentials {machine, kubernetes}, window {rrule}, backup_dir
+    (durable storage mounted into the job for the encrypted snapshots), and optionally playbook_dir (where the
+    project keeps the playbooks; default ``playbooks``). No secret passes through here: the snapshot key is given
+    to the credential by the playbook (gpufleet_awx_snapshot_key, under no_log)."""
     if not isinstance(config, Mapping):
         raise InputError("gpufleet_awx: expected a mapping (organization, project, inventory, ...), got %r" % (
             type(config).__name__,))
@@ -100,6 +105,10 @@ def definitions(config: Mapping[str, Any]) -> Dict[str, Any]:
         raise InputError("awx.window.rrule: expected an iCal rule such as 'DTSTART;TZID=UTC:20261205T020000 "
                          "RRULE:FREQ=WEEKLY;BYDAY=SA', got %r" % (rrule,))
     playbook_dir = str(config.get("playbook_dir") or "playbooks").strip("/")
+    backup_dir = config.get("backup_dir")
+    if not isinstance(backup_dir, str) or not backup_dir.startswith("/") or ".." in backup_dir.split("/"):
+        raise InputError("awx.backup_dir: expected an absolute directory on durable storage mounted into the job "
+                         "(the encrypted etcd snapshots go there), got %r" % (backup_dir,))
 
     templates = []
     for playbook, (description, break_glass, needs_key) in TEMPLATES.items():
@@ -110,7 +119,7 @@ def definitions(config: Mapping[str, Any]) -> Dict[str, Any]:
             "credentials": [machine, kubernetes] + ([snapshot] if needs_key else []),
             "survey_enabled": True, "survey_spec": _survey(cell, target, playbook, break_glass),
             "ask_limit_on_launch": playbook in ("validate",), "allow_simultaneous": False,
-            "extra_vars": {"gpufleet_cluster_name": cell}, "state": "present",
+            "extra_vars": {"etcd_snapshot_backup_dir": backup_dir} if needs_key else {}, "state": "present",
         })
     nodes = []
     for index, step in enumerate(WORKFLOW):
@@ -133,12 +142,13 @@ def definitions(config: Mapping[str, Any]) -> Dict[str, Any]:
             "injectors": {"extra_vars": {"etcd_snapshot_encryption_key": "{{ key }}"}},
         },
         "snapshot_credential": {"name": snapshot, "credential_type": SNAPSHOT_CREDENTIAL_TYPE, "organization": org,
-                                "state": "present", "description": "Set its key in AWX; not stored here."},
+                                "state": "present", "description": "The cell's etcd snapshot key (the playbook "
+                                                                   "gives its input from gpufleet_awx_snapshot_key)."},
         "job_templates": templates,
         "workflow": {"name": workflow_name, "organization": org, "inventory": inventory, "state": "present",
                      "description": "Preflight -> etcd backup -> control plane -> canary -> approval -> node waves",
                      "survey_enabled": True, "survey_spec": _survey(cell, target, "workflow", True),
-                     "allow_simultaneous": False, "extra_vars": {"gpufleet_cluster_name": cell},
+                     "allow_simultaneous": False, "extra_vars": {"etcd_snapshot_backup_dir": backup_dir},
                      "workflow_nodes": nodes, "destroy_current_nodes": True},
         "schedule": {"name": "gpufleet %s maintenance window" % cell, "unified_job_template": workflow_name,
                      "organization": org, "rrule": rrule, "state": "present", "enabled": False,

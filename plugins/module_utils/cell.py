@@ -13,6 +13,7 @@ fix, before anything on a cluster is touched.
 from __future__ import annotations
 
 import os
+import re
 
 from dataclasses import asdict, dataclass, field
 from typing import Any, Dict, List, Mapping, Sequence
@@ -114,6 +115,15 @@ def _str(value: Any, where: str, required: bool = True) -> str:
     if not isinstance(value, str):
         raise InputError("%s: expected a string, got %s %r" % (where, type(value).__name__, value))
     return value
+
+
+def _url(value: Any, where: str) -> str:
+    """A control-plane host's own apiserver URL, or the default (variables.py)."""
+    url = _str(value, where, required=False) or str(variables.BY_NAME["gpufleet_apiserver_url"].default)
+    if not re.match(r"^https://[A-Za-z0-9.\[\]:_-]+(:[0-9]{1,5})?/?$", url):
+        raise InputError("%s: expected an https:// URL of the host's own kube-apiserver such as "
+                         "https://127.0.0.1:6443, got %r" % (where, url))
+    return url.rstrip("/")
 
 
 def _bool(value: Any, where: str) -> bool:
@@ -232,6 +242,11 @@ def build(groups: Mapping[str, Sequence[str]], host_vars: Mapping[str, Mapping[s
     cp, gpu = grouped["kube_control_plane"], grouped["gpu_nodes"]
     name = _str(cell_vars.get("gpufleet_cluster_name"), "gpufleet_cluster_name (the cell's name, used in the run id, "
                                                         "the records and break-glass confirmations)")
+    expected = cell_vars.get("gpufleet_expected_cell")
+    if expected not in (None, "") and expected != name:
+        raise InputError("gpufleet_expected_cell=%r: this run was launched for cell %r, but the inventory is cell %r "
+                         "(gpufleet_cluster_name). Launch it with that cell's inventory. Nothing was changed."
+                         % (expected, expected, name))
     if not name.replace("-", "").replace("_", "").replace(".", "").isalnum() or len(name) > 63:
         raise InputError("gpufleet_cluster_name=%r: use letters, digits, '-', '_' and '.' (at most 63)" % name)
     raw_target = cell_vars.get("gpufleet_target_version")
@@ -323,8 +338,22 @@ def build(groups: Mapping[str, Sequence[str]], host_vars: Mapping[str, Mapping[s
         cluster_uid=_str(cell_vars.get("gpufleet_cluster_uid"), "gpufleet_cluster_uid (the kube-system Namespace UID "
                          "of the cell's cluster)", required=False),
         settings=variables.settings(cell_vars),
-        apiserver_urls={h: _str(host_vars[h].get("gpufleet_apiserver_url"), "%s: gpufleet_apiserver_url" % h,
-                                required=False) or variables.BY_NAME["gpufleet_apiserver_url"].default for h in cp})
+        apiserver_urls={h: _url(host_vars[h].get("gpufleet_apiserver_url"), "%s: gpufleet_apiserver_url" % h)
+                        for h in cp})
+
+
+def same_everywhere(per_host: Mapping[str, Mapping[str, Any]], names: Sequence[str]) -> None:
+    """Cell-wide variables must have one value on every host: the cell is read once (on the first host of the
+    play), so a value set for some hosts only (a group's vars) would be silently ignored or not, by host order."""
+    for name in names:
+        values: Dict[str, List[str]] = {}
+        for host, hv in sorted(per_host.items()):
+            values.setdefault(repr(hv.get(name)), []).append(host)
+        if len(values) > 1:
+            shown = "; ".join("%s on %s" % (v, ", ".join(h[:3]) + (" ..." if len(h) > 3 else ""))
+                              for v, h in sorted(values.items()))
+            raise InputError("%s is cell-wide but differs between hosts (%s): set it once, in group_vars/all or "
+                             "with -e. Nothing was changed." % (name, shown))
 
 
 def pools_of(groups: Mapping[str, Sequence[str]], host_vars: Mapping[str, Mapping[str, Any]]) -> List[str]:

@@ -40,22 +40,30 @@ except ImportError:  # pragma: no cover - reported when a module connects
 KUBE_ARGSPEC: Dict[str, Dict[str, Any]] = dict(AUTH_ARG_SPEC)
 
 NO_CREDENTIALS = ("no cluster credentials: set the module's kubeconfig (K8S_AUTH_KUBECONFIG), or host with api_key "
-                  "or client_cert/client_key (K8S_AUTH_HOST, K8S_AUTH_API_KEY, ...), or provide ~/.kube/config. "
+                  "or client_cert/client_key (K8S_AUTH_HOST, K8S_AUTH_API_KEY, ...), or provide $KUBECONFIG or "
+                  "~/.kube/config. "
                   "gpufleet never falls back to the in-cluster service account: in an AWX job pod that is the cluster "
                   "running AWX, not the cell")
 
 
+def default_kubeconfig(environ: Dict[str, str], home: str) -> str:
+    """Where the kubernetes client looks when no kubeconfig is named: $KUBECONFIG (a ':'-separated list, merged),
+    else ~/.kube/config - the file kubernetes.core falls back to after its in-cluster attempt."""
+    return environ.get("KUBECONFIG") or os.path.join(home, ".kube", "config")
+
+
 def auth_source(auth: Dict[str, Any], default_kubeconfig: str) -> Dict[str, Any]:
     """The connection kubernetes.core would use for ``auth`` (module options, else K8S_AUTH_* variables, as its
-    ``_create_auth_spec`` reads them) - except that with nothing given it takes ``default_kubeconfig`` when that
-    exists and refuses otherwise, where kubernetes.core would try the in-cluster service account first."""
+    ``_create_auth_spec`` reads them) - except that with nothing given it takes ``default_kubeconfig`` (see
+    :func:`default_kubeconfig`) when one of its files exists and refuses otherwise, where kubernetes.core would try
+    the in-cluster service account first."""
     def given(*names: str) -> bool:
         return all(auth.get(n) for n in names)
 
     if (given("username", "password", "host") or given("api_key", "host") or given("cert_file", "key_file", "host")
             or given("kubeconfig") or given("context")):
         return dict(auth)
-    if os.path.isfile(default_kubeconfig):
+    if any(os.path.isfile(os.path.expanduser(p)) for p in default_kubeconfig.split(os.pathsep) if p):
         return dict(auth, kubeconfig=default_kubeconfig)
     raise KubeError(NO_CREDENTIALS)
 
@@ -215,7 +223,8 @@ def connect(module: Any) -> Kube:
     (same options, same precedence), without its fall-back to the in-cluster service account."""
     if k8s_client is None:
         raise KubeError("the collection kubernetes.core is missing: ansible-galaxy collection install kubernetes.core")
-    auth = auth_source(k8s_client._create_auth_spec(module), os.path.expanduser("~/.kube/config"))
+    auth = auth_source(k8s_client._create_auth_spec(module),
+                       default_kubeconfig(dict(os.environ), os.path.expanduser("~")))
     return Kube(auth, k8s_client._create_headers(module))
 
 

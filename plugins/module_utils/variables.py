@@ -8,6 +8,7 @@ that every gpufleet_* name the playbooks and roles use is listed here).
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Dict, Mapping, Optional, Tuple
 
@@ -84,6 +85,9 @@ VARIABLES: Tuple[Var, ...] = (
         "Break glass, exactly 'skip nccl on <cell> for <target>': leave out the NCCL gate."),
     Var("gpufleet_break_glass_etcd_restore", "str", NONE, "run", ("etcd_restore",),
         "Break glass, exactly 'restore <cell> from <snapshot file>': restore etcd from that snapshot."),
+    Var("gpufleet_expected_cell", "str", NONE, "run", CELL_PLAYBOOKS,
+        "The cell this run was launched for (the AWX survey asks it); a run whose inventory is another cell's is "
+        "refused."),
     # -- one maintenance -----------------------------------------------------------------------------------------
     Var("gpufleet_node", "str", NONE, "run", ("maintenance",), "The GPU node to maintain."),
     Var("gpufleet_maintenance_action", "str", NONE, "run", ("maintenance",), "upgrade, gpu_stack or repair."),
@@ -132,7 +136,10 @@ VARIABLES: Tuple[Var, ...] = (
     # -- AWX -------------------------------------------------------------------------------------------------------
     Var("gpufleet_awx", "dict", NONE, "run", ("awx_configure",),
         "The cell's AWX objects: organization, project, inventory, execution_environment, cell, target, "
-        "credentials {machine, kubernetes}, window {rrule} (see gpufleet.upgrade.awx_definitions)."),
+        "credentials {machine, kubernetes}, window {rrule}, backup_dir (see gpufleet.upgrade.awx_definitions)."),
+    Var("gpufleet_awx_snapshot_key", "str (secret)", NONE, "run", ("awx_configure",),
+        "The cell's etcd snapshot key (16 characters or more, from a vault), given to the AWX credential under "
+        "no_log."),
     # -- job artifacts (set_stats) -----------------------------------------------------------------------------------
     Var("gpufleet_plan", "dict", NONE, "artifact", ("plan",),
         "The plan's summary: cell, target, run id, control-plane path, violations, waves, the plan file."),
@@ -165,7 +172,7 @@ def settings(cell_vars: Mapping[str, Any]) -> Dict[str, Any]:
             out[key] = _bool(value, name)
         else:
             whole = isinstance(value, int) and not isinstance(value, bool)
-            number = int(value) if whole or (isinstance(value, str) and value.strip().isdigit()) else None
+            number = int(value) if whole or (isinstance(value, str) and re.fullmatch(r"\s*[0-9]+\s*", value)) else None
             low, high = var.bounds or (0, 2 ** 31)
             if number is None or not low <= number <= high:
                 raise InputError("%s: expected whole seconds from %d to %d, got %r" % (name, low, high, value))

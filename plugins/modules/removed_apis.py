@@ -41,8 +41,10 @@ options:
   helm_secrets:
     description:
       - Secrets of type C(helm.sh/release.v1), as returned by M(kubernetes.core.k8s_info). Their values hold the
-        releases' rendered manifests and values (which may carry credentials), so the module takes them under
-        C(no_log); read them with C(no_log) set too, so they never reach the output or job events.
+        releases' rendered manifests and values (which may carry credentials): run both the task that reads them and
+        this one with C(no_log) set, so they never reach the output or job events (the registered result keeps the
+        findings). The option itself is not C(no_log) - Ansible would then mask every string in the secrets,
+        C(v1) and C(default) included, all through the findings.
     type: list
     elements: dict
     default: []
@@ -101,7 +103,7 @@ def main():
             metrics=dict(type="list", elements="dict", default=[], options=dict(
                 apiserver=dict(type="str", required=True), text=dict(type="str", required=True))),
             manifest_paths=dict(type="list", elements="path", default=[]),
-            helm_secrets=dict(type="list", elements="dict", default=[], no_log=True),
+            helm_secrets=dict(type="list", elements="dict", default=[], no_log=False),
             fail_on_blocking=dict(type="bool", default=True),
         ),
         supports_check_mode=True,

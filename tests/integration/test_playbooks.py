@@ -36,6 +36,17 @@ def plan(tmp_path, *extra, inventory="inventories/example/hosts.yml", env_record
     return proc, out / "plan.json"
 
 
+def test_change_record_follows_gpufleet_out_dir_without_a_cell_task(tmp_path):
+    """A playbook that does not read the cell (etcd_backup, awx_configure, this test's) still records into
+    gpufleet_out_dir when the inventory or -e sets it."""
+    env = {"ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"), "GPUFLEET_CHANGE_RECORD_DIR": None, "GPUFLEET_OUT_DIR": None,
+           "ANSIBLE_CALLBACKS_ENABLED": "gpufleet.upgrade.change_record"}
+    ansible("ansible-playbook", "tests/integration/playbooks/change_record.yml", "-e",
+            "fixtures=%s" % (ROOT / "tests" / "fixtures"), "-e", "gpufleet_out_dir=%s" % (tmp_path / "o"),
+            env_extra=env)
+    assert len(list((tmp_path / "o" / "change-records").glob("*-change_record.yml.json"))) == 1
+
+
 def test_plan_by_fqcn_writes_to_the_working_directory(tmp_path):
     """As a Galaxy user runs it: the playbook by its FQCN from another directory, no output directory given - the
     plan and the change record land in ./out of that directory, nothing inside the collection."""

@@ -44,7 +44,7 @@ def awx_job(lab, tmp_path, playbook, answers=None, injected=None):
     """Run the cell's template for ``playbook`` as AWX would; returns (runner result, private data dir)."""
     import ansible_runner
 
-    cfg = dict(CONFIG, target=lab.to_version)
+    cfg = dict(CONFIG, target=lab.to_version, backup_dir=str(tmp_path / "out" / "etcd-backups"))
     template = next(t for t in awx.definitions(cfg)["job_templates"] if t["playbook"] == "playbooks/%s.yml" % playbook)
     pdd = tmp_path / "awx-job"
     inventory = pdd / "inventory"
@@ -57,8 +57,9 @@ def awx_job(lab, tmp_path, playbook, answers=None, injected=None):
     (inventory / "hosts.yml").write_text(yaml.safe_dump(hosts))
     shutil.copytree(lab.inventory / "group_vars", inventory / "group_vars")
     extravars = dict(awx.launch(template, answers or {}), **(injected or {}))
+    token = bearer_token(lab)
     envvars = {"K8S_AUTH_HOST": "https://127.0.0.1:%d" % lab.ports["apiserver_lb"],
-               "K8S_AUTH_API_KEY": bearer_token(lab), "K8S_AUTH_SSL_CA_CERT": str(lab.pki / "ca.crt"),
+               "K8S_AUTH_API_KEY": token, "K8S_AUTH_SSL_CA_CERT": str(lab.pki / "ca.crt"),
                "K8S_AUTH_VERIFY_SSL": "true", "ANSIBLE_NOCOLOR": "1",
                # inside an AWX job pod these point at AWX's own cluster: gpufleet must not fall back to it
                "KUBERNETES_SERVICE_HOST": "10.96.0.1", "KUBERNETES_SERVICE_PORT": "443"}
@@ -66,7 +67,14 @@ def awx_job(lab, tmp_path, playbook, answers=None, injected=None):
                                 inventory=str(inventory), extravars=extravars, envvars=envvars,
                                 ssh_key=(lab.run / "ssh" / "id_ed25519").read_text(), ident="job", quiet=True,
                                 timeout=1200)
-    return result, pdd
+    return result, pdd, token
+
+
+def kept_by_awx(pdd):
+    """What AWX keeps of a job: its events and its output (not the runner's private data or artifact files -
+    ansible-runner writes the job's environment, credentials included, to artifacts/<id>/command)."""
+    job = pdd / "artifacts" / "job"
+    return [job / "stdout"] + sorted((job / "job_events").glob("*.json"))
 
 
 def events(pdd):
@@ -74,7 +82,7 @@ def events(pdd):
 
 
 def test_preflight_template_runs_as_awx_runs_it(lab, tmp_path):
-    result, pdd = awx_job(lab, tmp_path, "preflight")
+    result, pdd, token = awx_job(lab, tmp_path, "preflight")
     stdout = (pdd / "artifacts" / "job" / "stdout").read_text()
     assert result.rc == 0, stdout[-6000:]
     job_events = events(pdd)
@@ -89,15 +97,18 @@ def test_preflight_template_runs_as_awx_runs_it(lab, tmp_path):
     records = list((pdd / "artifacts" / "job" / "gpufleet" / "change-records").glob("*-preflight.yml.json"))
     assert len(records) == 1 and oct(records[0].stat().st_mode & 0o777) == "0o600"
     assert json.loads(records[0].read_text())["cell"] == "lab"
+    assert not [p.name for p in kept_by_awx(pdd) if token in p.read_text(errors="replace")]  # the bearer token
 
 
 def test_etcd_backup_template_never_shows_the_injected_key(lab, tmp_path):
-    result, pdd = awx_job(lab, tmp_path, "etcd_backup",
-                          injected={"etcd_snapshot_encryption_key": SNAPSHOT_KEY})  # the credential type's injector
+    result, pdd, token = awx_job(lab, tmp_path, "etcd_backup",
+                                 injected={"etcd_snapshot_encryption_key": SNAPSHOT_KEY})  # the credential's injector
     stdout = (pdd / "artifacts" / "job" / "stdout").read_text()
     assert result.rc == 0, stdout[-6000:]
     backups = list((tmp_path / "out" / "etcd-backups").glob("*.vault"))
     assert backups, sorted(p.name for p in (tmp_path / "out").rglob("*"))
-    leaked = [str(p.relative_to(pdd)) for p in (pdd / "artifacts").rglob("*")
-              if p.is_file() and SNAPSHOT_KEY in p.read_text(errors="replace")]
+    leaked = [(secret[:6], str(p.relative_to(pdd))) for p in kept_by_awx(pdd) for secret in (SNAPSHOT_KEY, token)
+              if secret in p.read_text(errors="replace")]
     assert not leaked, leaked
+    records = (pdd / "artifacts" / "job" / "gpufleet" / "change-records").glob("*")
+    assert not [p.name for p in records if SNAPSHOT_KEY in p.read_text() or token in p.read_text()]

@@ -3,7 +3,8 @@
 `make lab-up` (what `make wave` and `make test` run first) from a copy of the checkout's files, with HOME and the lab
 cache pointing at directories that do not exist yet; the lab stops right before the first download and compile
 (GPUFLEET_LAB_STOP_BEFORE_BUILD). The virtual environment is the one running this test (building another would
-only repeat pip), passed as make's VENV. Lab-free: no process is started, nothing is built."""
+only repeat pip), passed as make's VENV. Lab-free: no lab process or container is started, nothing is built (the
+machine set-up `make lab-up` runs first, lab/build/host-setup.sh, is idempotent and finds everything in place)."""
 from __future__ import annotations
 
 import os
@@ -43,6 +44,7 @@ def test_fresh_clone_with_empty_cache_gets_to_the_first_build(tmp_path):
     assert proc.returncode == 0, out[-4000:]
     cache = home / ".cache" / "gpufleet" / "lab"
     assert "lab build: dry run - etcd" in out and "in %s/build-etcd-" % cache in out, out[-4000:]
-    assert "stopping before the first build" in out
+    assert "stopping before the first build" in out and "go version go1." in out  # Go answered
+    assert "go: creating new go.mod: module gpufleet.lab/dry-run" in out
     assert cache.is_dir() and not list(cache.glob("build-*")), sorted(cache.iterdir())  # work dir removed
     assert not (clone / "inventories" / "lab" / "kubeconfig").exists()

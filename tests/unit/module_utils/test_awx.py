@@ -17,7 +17,8 @@ from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import Inp
 ROOT = pathlib.Path(__file__).resolve().parents[3]
 CONFIG = {"organization": "Default", "project": "gpufleet", "inventory": "cell1", "execution_environment": "gpufleet",
           "cell": "cell1", "target": "1.36.3", "credentials": {"machine": "cell1 ssh", "kubernetes": "cell1 api"},
-          "window": {"rrule": "DTSTART;TZID=UTC:20261205T020000 RRULE:FREQ=WEEKLY;BYDAY=SA"}}
+          "window": {"rrule": "DTSTART;TZID=UTC:20261205T020000 RRULE:FREQ=WEEKLY;BYDAY=SA"},
+          "backup_dir": "/mnt/etcd-backups/cell1"}
 SURVEY_TYPES = {"text", "textarea", "password", "integer", "float", "multiplechoice", "multiselect"}
 
 
@@ -67,7 +68,7 @@ def defs():
 
 def test_every_definition_passes_its_awx_module_argument_spec(defs):
     validate(awx_argspec("credential_type"), defs["credential_type"], "credential_type")
-    validate(awx_argspec("credential"), defs["snapshot_credential"], "credential")
+    validate(awx_argspec("credential"), dict(defs["snapshot_credential"], inputs={"key": "k" * 16}), "credential")
     for template in defs["job_templates"]:
         validate(awx_argspec("job_template"), template, template["name"])
     validate(awx_argspec("workflow_job_template"), defs["workflow"], "workflow")
@@ -111,8 +112,10 @@ def test_playbook_passes_every_field_of_every_definition(defs):
                "awx.awx.schedule": defs["schedule"]}
     assert set(tasks) == set(sources)
     for module, task in tasks.items():
-        args = task[module]
+        args = dict(task[module])
         assert set(args) <= set(awx_argspec(module.split(".")[-1])), (module, sorted(args))
+        if module == "awx.awx.credential":  # the secret comes from the vault, under no_log, not from the definitions
+            assert args.pop("inputs") == {"key": "{{ gpufleet_awx_snapshot_key }}"} and task["no_log"] is True
         passed = {re.search(r"\.(\w+) }}$", str(v)).group(1) for v in args.values()}
         assert passed == set(sources[module]), (module, sorted(set(sources[module]) ^ passed))
         assert set(args) == passed  # each field under its own name
@@ -130,7 +133,8 @@ def test_surveys_are_well_formed_and_break_glass_is_empty_by_default(defs):
             if q["variable"].startswith("gpufleet_break_glass_"):
                 assert q["default"] == "" and not q["required"]
     wave = next(t for t in defs["job_templates"] if t["playbook"].endswith("upgrade_wave.yml"))
-    assert awx.launch(wave, {}) == {"gpufleet_cluster_name": "cell1", "gpufleet_target_version": "v1.36.3"}
+    assert awx.launch(wave, {}) == {"gpufleet_expected_cell": "cell1", "gpufleet_target_version": "v1.36.3",
+                                    "etcd_snapshot_backup_dir": "/mnt/etcd-backups/cell1"}
     answered = awx.launch(wave, {"gpufleet_break_glass_skip_nccl": "skip nccl on cell1 for v1.36.3"})
     assert answered["gpufleet_break_glass_skip_nccl"] == "skip nccl on cell1 for v1.36.3"
     with pytest.raises(InputError, match="does not ask gpufleet_node"):
@@ -145,6 +149,7 @@ def test_surveys_are_well_formed_and_break_glass_is_empty_by_default(defs):
     ({"target": "1.36"}, "is not a full release"),
     ({"credentials": None}, "awx.credentials: expected"),
     ({"window": {"rrule": "every saturday"}}, "awx.window.rrule: expected an iCal rule"),
+    ({"backup_dir": "out/etcd"}, "awx.backup_dir: expected an absolute directory on durable storage"),
 ])
 def test_bad_configuration_is_refused_naming_the_field(change, message):
     with pytest.raises(InputError, match=message):

@@ -131,3 +131,25 @@ def test_out_dir_default_is_out_of_the_working_directory():
     assert out_dir("reports/../runs", {"GPUFLEET_OUT_DIR": "/ignored"}, "/x") == "/x/runs"
     with pytest.raises(InputError, match="gpufleet_out_dir: expected a directory path"):
         out_dir(["out"], {}, "/x")
+
+
+def test_settings_urls_and_the_expected_cell():
+    c = cell(hosts=dict(HOSTS, **{"cp-2": {"gpufleet_apiserver_url": "https://10.0.0.12:6443"}}),
+             cell_vars={"gpufleet_soak_seconds": 5, "gpufleet_expected_cell": "lab"})
+    assert c.settings == {"soak_seconds": 5, "reach_timeout": 60, "observe_seconds": 60, "only_canaries": False}
+    assert c.apiserver_urls == {"cp-1": "https://127.0.0.1:6443", "cp-2": "https://10.0.0.12:6443",
+                                "cp-3": "https://127.0.0.1:6443"}
+    with pytest.raises(InputError, match="launched for cell 'cell7', but the inventory is cell 'lab'"):
+        cell(cell_vars={"gpufleet_expected_cell": "cell7"})
+    with pytest.raises(InputError, match="cp-1: gpufleet_apiserver_url: expected an https:// URL"):
+        cell(hosts=dict(HOSTS, **{"cp-1": {"gpufleet_apiserver_url": "10.0.0.11:6443"}}))
+
+
+def test_cell_wide_variables_must_be_the_same_on_every_host():
+    from ansible_collections.gpufleet.upgrade.plugins.module_utils.cell import same_everywhere
+
+    same_everywhere({"cp-1": {"gpufleet_soak_seconds": 5}, "gpu-a1": {"gpufleet_soak_seconds": 5}},
+                    ["gpufleet_soak_seconds"])
+    with pytest.raises(InputError, match="gpufleet_reach_timeout is cell-wide but differs between hosts "
+                                         r"\(120 on gpu-a1; None on cp-1\)"):
+        same_everywhere({"cp-1": {}, "gpu-a1": {"gpufleet_reach_timeout": 120}}, ["gpufleet_reach_timeout"])

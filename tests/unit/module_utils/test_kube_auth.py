@@ -85,6 +85,23 @@ def test_nothing_given_never_means_the_in_cluster_service_account(tmp_path, monk
     assert kube.connect(Module()).server == "https://cell.example:6443"  # ~/.kube/config, as kubectl
 
 
+def test_kubeconfig_variable_is_the_default_for_both(tmp_path, monkeypatch):
+    """$KUBECONFIG (as the kubernetes client and kubectl read it) beats ~/.kube/config for both libraries."""
+    for name in list(__import__("os").environ):
+        if name.startswith("K8S_AUTH_"):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / ".kube").mkdir()
+    (tmp_path / ".kube" / "config").write_text(KUBECONFIG)
+    other = tmp_path / "other.conf"
+    other.write_text(KUBECONFIG.replace("current-context: cell", "current-context: other"))
+    monkeypatch.setenv("KUBECONFIG", "%s:%s" % (tmp_path / "missing.conf", other))
+    import kubernetes.config.kube_config as kc
+    monkeypatch.setattr(kc, "KUBE_CONFIG_DEFAULT_LOCATION", str(other) + ":" + str(tmp_path / "missing.conf"))
+    ours, theirs = both(Module())
+    assert ours.host == theirs.host == "https://other.example:6443"
+
+
 def test_identity_must_be_recorded_and_match():
     uid = "6c0f5d0e-1f3a-4c57-9a53-6f6d2e3b9a10"
     assert kube.judge_identity("lab", uid, uid, "https://x:6443") == uid
