@@ -41,10 +41,10 @@ options:
   helm_secrets:
     description:
       - Secrets of type C(helm.sh/release.v1), as returned by M(kubernetes.core.k8s_info). Their values hold the
-        releases' rendered manifests and values (which may carry credentials): run both the task that reads them and
-        this one with C(no_log) set, so they never reach the output or job events (the registered result keeps the
-        findings). The option itself is not C(no_log) - Ansible would then mask every string in the secrets,
-        C(v1) and C(default) included, all through the findings.
+        releases' rendered manifests and values (which may carry credentials), so run both the task that reads
+        them and this one with C(no_log) set, so they never reach the output or job events (the registered result
+        keeps the findings). The option itself is not C(no_log), as Ansible would then mask every string in the
+        secrets, C(v1) and C(default) included, all through the findings.
     type: list
     elements: dict
     default: []
