@@ -68,7 +68,7 @@ unit: setup
 
 # Tests against the running lab: one instance, one test at a time.
 lab-tests: setup lab-up
-	$(BIN)/pytest -q -m lab tests
+	$(BIN)/pytest -q --durations=12 -m lab tests
 
 # ansible-test sanity on the collection as Galaxy installs it (tests/sanity/run).
 sanity: setup
