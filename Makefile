@@ -37,17 +37,17 @@ plan: setup
 wave: setup lab-up
 	$(BIN)/ansible-playbook playbooks/upgrade_wave.yml -i inventories/lab $(ARGS)
 
-# Every test, each phase timed by bin/phase (CI prints the table). The lab tests leave a fresh lab on `from`
-# behind, so the Molecule phase here starts from it without a second reset.
+# Every test, each phase timed by bin/phase (CI prints the table). The lab-free checks and the Molecule scenario
+# that needs no cluster run beside the lab tests (bin/parallel). The lab tests leave a fresh lab on `from` behind,
+# so the Molecule phase here starts from it without a second reset.
 PHASE := bin/phase
+M := $(MAKE) --no-print-directory
 test: setup
-	@$(PHASE) lint $(MAKE) --no-print-directory lint
-	@$(PHASE) docs $(MAKE) --no-print-directory docs
-	@$(PHASE) sanity $(MAKE) --no-print-directory sanity
-	@$(PHASE) unit $(MAKE) --no-print-directory unit
-	@$(PHASE) lab-up $(MAKE) --no-print-directory lab-up
-	@$(PHASE) lab-tests $(MAKE) --no-print-directory lab-tests
-	@$(PHASE) molecule $(MAKE) --no-print-directory molecule MOLECULE_LAB_RESET=0
+	@$(PHASE) lab-up $(M) lab-up
+	@bin/parallel "checks=bin/phase lint $(M) lint && bin/phase docs $(M) docs && bin/phase sanity $(M) sanity \
+	    && bin/phase unit $(M) unit" "lab-tests=$(M) lab-tests" \
+	  "molecule-no-cluster=BIN=$(BIN) tests/molecule-run --parallel 1 $(MOLECULE_NO_CLUSTER)"
+	@$(PHASE) molecule $(M) molecule MOLECULE_LAB_RESET=0 MOLECULE_NO_CLUSTER=
 
 lint: setup
 	$(BIN)/ruff check plugins tests benchmarks lab
@@ -110,15 +110,18 @@ export GPUFLEET_LAB_RUN := $(LAB_CACHE)/run
 # The lab's two versions (lab/lab.yml `versions`), for Molecule scenarios that act on the lab's cluster.
 export GPUFLEET_LAB_FROM := $(shell awk '/^  from:/{print $$2; exit}' lab/lab.yml)
 export GPUFLEET_LAB_TO := $(shell awk '/^  to:/{print $$2; exit}' lab/lab.yml)
-# Scenarios that only read the cluster run two at a time first; those that change it (cordon, drain, upgrade the
-# control plane or a kubelet) then run one at a time. MOLECULE_LAB_RESET=0 skips the reset when the lab is known
-# fresh (make test: the lab tests leave it so).
+# Scenarios that need no cluster (gpu_stack: host packages only) or only read it run two at a time first; those
+# that change it (cordon, drain, upgrade the control plane or a kubelet) then run one at a time.
+# MOLECULE_LAB_RESET=0 skips the reset when the lab is known fresh (make test: the lab tests leave it so);
+# MOLECULE_NO_CLUSTER= leaves out the cluster-free ones (make test runs them beside the lab tests).
 MOLECULE_LAB_RESET ?= 1
-MOLECULE_READ_ONLY := preflight etcd_snapshot gpu_stack gpu_validate
-MOLECULE_MOVING := $(filter-out $(MOLECULE_READ_ONLY),$(sort $(notdir $(patsubst %/molecule/,%,$(wildcard roles/*/molecule/)))))
+MOLECULE_NO_CLUSTER ?= gpu_stack
+MOLECULE_READ_ONLY := preflight etcd_snapshot gpu_validate
+MOLECULE_MOVING := $(filter-out gpu_stack $(MOLECULE_READ_ONLY),$(sort $(notdir $(patsubst %/molecule/,%,$(wildcard \
+	roles/*/molecule/)))))
 molecule: setup
 	@if [ "$(MOLECULE_LAB_RESET)" = 1 ]; then bin/lab reset && bin/lab up; else bin/lab up; fi
-	@BIN=$(BIN) tests/molecule-run --parallel 2 $(MOLECULE_READ_ONLY)
+	@BIN=$(BIN) tests/molecule-run --parallel 2 $(MOLECULE_NO_CLUSTER) $(MOLECULE_READ_ONLY)
 	@BIN=$(BIN) tests/molecule-run --parallel 1 $(MOLECULE_MOVING)
 
 freeze: setup
