@@ -105,7 +105,9 @@ def test_a_run_killed_mid_way_leaves_no_plaintext_snapshot_past_the_next_run(lab
     assert podman_exec("cp-1", "sh", "-c", "ls /var/lib/etcd-backup").stdout.strip().endswith(".db")
     after = backup(lab, backups, "-e", "etcd_snapshot_reuse_minutes=0")
     assert after.returncode == 0, after.stdout[-3000:]
-    assert not list(backups.glob("*.part")) and len(list(backups.glob("*.db.vault"))) == 1
+    # no plaintext left; one encrypted snapshot from the second run, plus the first run's when the kill landed after
+    # ansible-vault had written it (a loaded machine) - the plaintext was still there then, which is the point
+    assert not list(backups.glob("*.part")) and len(list(backups.glob("*.db.vault"))) in (1, 2)
     assert podman_exec("cp-1", "sh", "-c", "ls /var/lib/etcd-backup").stdout.strip() == ""
 
 
