@@ -126,19 +126,6 @@ def _url(value: Any, where: str) -> str:
     return url.rstrip("/")
 
 
-def _bool(value: Any, where: str) -> bool:
-    """A boolean; strings from ``-e name=true`` count as Ansible reads them (true/false, yes/no, 1/0)."""
-    if value is None:
-        return False
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.lower() in ("true", "yes", "on", "1"):
-        return True
-    if isinstance(value, str) and value.lower() in ("false", "no", "off", "0"):
-        return False
-    raise InputError("%s: expected true or false, got %r" % (where, value))
-
-
 def _groups(groups: Mapping[str, Sequence[str]]) -> Dict[str, List[str]]:
     missing = [g for g in GROUPS if not groups.get(g)]
     if missing:
@@ -294,8 +281,8 @@ def build(groups: Mapping[str, Sequence[str]], host_vars: Mapping[str, Mapping[s
                           "gpus": int(baseline["gpu"]["count"]), "gpu_type": baseline["gpu"]["product"],
                           "ring": 0 if hv.get("gpufleet_ring") is None else hv["gpufleet_ring"],
                           "dr_pair": _str(hv.get("gpufleet_dr_pair"), "%s: gpufleet_dr_pair" % host, required=False),
-                          "canary": _bool(hv.get("gpufleet_canary"), "%s: gpufleet_canary" % host),
-                          "unschedulable_before": _bool(hv.get("gpufleet_unschedulable_before"),
+                          "canary": variables.to_bool(hv.get("gpufleet_canary"), "%s: gpufleet_canary" % host),
+                          "unschedulable_before": variables.to_bool(hv.get("gpufleet_unschedulable_before"),
                                                         "%s: gpufleet_unschedulable_before" % host)})
     try:
         nodes = parse_nodes(raw_nodes)
@@ -330,8 +317,8 @@ def build(groups: Mapping[str, Sequence[str]], host_vars: Mapping[str, Mapping[s
         pool_policies={p: {"skip_level": v.skip_level} for p, v in sorted(policies.items())},
         host_pool=host_pool, caps=asdict(caps), waves=plan["waves"], gpu_waves=gpu_waves,
         canaries=plan["canaries"], keep_cordoned=plan["keep_cordoned"], summary=plan["summary"],
-        allow_multi_hop=_bool(cell_vars.get("gpufleet_allow_multi_hop"), "gpufleet_allow_multi_hop"),
-        allow_unsupported_target=_bool(cell_vars.get("gpufleet_allow_unsupported_target"),
+        allow_multi_hop=variables.to_bool(cell_vars.get("gpufleet_allow_multi_hop"), "gpufleet_allow_multi_hop"),
+        allow_unsupported_target=variables.to_bool(cell_vars.get("gpufleet_allow_unsupported_target"),
                                        "gpufleet_allow_unsupported_target"),
         break_glass=glass["switches"], break_glass_used=glass["used"],
         observed=_observed(cell_vars, host_vars, cp, gpu), out_dir=output_dir,

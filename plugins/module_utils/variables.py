@@ -151,12 +151,18 @@ BY_NAME: Dict[str, Var] = {v.name: v for v in VARIABLES}
 SETTINGS = ("gpufleet_soak_seconds", "gpufleet_reach_timeout", "gpufleet_observe_seconds", "gpufleet_only_canaries")
 
 
-def _bool(value: Any, name: str) -> bool:
+def to_bool(value: Any, where: str) -> bool:
+    """A boolean; strings from ``-e name=true`` count as Ansible reads them (true/false, yes/no, 1/0). The one
+    reader of boolean inputs, for the settings here and the cell's other switches (cell.py)."""
+    if value is None:
+        return False
     if isinstance(value, bool):
         return value
-    if isinstance(value, str) and value.lower() in ("true", "false", "yes", "no"):
-        return value.lower() in ("true", "yes")
-    raise InputError("%s: expected true or false, got %r" % (name, value))
+    if isinstance(value, str) and value.lower() in ("true", "yes", "on", "1"):
+        return True
+    if isinstance(value, str) and value.lower() in ("false", "no", "off", "0"):
+        return False
+    raise InputError("%s: expected true or false, got %r" % (where, value))
 
 
 def settings(cell_vars: Mapping[str, Any]) -> Dict[str, Any]:
@@ -169,7 +175,7 @@ def settings(cell_vars: Mapping[str, Any]) -> Dict[str, Any]:
         if value is None or value == "":
             out[key] = var.default
         elif var.type == "bool":
-            out[key] = _bool(value, name)
+            out[key] = to_bool(value, name)
         else:
             whole = isinstance(value, int) and not isinstance(value, bool)
             number = int(value) if whole or (isinstance(value, str) and re.fullmatch(r"\s*[0-9]+\s*", value)) else None
