@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Dict, List, Mapping, Sequence
 
 from ansible_collections.gpufleet.upgrade.plugins.module_utils import variables
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.variables import to_bool as _bool
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import GpufleetError, InputError
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.planner import (
     CONTROL_PLANE, WORKER, parse_caps, parse_nodes, plan_waves)
@@ -281,8 +282,8 @@ def build(groups: Mapping[str, Sequence[str]], host_vars: Mapping[str, Mapping[s
                           "gpus": int(baseline["gpu"]["count"]), "gpu_type": baseline["gpu"]["product"],
                           "ring": 0 if hv.get("gpufleet_ring") is None else hv["gpufleet_ring"],
                           "dr_pair": _str(hv.get("gpufleet_dr_pair"), "%s: gpufleet_dr_pair" % host, required=False),
-                          "canary": variables.to_bool(hv.get("gpufleet_canary"), "%s: gpufleet_canary" % host),
-                          "unschedulable_before": variables.to_bool(hv.get("gpufleet_unschedulable_before"),
+                          "canary": _bool(hv.get("gpufleet_canary"), "%s: gpufleet_canary" % host),
+                          "unschedulable_before": _bool(hv.get("gpufleet_unschedulable_before"),
                                                         "%s: gpufleet_unschedulable_before" % host)})
     try:
         nodes = parse_nodes(raw_nodes)
@@ -317,8 +318,8 @@ def build(groups: Mapping[str, Sequence[str]], host_vars: Mapping[str, Mapping[s
         pool_policies={p: {"skip_level": v.skip_level} for p, v in sorted(policies.items())},
         host_pool=host_pool, caps=asdict(caps), waves=plan["waves"], gpu_waves=gpu_waves,
         canaries=plan["canaries"], keep_cordoned=plan["keep_cordoned"], summary=plan["summary"],
-        allow_multi_hop=variables.to_bool(cell_vars.get("gpufleet_allow_multi_hop"), "gpufleet_allow_multi_hop"),
-        allow_unsupported_target=variables.to_bool(cell_vars.get("gpufleet_allow_unsupported_target"),
+        allow_multi_hop=_bool(cell_vars.get("gpufleet_allow_multi_hop"), "gpufleet_allow_multi_hop"),
+        allow_unsupported_target=_bool(cell_vars.get("gpufleet_allow_unsupported_target"),
                                        "gpufleet_allow_unsupported_target"),
         break_glass=glass["switches"], break_glass_used=glass["used"],
         observed=_observed(cell_vars, host_vars, cp, gpu), out_dir=output_dir,
