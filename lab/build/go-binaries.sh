@@ -3,6 +3,7 @@
 #   go-binaries.sh etcd VERSION          -> $GPUFLEET_LAB_CACHE/bin/etcd-VERSION/{etcd,etcdctl,etcdutl}
 #   go-binaries.sh kubernetes VERSION    -> $GPUFLEET_LAB_CACHE/bin/kubernetes-VERSION/{kube-apiserver,kube-controller-manager,kube-scheduler,kubectl}
 #   go-binaries.sh kwok VERSION          -> $GPUFLEET_LAB_CACHE/bin/kwok-VERSION/kwok
+#   go-binaries.sh versitygw VERSION     -> $GPUFLEET_LAB_CACHE/bin/versitygw-VERSION/versitygw (the S3 server)
 # No registry ships these binaries here; the Go module proxy ships their sources (see shared/LAB-NOTES.md).
 # A finished build leaves a .done stamp; a rerun with the stamp present does nothing.
 set -Eeuo pipefail
@@ -82,6 +83,10 @@ GO
              pod/fast/pod-ready.yaml pod/fast/pod-complete.yaml pod/fast/pod-delete.yaml; do
       echo "---"; cat "$stages/$f"
     done > "$out/stages.yaml"
+    ;;
+  versitygw)
+    # Versity S3 Gateway (Apache-2.0): a real S3 API server over a POSIX directory, with SigV4 authentication
+    GOBIN="$out" go install -trimpath -ldflags "-s -w" "github.com/versity/versitygw/cmd/versitygw@$version"
     ;;
   *) echo "unknown build $what" >&2; exit 2 ;;
 esac

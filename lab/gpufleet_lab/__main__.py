@@ -6,6 +6,7 @@
   lab status           what runs, at which version
   lab fault HOST KIND  inject a fault (lab fault --list for the kinds)
   lab clear HOST       clear every fault on HOST
+  lab ee               build the execution-environment image (ansible-builder, layer-cached) and print its name
 
 GPUFLEET_LAB_CACHE moves the cache (default ~/.cache/gpufleet/lab). GPUFLEET_LAB_STOP_BEFORE_BUILD=1 makes `up` set up
 and check the first build that is needed and stop before its downloads (the fresh-machine test).
@@ -46,6 +47,7 @@ def up(cfg: config.LabConfig) -> None:
     procs.wait_https("https://127.0.0.1:%d/readyz" % cfg.ports["apiserver_lb"], cfg.pki, cfg.run, "lab-controller")
     cluster.start_controllers(cfg, cluster.oldest(list(state["apiserver"].values())))
     cluster.start_kwok(cfg)
+    cluster.start_s3(cfg)
     say("installing the Kueue %s and JobSet %s CRDs" % (kube.KUEUE_VERSION, kube.JOBSET_VERSION))
     kube.ensure_crds(cfg)
     kube.ensure_nodes(cfg, state["kubelet"])
@@ -61,7 +63,7 @@ def up(cfg: config.LabConfig) -> None:
 
 def down(cfg: config.LabConfig) -> None:
     hosts.stop_hosts(cfg)
-    for name in ["lab-controller", "kwok", "scheduler", "controller-manager"] + [
+    for name in ["lab-controller", "s3", "kwok", "scheduler", "controller-manager"] + [
             "apiserver-" + h for h in cfg.control_plane] + ["etcd"]:
         if procs.stop(cfg.run, name):
             say("stopped %s" % name)
@@ -83,7 +85,7 @@ def status(cfg: config.LabConfig) -> int:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="lab", description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     sub = parser.add_subparsers(dest="cmd", required=True)
-    for name in ("up", "down", "reset", "status", "controller"):
+    for name in ("up", "down", "reset", "status", "controller", "ee"):
         sub.add_parser(name)
     fault = sub.add_parser("fault")
     fault.add_argument("host", nargs="?")
@@ -106,6 +108,9 @@ def main(argv=None) -> int:
             say("state removed (%s)" % cfg.run)
         elif args.cmd == "status":
             return status(cfg)
+        elif args.cmd == "ee":
+            from gpufleet_lab import ee
+            print(ee.build(cfg))
         elif args.cmd == "controller":
             from gpufleet_lab import controller
             controller.main(cfg)

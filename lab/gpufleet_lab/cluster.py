@@ -45,7 +45,8 @@ def build(cfg: LabConfig, dry_run: bool = False) -> bool:
     its downloads (a fresh machine's set-up, tested without the minutes of a build); returns True when it stopped."""
     script = LAB_DIR / "build" / "go-binaries.sh"
     jobs = [("etcd", cfg.etcd_version), ("kwok", cfg.kwok_version)] + [("kubernetes", v) for v in cfg.versions]
-    expected = {"etcd": ["etcd", "etcdctl", "etcdutl"], "kwok": ["kwok", "stages.yaml"],
+    jobs.append(("versitygw", cfg.versitygw_version))
+    expected = {"etcd": ["etcd", "etcdctl", "etcdutl"], "kwok": ["kwok", "stages.yaml"], "versitygw": ["versitygw"],
                 "kubernetes": ["kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl"]}
     for what, version in jobs:
         bindir = cfg.bin_dir(what, version)
@@ -177,3 +178,23 @@ def start_kwok(cfg: LabConfig) -> None:
             "--server-address=127.0.0.1:%d" % (cfg.ports["kwok"] + 1),
             "--config=%s" % (cfg.bin_dir("kwok", cfg.kwok_version) / "stages.yaml")]
     procs.start(cfg.run, "kwok", argv)
+
+
+# -- S3 --------------------------------------------------------------------------------------------------------------
+def s3_url(cfg: LabConfig) -> str:
+    return "http://127.0.0.1:%d" % cfg.ports["s3"]
+
+
+def start_s3(cfg: LabConfig) -> None:
+    """The lab's S3-compatible object store (versitygw over a directory of the run dir), with the bucket the etcd
+    snapshots are shipped to. Loopback only, plain HTTP; its keys are lab-only (lab/lab.yml)."""
+    root = cfg.run / "s3"
+    (root / cfg.s3["bucket"]).mkdir(parents=True, exist_ok=True)  # a bucket is a top-level directory
+    if not procs.pid_of(cfg.run, "s3"):
+        say("starting the S3 server (versitygw %s) on %s, bucket %s" % (cfg.versitygw_version, s3_url(cfg),
+                                                                       cfg.s3["bucket"]))
+        argv = [str(cfg.bin_dir("versitygw", cfg.versitygw_version) / "versitygw"),
+                "--port=127.0.0.1:%d" % cfg.ports["s3"], "posix", "--nometa", str(root)]
+        procs.start(cfg.run, "s3", argv, env={"ROOT_ACCESS_KEY": cfg.s3["access_key"],
+                                              "ROOT_SECRET_KEY": cfg.s3["secret_key"]})
+    procs.wait_port(cfg.run, "s3", cfg.ports["s3"])

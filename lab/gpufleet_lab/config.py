@@ -18,8 +18,11 @@ class LabConfig:
     to_version: str
     etcd_version: str
     kwok_version: str
+    versitygw_version: str
     control_plane: List[str]
     rack_sets: Dict[str, List[str]]
+    backup_hosts: List[str]
+    s3: Dict[str, str]
     gpus_per_node: int
     gpu_product: str
     drivers: Dict[str, str]
@@ -37,6 +40,11 @@ class LabConfig:
     @property
     def hosts(self) -> List[str]:
         return self.control_plane + self.gpu_hosts
+
+    @property
+    def machines(self) -> List[str]:
+        """Every SSH host of the lab: the cell's hosts (each a Node), then the backup hosts off the cell."""
+        return self.hosts + self.backup_hosts
 
     @property
     def versions(self) -> List[str]:
@@ -72,8 +80,11 @@ def load(path: pathlib.Path = LAB_DIR / "lab.yml") -> LabConfig:
         to_version=os.environ.get("GPUFLEET_LAB_TO", doc["versions"]["to"]),
         etcd_version=doc["versions"]["etcd"],
         kwok_version=doc["versions"]["kwok"],
+        versitygw_version=doc["versions"]["versitygw"],
         control_plane=list(doc["hosts"]["control_plane"]),
         rack_sets={k: list(v) for k, v in doc["hosts"]["rack_sets"].items()},
+        backup_hosts=list(doc["hosts"].get("backup") or []),
+        s3={k: str(v) for k, v in doc["s3"].items()},
         gpus_per_node=int(doc["gpu"]["count"]),
         gpu_product=doc["gpu"]["product"],
         drivers=dict(doc["gpu"]["drivers"]),

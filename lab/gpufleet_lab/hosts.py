@@ -102,7 +102,7 @@ def container(host: str) -> str:
 
 
 def ssh_port(cfg: LabConfig, host: str) -> int:
-    return cfg.ports["ssh"] + cfg.hosts.index(host)
+    return cfg.ports["ssh"] + cfg.machines.index(host)
 
 
 def ssh_key(cfg: LabConfig) -> pathlib.Path:
@@ -178,9 +178,26 @@ def ensure_hosts(cfg: LabConfig) -> None:
                      "-v", "%s:/etc/kubernetes/admin.conf:ro" % (cfg.run / "kubeconfigs" / "admin.conf")]
         say("starting host %s (%s, sshd on 127.0.0.1:%d)" % (host, images[role], ssh_port(cfg, host)))
         podman(*args, images[role], *sshd_command(cfg, host))
-    for host in cfg.hosts:
+    for host in cfg.backup_hosts:
+        ensure_backup_host(cfg, host, public_key)
+    for host in cfg.machines:
         wait_sshd(cfg, host)
     prune_images(list(images.values()))
+
+
+def ensure_backup_host(cfg: LabConfig, host: str, public_key: pathlib.Path) -> None:
+    """A machine off the cell that keeps copies of the encrypted etcd snapshots: the plain host image, sshd only."""
+    name, image = container(host), "localhost/gpufleet-lab-host:%s" % cfg.image_tag
+    state = podman("container", "inspect", "--format", "{{.State.Status}} {{.ImageName}}", name, check=False)
+    status, _, current = state.stdout.strip().partition(" ")
+    if state.returncode == 0 and current == image and status == "running":
+        return
+    podman("rm", "-f", "-t", "2", name, check=False)
+    say("starting backup host %s (%s, sshd on 127.0.0.1:%d)" % (host, image, ssh_port(cfg, host)))
+    sshd = sshd_command(cfg, host)
+    sshd[-1] = "ssh-keygen -A >/dev/null && " + sshd[-1]
+    podman("run", "-d", "--name", name, "--hostname", host, "--network", "host", "--label", "gpufleet-lab=1",
+           "-v", "%s:/root/.ssh/authorized_keys:ro" % public_key, image, *sshd)
 
 
 def prune_images(keep: List[str]) -> None:
@@ -202,9 +219,20 @@ def stop_hosts(cfg: LabConfig) -> None:
 
 def host_status(cfg: LabConfig) -> Dict[str, str]:
     out = {}
-    for host in cfg.hosts:
+    for host in cfg.machines:
         proc = podman("container", "inspect", "--format", "{{.State.Status}}", container(host), check=False)
         out[host] = proc.stdout.strip() if proc.returncode == 0 else "absent"
+    return out
+
+
+def snapshot_copies(cfg: LabConfig) -> Dict[str, str]:
+    """Where the etcd_snapshot role ships its encrypted snapshots in the lab: the backup host and the lab's S3
+    server (its lab-only keys: a real cell's come from an AWX credential or the environment)."""
+    out = {"etcd_snapshot_s3_bucket": cfg.s3["bucket"], "etcd_snapshot_s3_prefix": "lab/",
+           "etcd_snapshot_s3_endpoint_url": "http://127.0.0.1:%d" % cfg.ports["s3"],
+           "etcd_snapshot_s3_access_key": cfg.s3["access_key"], "etcd_snapshot_s3_secret_key": cfg.s3["secret_key"]}
+    if cfg.backup_hosts:
+        out["etcd_snapshot_backup_host"] = cfg.backup_hosts[0]
     return out
 
 
@@ -233,8 +261,10 @@ def write_inventory(cfg: LabConfig, cluster_uid: str) -> pathlib.Path:
                 h: {"ansible_port": ssh_port(cfg, h),
                     "gpufleet_apiserver_url": "https://127.0.0.1:%d" % cfg.apiserver_port(h)}
                 for h in cfg.control_plane}},
-            "etcd": {"children": {"kube_control_plane": {}}},
+            "etcd": {"children": {"kube_control_plane": {}}, "vars": snapshot_copies(cfg)},
             "gpu_nodes": {"children": gpu_children},
+            # off the cell: copies of the encrypted etcd snapshots (group_vars/etcd.yml names the host)
+            "backup_hosts": {"hosts": {h: {"ansible_port": ssh_port(cfg, h)} for h in cfg.backup_hosts}},
         }}}
     cfg.inventory.mkdir(parents=True, exist_ok=True)
     path = cfg.inventory / "hosts.yml"

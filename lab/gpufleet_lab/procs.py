@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 import pathlib
 import signal
+import socket
 import ssl
 import subprocess
 import time
@@ -125,6 +126,22 @@ def wait_https(url: str, pki: pathlib.Path, run: pathlib.Path, name: str, timeou
     ctx = ssl.create_default_context(cafile=str(pki / "ca.crt"))
     ctx.load_cert_chain(str(pki / (client + ".crt")), str(pki / (client + ".key")))
     _poll(url, ctx, run, name, timeout)
+
+
+def wait_port(run: pathlib.Path, name: str, port: int, timeout: float = 60.0) -> None:
+    """Wait until 127.0.0.1:``port`` accepts connections (a server with no health endpoint)."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if not pid_of(run, name):
+            raise LabError("%s exited while starting; last lines of %s:\n%s" % (
+                name, log_path(run, name), tail(log_path(run, name))))
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=2).close()
+            return
+        except OSError:
+            time.sleep(0.3)
+    raise LabError("%s did not listen on 127.0.0.1:%d within %ds; last lines of %s:\n%s" % (
+        name, port, timeout, log_path(run, name), tail(log_path(run, name))))
 
 
 def wait_healthz_insecure(port: int, run: pathlib.Path, name: str, timeout: float = 90.0) -> None:

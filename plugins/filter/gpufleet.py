@@ -1,11 +1,12 @@
 # Copyright: gpufleet contributors
 # Apache License 2.0
-"""Filters: version_inventory, preflight_markdown, failure_reason."""
+"""Filters: version_inventory, preflight_markdown, failure_reason, snapshots_expired."""
 from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import GpufleetError
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.etcd import snapshots_expired
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.nodes import failure_text
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.preflight_report import (
     render_markdown, version_inventory)
@@ -29,7 +30,15 @@ def failure_reason(result, task):
     return failure_text(task, dict(result) if hasattr(result, "items") else result)
 
 
+def snapshots_expired_filter(names, keep_count, keep_days):
+    """The etcd snapshots beyond retention (see module_utils/etcd.py)."""
+    try:
+        return snapshots_expired(names, keep_count, keep_days)
+    except GpufleetError as exc:
+        raise AnsibleFilterError("snapshots_expired: %s" % exc.msg)
+
+
 class FilterModule:
     def filters(self):
         return {"version_inventory": version_inventory_filter, "preflight_markdown": preflight_markdown,
-                "failure_reason": failure_reason}
+                "failure_reason": failure_reason, "snapshots_expired": snapshots_expired_filter}

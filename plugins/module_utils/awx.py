@@ -82,12 +82,62 @@ def _survey(cell: str, target: str, playbook: str, break_glass: bool) -> Dict[st
     return {"name": "gpufleet %s" % playbook.replace("_", " "), "description": "Inputs of this run", "spec": spec}
 
 
+BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+ENDPOINT = re.compile(r"^https?://[A-Za-z0-9.-]+(:\d{1,5})?(/[^\s]*)?$")
+
+
+def snapshot_copies(copies: Any) -> Dict[str, str]:
+    """The etcd_snapshot role's variables for the copies off the job's controller (see definitions)."""
+    fix = ("give backup_host (an inventory host reached over SSH, off the cell) and/or s3 {bucket, prefix, "
+           "endpoint_url, region}: an AWX job's controller is a container that ends with the job, so a snapshot "
+           "kept only there is lost with it")
+    if not isinstance(copies, Mapping) or not (copies.get("backup_host") or copies.get("s3")):
+        raise InputError("awx.snapshot_copies: %s; got %r" % (fix, copies))
+    unknown = sorted(set(copies) - {"backup_host", "backup_host_dir", "s3"})
+    if unknown:
+        raise InputError("awx.snapshot_copies: unknown field(s) %s; %s" % (", ".join(unknown), fix))
+    out: Dict[str, str] = {}
+    if copies.get("backup_host"):
+        out["etcd_snapshot_backup_host"] = _name(copies, "backup_host")
+        host_dir = copies.get("backup_host_dir")
+        if host_dir is not None:
+            if not isinstance(host_dir, str) or not host_dir.startswith("/") or ".." in host_dir.split("/"):
+                raise InputError("awx.snapshot_copies.backup_host_dir: expected an absolute directory on the backup "
+                                 "host, got %r" % (host_dir,))
+            out["etcd_snapshot_backup_host_dir"] = host_dir
+    s3 = copies.get("s3")
+    if s3:
+        if not isinstance(s3, Mapping):
+            raise InputError("awx.snapshot_copies.s3: expected {bucket, prefix, endpoint_url, region}, got %r" % (s3,))
+        unknown = sorted(set(s3) - {"bucket", "prefix", "endpoint_url", "region"})
+        if unknown:
+            raise InputError("awx.snapshot_copies.s3: unknown field(s) %s; expected bucket, prefix, endpoint_url, "
+                             "region" % ", ".join(unknown))
+        bucket = s3.get("bucket")
+        if not isinstance(bucket, str) or not BUCKET.match(bucket):
+            raise InputError("awx.snapshot_copies.s3.bucket: expected an S3 bucket name (3-63 of a-z, 0-9, '.', "
+                             "'-'), got %r" % (bucket,))
+        out["etcd_snapshot_s3_bucket"] = bucket
+        for key, check, what in (("prefix", lambda v: not v.startswith("/"), "a key prefix not starting with '/'"),
+                                 ("endpoint_url", ENDPOINT.match, "an http(s) URL of an S3-compatible endpoint"),
+                                 ("region", re.compile(r"^[a-z0-9-]{2,32}$").match, "a region such as us-east-1")):
+            value = s3.get(key)
+            if value is None:
+                continue
+            if not isinstance(value, str) or not check(value):
+                raise InputError("awx.snapshot_copies.s3.%s: expected %s, got %r" % (key, what, value))
+            out["etcd_snapshot_s3_" + key] = value
+    return out
+
+
 def definitions(config: Mapping[str, Any]) -> Dict[str, Any]:
     """Every AWX object for one cell, from ``config`` (the ``gpufleet_awx`` variable): organization, project,
-    inventory, execution_environment, cell, target, credentials {machine, kubernetes}, window {rrule}, backup_dir
-    (durable storage mounted into the job for the encrypted snapshots), and optionally playbook_dir (where the
-    project keeps the playbooks; default ``playbooks``). No secret passes through here: the snapshot key is given
-    to the credential by the playbook (gpufleet_awx_snapshot_key, under no_log)."""
+    inventory, execution_environment, cell, target, credentials {machine, kubernetes, aws (with s3)}, window
+    {rrule}, backup_dir (where the job writes the encrypted snapshots), snapshot_copies {backup_host,
+    backup_host_dir, s3 {bucket, prefix, endpoint_url, region}} (at least one: the job's controller is a container
+    that ends with the job), and optionally playbook_dir (where the project keeps the playbooks; default
+    ``playbooks``). No secret passes through here: the snapshot key is given to the credential by the playbook
+    (gpufleet_awx_snapshot_key, under no_log); the S3 keys live in the AWX AWS credential named here."""
     if not isinstance(config, Mapping):
         raise InputError("gpufleet_awx: expected a mapping (organization, project, inventory, ...), got %r" % (
             type(config).__name__,))
@@ -107,8 +157,15 @@ def definitions(config: Mapping[str, Any]) -> Dict[str, Any]:
     playbook_dir = str(config.get("playbook_dir") or "playbooks").strip("/")
     backup_dir = config.get("backup_dir")
     if not isinstance(backup_dir, str) or not backup_dir.startswith("/") or ".." in backup_dir.split("/"):
-        raise InputError("awx.backup_dir: expected an absolute directory on durable storage mounted into the job "
-                         "(the encrypted etcd snapshots go there), got %r" % (backup_dir,))
+        raise InputError("awx.backup_dir: expected an absolute directory in the job (the encrypted etcd snapshots "
+                         "are written there first), got %r" % (backup_dir,))
+    snapshot_vars = dict(snapshot_copies(config.get("snapshot_copies")), etcd_snapshot_backup_dir=backup_dir)
+    aws = []
+    if snapshot_vars.get("etcd_snapshot_s3_bucket"):
+        if not isinstance(creds.get("aws"), str):
+            raise InputError("awx.credentials.aws: snapshot_copies.s3 needs the name of an AWX 'Amazon Web Services' "
+                             "credential (it injects AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY for the upload)")
+        aws = [_name(creds, "aws")]
 
     templates = []
     for playbook, (description, break_glass, needs_key) in TEMPLATES.items():
@@ -116,10 +173,10 @@ def definitions(config: Mapping[str, Any]) -> Dict[str, Any]:
             "name": template_name(cell, playbook), "description": description, "organization": org,
             "project": project, "playbook": "%s/%s.yml" % (playbook_dir, playbook), "inventory": inventory,
             "execution_environment": ee, "job_type": "run",
-            "credentials": [machine, kubernetes] + ([snapshot] if needs_key else []),
+            "credentials": [machine, kubernetes] + ([snapshot] + aws if needs_key else []),
             "survey_enabled": True, "survey_spec": _survey(cell, target, playbook, break_glass),
             "ask_limit_on_launch": playbook in ("validate",), "allow_simultaneous": False,
-            "extra_vars": {"etcd_snapshot_backup_dir": backup_dir} if needs_key else {}, "state": "present",
+            "extra_vars": dict(snapshot_vars) if needs_key else {}, "state": "present",
         })
     nodes = []
     for index, step in enumerate(WORKFLOW):
@@ -148,7 +205,7 @@ def definitions(config: Mapping[str, Any]) -> Dict[str, Any]:
         "workflow": {"name": workflow_name, "organization": org, "inventory": inventory, "state": "present",
                      "description": "Preflight -> etcd backup -> control plane -> canary -> approval -> node waves",
                      "survey_enabled": True, "survey_spec": _survey(cell, target, "workflow", True),
-                     "allow_simultaneous": False, "extra_vars": {"etcd_snapshot_backup_dir": backup_dir},
+                     "allow_simultaneous": False, "extra_vars": dict(snapshot_vars),
                      "workflow_nodes": nodes, "destroy_current_nodes": True},
         "schedule": {"name": "gpufleet %s maintenance window" % cell, "unified_job_template": workflow_name,
                      "organization": org, "rrule": rrule, "state": "present", "enabled": False,

@@ -5,10 +5,17 @@
 snapshot status: ``{"hash": N, "revision": N, "totalKey": N, "totalSize": N}`` (etcdutl 3.6 adds ``version``).
 endpoint status: ``[{"Endpoint": URL, "Status": {"header": {...}, "version", "dbSize", "dbSizeInUse", "leader",
 "raftIndex", "raftTerm", "raftAppliedIndex", "errors"?, "isLearner"?, "dbSizeQuota"? (3.6)}}]``.
+
+Snapshot retention: the etcd_snapshot role names its files ``etcd-CLUSTER-YYYYmmddTHHMMSSZ-rREVISION.db.vault``
+(UTC); ``snapshots_expired`` picks the ones beyond the count or the age from those names alone, so the backup
+directory, a backup host and an S3 bucket (whose listing has no usable modification time) keep the same set.
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Mapping, Optional
+import calendar
+import re
+import time
+from typing import Any, Dict, Iterable, List, Mapping, Optional
 
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.checks import Check, summarize
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import InputError, ParseError
@@ -132,3 +139,32 @@ def snapshot_checks(snapshot: Dict[str, Any], expect: Mapping[str, Any], path: s
     checks.append(Check("snapshot_size", path, snapshot["total_size"] >= min_size, snapshot["total_size"],
                         ">= %d" % min_size))
     return checks
+
+
+SNAPSHOT_FILE = re.compile(r"^etcd-(?P<cluster>.+)-(?P<taken>\d{8}T\d{6}Z)-r(?P<revision>\d+)\.db\.vault$")
+
+
+def snapshots_expired(names: Iterable[str], keep_count: Any, keep_days: Any, now: Optional[float] = None
+                      ) -> List[str]:
+    """Of the snapshot files ``names`` (base names ending .db.vault), the ones to remove: beyond the newest
+    ``keep_count`` or taken more than ``keep_days`` days before ``now`` (seconds since the epoch; default: now).
+    Returned without the .db.vault suffix (the caller removes the file and its .json record), oldest first. Names
+    that are not gpufleet snapshot files are never returned."""
+    try:
+        count, days = int(keep_count), int(keep_days)
+    except (TypeError, ValueError):
+        raise InputError("snapshot retention: etcd_snapshot_keep_count and etcd_snapshot_keep_days must be whole "
+                         "numbers, got %r and %r" % (keep_count, keep_days))
+    if count < 1 or days < 1:
+        raise InputError("snapshot retention: etcd_snapshot_keep_count and etcd_snapshot_keep_days must be 1 or "
+                         "more (the newest snapshot is always kept), got %d and %d" % (count, days))
+    now = time.time() if now is None else float(now)
+    taken = []
+    for name in set(names):
+        match = SNAPSHOT_FILE.match(str(name))
+        if match:
+            taken.append((calendar.timegm(time.strptime(match.group("taken"), "%Y%m%dT%H%M%SZ")),
+                          int(match.group("revision")), str(name)[:-len(".db.vault")]))
+    taken.sort(reverse=True)  # newest first
+    expired = [entry for index, entry in enumerate(taken) if index >= count or entry[0] < now - days * 86400]
+    return [name for _, _, name in reversed(expired)]

@@ -64,7 +64,7 @@ def test_tarball_holds_the_collection_only(tarball):
     assert not [n for n in REQUIRED if n not in names], sorted(names)
     assert not any(b"not-for-galaxy" in text for text in contents)
     manifest = json.loads(dict(zip(names, contents))["MANIFEST.json"])
-    assert manifest["collection_info"]["dependencies"] == {"kubernetes.core": ">=5.0.0"}
+    assert manifest["collection_info"]["dependencies"] == {"kubernetes.core": ">=5.0.0", "amazon.aws": ">=8.0.0"}
     assert manifest["collection_info"]["license"] == ["Apache-2.0"]
 
 
@@ -95,9 +95,9 @@ def test_execution_environment_takes_the_run_time_requirements_only(tarball, tmp
     run(BIN / "ansible-galaxy", "collection", "install", "--no-deps", "-p", collections, tarball, cwd=tmp_path)
     out = run(BIN / "ansible-builder", "introspect", "--sanitize", collections, cwd=tmp_path).stdout
     deps = yaml.safe_load(out[out.index("---"):])
-    assert [line.split("#")[0].strip() for line in deps["python"]] == ["kubernetes>=24.2.0"], deps
+    assert [line.split("#")[0].strip() for line in deps["python"]] == ["kubernetes>=24.2.0", "boto3>=1.34.0"], deps
     assert deps["system"] == []
     definition = yaml.safe_load((ROOT / "execution-environment.yml").read_text())
     assert definition["version"] == 3
     assert {c["name"] for c in definition["dependencies"]["galaxy"]["collections"]} >= {"gpufleet.upgrade",
-                                                                                       "kubernetes.core"}
+                                                                                       "kubernetes.core", "amazon.aws"}

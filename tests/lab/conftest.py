@@ -41,3 +41,9 @@ def lab():
     yield cfg
     if not was_up and not os.environ.get("GPUFLEET_LAB_KEEP"):
         lab_cli("down")
+
+
+@pytest.fixture(scope="session")
+def ee_image(lab):
+    """The execution-environment image (ansible-builder from execution-environment.yml; layer-cached)."""
+    return lab_cli("ee").stdout.strip().splitlines()[-1]

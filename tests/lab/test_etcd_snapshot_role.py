@@ -1,6 +1,7 @@
 """The etcd_snapshot role against the lab's real etcd, through the etcd_backup playbook, as an operator runs it."""
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import pathlib
@@ -157,3 +158,73 @@ def test_etcd_restore_is_break_glass_and_restores_a_verified_snapshot(lab, tmp_p
                                                 "2>/dev/null").stdout.split()  # no /root/etcd-restore-*.db left
         assert len(listing) == 1 and listing[0].endswith("/member/snap/db"), (host, listing)
         podman_exec(host, "sh", "-c", "rm -rf /var/lib/etcd.restored-*")
+
+
+def s3_client(lab):
+    import boto3
+    return boto3.client("s3", endpoint_url="http://127.0.0.1:%d" % lab.ports["s3"], region_name="us-east-1",
+                        aws_access_key_id=lab.s3["access_key"], aws_secret_access_key=lab.s3["secret_key"])
+
+
+def copies(lab):
+    """{backup host: {name: (mode, sha256)}, s3: {key: sha256}} of this lab's etcd snapshots off the controller."""
+    listing = podman_exec("backup-1", "sh", "-c", "cd /var/backups/gpufleet/etcd 2>/dev/null && "
+                                                  "for f in etcd-lab-*; do stat -c '%n %a' $f; sha256sum $f; done")
+    host = {}
+    for stat_line, sum_line in zip(*[iter(listing.stdout.splitlines())] * 2):
+        name, mode = stat_line.split()
+        host[name] = (mode, sum_line.split()[0])
+    s3 = s3_client(lab)
+    objects = s3.list_objects_v2(Bucket=lab.s3["bucket"], Prefix="lab/etcd-lab-").get("Contents", [])
+    bucket = {o["Key"]: hashlib.sha256(s3.get_object(Bucket=lab.s3["bucket"], Key=o["Key"])["Body"].read())
+              .hexdigest() for o in objects}
+    return host, bucket
+
+
+def test_snapshot_copies_off_the_controller_kept_to_retention_and_restored_from_each(lab, tmp_path):
+    """The lab inventory ships to backup-1 over SSH and to the lab's S3 server (versitygw, a real S3 API)."""
+    podman_exec("backup-1", "sh", "-c", "rm -rf /var/backups/gpufleet/etcd")
+    backups = tmp_path / "backups"
+    for _ in range(2):
+        proc = backup(lab, backups, "-e", "etcd_snapshot_reuse_minutes=0")
+        assert proc.returncode == 0, proc.stdout[-4000:]
+    assert lab.s3["secret_key"] not in proc.stdout and KEY not in proc.stdout
+    local = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in backups.glob("etcd-lab-*")}
+    host, bucket = copies(lab)
+    assert {n: s for n, (_, s) in host.items()} == {n: s for n, s in local.items() if n in host} and len(host) >= 4
+    assert {m for m, _ in host.values()} == {"600"}
+    assert set(local) <= set(host)  # (the backup host may keep more than an earlier test's directory)
+    assert {k[len("lab/"):]: s for k, s in bucket.items() if k[len("lab/"):] in local} == local
+    # retention: one kept, the same one, everywhere
+    proc = backup(lab, backups, "-e", "etcd_snapshot_reuse_minutes=0", "-e", "etcd_snapshot_keep_count=1")
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    (newest,) = [p.name for p in backups.glob("*.db.vault")]
+    host, bucket = copies(lab)
+    assert sorted(host) == sorted([newest, newest.replace(".db.vault", ".json")])
+    assert sorted(bucket) == sorted("lab/" + n for n in host)
+    # restore from each copy, with the controller's copy gone (a new AWX job has none)
+    for p in backups.iterdir():
+        p.unlink()
+    for source in ("s3", "backup_host"):
+        podman_exec("cp-1", "sh", "-c", "rm -rf /var/lib/etcd.restored-*")
+        done = restore(lab, "-e", "etcd_restore_source=%s" % source, "-e", "etcd_restore_snapshot=%s" % newest,
+                       "-e", "etcd_restore_swap=false",
+                       "-e", json.dumps({"gpufleet_break_glass_etcd_restore": "restore lab from %s" % newest}))
+        assert done.returncode == 0, (source, done.stdout[-4000:])
+        restored = podman_exec("cp-1", "sh", "-c", "ls /var/lib/etcd.restored-*/member/snap/db").stdout.split()
+        assert len(restored) == 1, (source, restored)
+    for host_name in lab.control_plane:
+        podman_exec(host_name, "sh", "-c", "rm -rf /var/lib/etcd.restored-*")
+    assert not list(pathlib.Path(os.environ.get("TMPDIR", "/tmp")).glob("gpufleet-etcd-restore-*"))
+
+
+def test_a_copy_that_cannot_be_made_fails_the_snapshot(lab, tmp_path):
+    # a backup host the inventory does not have: refused before anything is taken
+    proc = backup(lab, tmp_path / "b", "-e", "etcd_snapshot_backup_host=backup-9")
+    assert proc.returncode != 0 and "must be a host of the inventory" in proc.stdout, proc.stdout[-3000:]
+    assert not (tmp_path / "b").exists()
+    # the bucket does not answer: the role fails (a snapshot only on the controller is not a backup)
+    proc = backup(lab, tmp_path / "c", "-e", "etcd_snapshot_reuse_minutes=0",
+                  "-e", "etcd_snapshot_s3_endpoint_url=http://127.0.0.1:9")
+    assert proc.returncode != 0, proc.stdout[-3000:]
+    assert "Upload the encrypted snapshot and its record" in proc.stdout and "failed=1" in proc.stdout

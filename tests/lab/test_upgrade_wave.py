@@ -3,6 +3,9 @@ when"): bad input refused before any change; each injected fault halts at the ri
 while later waves never start; after each fault is cleared a rerun resumes from the per-node ledger; the cell ends
 on the next minor with every gate green, the training gang checkpointed, stopped, readmitted and its lost work
 bounded by the checkpoint time; a change record is written; a second run changes nothing.
+The finishing run is the AWX job: the upgrade_wave template launched with its survey, through ansible-runner with
+process isolation in the execution-environment image (tests/lab/awx_job.py), as the operator relaunches it from AWX
+once the faults are cleared.
 
 One story in one test: every step starts from the state the previous one left, as in a real maintenance window.
 The module fixture starts from a fresh lab (`lab reset` + `up`) and leaves a fresh one behind."""
@@ -20,6 +23,7 @@ import time
 import pytest
 from kubernetes import client, config
 
+from tests.lab import awx_job
 from tests.lab.conftest import ROOT, lab_cli
 
 pytestmark = pytest.mark.lab
@@ -140,7 +144,7 @@ def gpu_fault(lab, records, fault, needle, reason, *extra):
     untouched(lab, [n for wave in WAVES[index + 1:] for n in wave])
 
 
-def test_upgrade_wave_halts_on_every_fault_resumes_and_finishes(cell):
+def test_upgrade_wave_halts_on_every_fault_resumes_and_finishes(cell, ee_image, tmp_path):
     lab, records = cell
     started = time.time()
 
@@ -254,9 +258,11 @@ def test_upgrade_wave_halts_on_every_fault_resumes_and_finishes(cell):
     held_by(lab, mate, "held: wave-mate %s failed" % bad)
     untouched(lab, later)
 
-    # 8. Everything cleared: the rerun resumes and finishes. The target spelled without its v gives the same ledger.
-    proc = run(lab, records, "upgrade_wave.yml", "-e", "gpufleet_target_version=%s" % lab.to_version.lstrip("v"))
-    assert proc.returncode == 0, proc.stdout[-6000:]
+    # 8. Everything cleared: the rerun, from AWX in the execution environment, resumes and finishes. The target
+    #    answered without its v gives the same ledger.
+    job = awx_job.run(lab, tmp_path, "upgrade_wave", image=ee_image,
+                      answers={"gpufleet_target_version": lab.to_version.lstrip("v")})
+    assert job.rc == 0, job.stdout[-6000:]
     assert set(apiservers(lab).values()) == {lab.to_version}
     for name, n in nodes(lab).items():
         assert n.status.node_info.kubelet_version == lab.to_version, name
@@ -276,7 +282,7 @@ def test_upgrade_wave_halts_on_every_fault_resumes_and_finishes(cell):
     assert max(e["seconds_since_checkpoint"] for e in losses) < 30, losses
 
     # The change record of the finishing run: waves with hosts, every gate against its baseline, green.
-    record = json.loads(max(records.glob("*-upgrade_wave.yml.json")).read_text())
+    record = json.loads(job.records("*-upgrade_wave.yml.json")[-1].read_text())  # kept with the AWX job
     assert record["outcome"] == "succeeded" and record["target_version"] == lab.to_version
     gates = record["gates"]
     assert {g["check"] for g in gates} >= {"gpu_count", "gpu_xid", "dcgm_test", "nccl_busbw"}, gates[:5]

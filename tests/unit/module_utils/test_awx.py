@@ -16,9 +16,12 @@ from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import Inp
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
 CONFIG = {"organization": "Default", "project": "gpufleet", "inventory": "cell1", "execution_environment": "gpufleet",
-          "cell": "cell1", "target": "1.36.3", "credentials": {"machine": "cell1 ssh", "kubernetes": "cell1 api"},
+          "cell": "cell1", "target": "1.36.3",
+          "credentials": {"machine": "cell1 ssh", "kubernetes": "cell1 api", "aws": "backups s3"},
           "window": {"rrule": "DTSTART;TZID=UTC:20261205T020000 RRULE:FREQ=WEEKLY;BYDAY=SA"},
-          "backup_dir": "/mnt/etcd-backups/cell1"}
+          "backup_dir": "/runner/etcd-backups",
+          "snapshot_copies": {"backup_host": "backup-1", "s3": {"bucket": "etcd-backups", "prefix": "cell1/",
+                                                                "endpoint_url": "https://s3.example.net"}}}
 SURVEY_TYPES = {"text", "textarea", "password", "integer", "float", "multiplechoice", "multiselect"}
 
 
@@ -134,7 +137,13 @@ def test_surveys_are_well_formed_and_break_glass_is_empty_by_default(defs):
                 assert q["default"] == "" and not q["required"]
     wave = next(t for t in defs["job_templates"] if t["playbook"].endswith("upgrade_wave.yml"))
     assert awx.launch(wave, {}) == {"gpufleet_expected_cell": "cell1", "gpufleet_target_version": "v1.36.3",
-                                    "etcd_snapshot_backup_dir": "/mnt/etcd-backups/cell1"}
+                                    "etcd_snapshot_backup_dir": "/runner/etcd-backups",
+                                    "etcd_snapshot_backup_host": "backup-1", "etcd_snapshot_s3_bucket": "etcd-backups",
+                                    "etcd_snapshot_s3_prefix": "cell1/",
+                                    "etcd_snapshot_s3_endpoint_url": "https://s3.example.net"}
+    assert wave["credentials"] == ["cell1 ssh", "cell1 api", "gpufleet cell1 etcd snapshot key", "backups s3"]
+    preflight = next(t for t in defs["job_templates"] if t["playbook"].endswith("preflight.yml"))
+    assert preflight["credentials"] == ["cell1 ssh", "cell1 api"] and preflight["extra_vars"] == {}
     answered = awx.launch(wave, {"gpufleet_break_glass_skip_nccl": "skip nccl on cell1 for v1.36.3"})
     assert answered["gpufleet_break_glass_skip_nccl"] == "skip nccl on cell1 for v1.36.3"
     with pytest.raises(InputError, match="does not ask gpufleet_node"):
@@ -149,7 +158,18 @@ def test_surveys_are_well_formed_and_break_glass_is_empty_by_default(defs):
     ({"target": "1.36"}, "is not a full release"),
     ({"credentials": None}, "awx.credentials: expected"),
     ({"window": {"rrule": "every saturday"}}, "awx.window.rrule: expected an iCal rule"),
-    ({"backup_dir": "out/etcd"}, "awx.backup_dir: expected an absolute directory on durable storage"),
+    ({"backup_dir": "out/etcd"}, "awx.backup_dir: expected an absolute directory in the job"),
+    ({"snapshot_copies": None}, "awx.snapshot_copies: give backup_host .* a container that ends with the job"),
+    ({"snapshot_copies": {"backup_dir": "/x"}}, "awx.snapshot_copies: give backup_host"),
+    ({"snapshot_copies": {"backup_host": "b1", "rsync": "x"}}, "awx.snapshot_copies: unknown field.s. rsync"),
+    ({"snapshot_copies": {"backup_host": "b1", "backup_host_dir": "var/b"}},
+     "awx.snapshot_copies.backup_host_dir: expected an absolute directory"),
+    ({"snapshot_copies": {"s3": {"bucket": "Etcd_Backups"}}}, "awx.snapshot_copies.s3.bucket: expected an S3 bucket"),
+    ({"snapshot_copies": {"s3": {"bucket": "etcd", "prefix": "/cell1"}}}, "awx.snapshot_copies.s3.prefix"),
+    ({"snapshot_copies": {"s3": {"bucket": "etcd", "endpoint_url": "s3.example.net"}}},
+     "awx.snapshot_copies.s3.endpoint_url: expected an http.s. URL"),
+    ({"snapshot_copies": {"s3": {"bucket": "etcd", "acl": "public-read"}}}, "awx.snapshot_copies.s3: unknown field"),
+    ({"credentials": {"machine": "m", "kubernetes": "k"}}, "awx.credentials.aws: snapshot_copies.s3 needs"),
 ])
 def test_bad_configuration_is_refused_naming_the_field(change, message):
     with pytest.raises(InputError, match=message):

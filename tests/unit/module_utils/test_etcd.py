@@ -73,3 +73,28 @@ def test_malformed(text, message):
 def test_ratio_validation():
     with pytest.raises(InputError, match="max_quota_ratio"):
         judge_endpoints([], max_quota_ratio=1.5)
+
+
+def test_snapshot_retention_by_count_and_age_from_names_alone():
+    from ansible_collections.gpufleet.upgrade.plugins.module_utils.etcd import snapshots_expired
+    now = 1796083200.0  # 2026-12-01T00:00:00Z
+    names = ["etcd-cell-a-20261130T100000Z-r900.db.vault", "etcd-cell-a-20261129T100000Z-r800.db.vault",
+             "etcd-cell-a-20261128T100000Z-r700.db.vault", "etcd-cell-a-20261101T100000Z-r100.db.vault",
+             "notes.txt", "etcd-cell-a-20261127T100000Z-r600.db.vault.part", "etcd-cell-a-yesterday-r5.db.vault"]
+    # the cluster name may hold '-'; names that are not snapshot files are never removed
+    assert snapshots_expired(names, 5, 14, now) == ["etcd-cell-a-20261101T100000Z-r100"]
+    assert snapshots_expired(names, 2, 14, now) == ["etcd-cell-a-20261101T100000Z-r100",
+                                                    "etcd-cell-a-20261128T100000Z-r700"]
+    assert snapshots_expired(names, "1", "30", now) == ["etcd-cell-a-20261101T100000Z-r100",
+                                                        "etcd-cell-a-20261128T100000Z-r700",
+                                                        "etcd-cell-a-20261129T100000Z-r800"]
+    assert snapshots_expired(names + names[:1], 1, 30, now)[-1] == "etcd-cell-a-20261129T100000Z-r800"  # listed twice
+    assert snapshots_expired([], 1, 1, now) == []
+
+
+@pytest.mark.parametrize("count, days, message", [(0, 14, "1 or more"), (5, 0, "1 or more"),
+                                                  ("five", 14, "whole numbers"), (None, 14, "whole numbers")])
+def test_snapshot_retention_refuses_settings_that_would_remove_everything(count, days, message):
+    from ansible_collections.gpufleet.upgrade.plugins.module_utils.etcd import snapshots_expired
+    with pytest.raises(InputError, match=message):
+        snapshots_expired(["etcd-c-20261130T100000Z-r9.db.vault"], count, days, 0)
