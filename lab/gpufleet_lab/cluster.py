@@ -193,8 +193,9 @@ def start_s3(cfg: LabConfig) -> None:
     if not procs.pid_of(cfg.run, "s3"):
         say("starting the S3 server (versitygw %s) on %s, bucket %s" % (cfg.versitygw_version, s3_url(cfg),
                                                                        cfg.s3["bucket"]))
+        # posix keeps object metadata in extended attributes (multipart uploads need it: no --nometa)
         argv = [str(cfg.bin_dir("versitygw", cfg.versitygw_version) / "versitygw"),
-                "--port=127.0.0.1:%d" % cfg.ports["s3"], "posix", str(root)]  # (its xattr metadata holds the multipart ETags)
+                "--port=127.0.0.1:%d" % cfg.ports["s3"], "posix", str(root)]
         procs.start(cfg.run, "s3", argv, env={"ROOT_ACCESS_KEY": cfg.s3["access_key"],
                                               "ROOT_SECRET_KEY": cfg.s3["secret_key"]})
     procs.wait_port(cfg.run, "s3", cfg.ports["s3"])

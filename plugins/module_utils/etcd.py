@@ -167,4 +167,4 @@ def snapshots_expired(names: Iterable[str], keep_count: Any, keep_days: Any, now
                           int(match.group("revision")), str(name)[:-len(".db.vault")]))
     taken.sort(reverse=True)  # newest first
     expired = [entry for index, entry in enumerate(taken) if index >= count or entry[0] < now - days * 86400]
-    return [name for _, _, name in reversed(expired)]
+    return [entry[2] for entry in reversed(expired)]

@@ -31,6 +31,13 @@ def podman_exec(host: str, *cmd: str, stdin: str = "") -> subprocess.CompletedPr
                           text=True, check=False, timeout=600)
 
 
+def s3_client(cfg):
+    """A client of the lab's S3 server (versitygw) with its lab-only keys."""
+    import boto3
+    return boto3.client("s3", endpoint_url="http://127.0.0.1:%d" % cfg.ports["s3"], region_name="us-east-1",
+                        aws_access_key_id=cfg.s3["access_key"], aws_secret_access_key=cfg.s3["secret_key"])
+
+
 @pytest.fixture(scope="session")
 def lab():
     cfg = lab_config.load()

@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from tests.lab import awx_job
+from tests.lab.conftest import podman_exec, s3_client
 
 pytestmark = pytest.mark.lab
 SNAPSHOT_KEY = "awx-injected-key-5f0c2e7d9a41"  # must never appear in the job's output or events
@@ -42,7 +43,15 @@ def test_etcd_backup_template_never_shows_the_injected_key(lab, ee_image, tmp_pa
     assert job.rc == 0, job.stdout[-6000:]
     backups = list((job.pdd / "out" / "etcd-backups").glob("*.vault"))
     assert backups, sorted(p.name for p in (job.pdd / "out").rglob("*"))
+    # the job's container is gone with the job: the snapshot outlives it in the bucket (AWS credential injected
+    # as AWS_* environment) and on the backup host, byte for byte
+    (backup,) = backups
+    s3 = s3_client(lab)
+    stored = s3.get_object(Bucket=lab.s3["bucket"], Key="lab/" + backup.name)["Body"].read()
+    assert stored == backup.read_bytes()
+    on_host = podman_exec("backup-1", "cat", "/var/backups/gpufleet/etcd/" + backup.name).stdout
+    assert on_host == backup.read_text()
     leaked = [(secret[:6], str(p.relative_to(job.pdd))) for p in job.kept_by_awx()
-              for secret in (SNAPSHOT_KEY, job.token) if secret in p.read_text(errors="replace")]
+              for secret in (SNAPSHOT_KEY, job.token, lab.s3["secret_key"]) if secret in p.read_text(errors="replace")]
     assert not leaked, leaked
     assert not [p.name for p in job.records() if SNAPSHOT_KEY in p.read_text() or job.token in p.read_text()]

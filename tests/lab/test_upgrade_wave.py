@@ -12,6 +12,7 @@ The module fixture starts from a fresh lab (`lab reset` + `up`) and leaves a fre
 from __future__ import annotations
 
 import calendar
+import concurrent.futures
 import json
 import os
 import pathlib
@@ -148,19 +149,25 @@ def test_upgrade_wave_halts_on_every_fault_resumes_and_finishes(cell, ee_image, 
     lab, records = cell
     started = time.time()
 
-    # 1. Bad input: refused before any change, naming the field and the fix.
-    skip = run(lab, records, "upgrade_wave.yml", "-e", "gpufleet_target_version=v1.37.0")
-    assert_halted(skip, "v1.37.0")
-    down = run(lab, records, "preflight.yml", "-e", "gpufleet_target_version=v1.34.0")
-    assert_halted(down, "downgrade")
-    nobase = run(lab, records, "preflight.yml", "-e", "gpufleet_baseline_dir=/nonexistent")
-    assert_halted(nobase, "/nonexistent/h100-train.yml")
-    short = run(lab, records, "preflight.yml", "-e", "gpufleet_target_version=v1.36")
-    assert_halted(short, "is not a full release; give one such as v1.36.0")
-    limited = run(lab, records, "upgrade_wave.yml", "--limit", "gpu-a1")
-    assert_halted(limited, "--limit gpu-a1: the upgrade plays plan whole failure domains")
-    other = run(lab, records, "upgrade_wave.yml", "-e", "gpufleet_cluster_uid=2f1e0000-0000-4000-8000-00000000c0de")
-    assert_halted(other, "is not cell lab's: its kube-system UID is", "the inventory records 2f1e0000-0000-4000")
+    # 1. Bad input: refused before any change, naming the field and the fix. The runs change nothing, so they
+    #    run side by side.
+    bad = {
+        "skip": ("upgrade_wave.yml", "-e", "gpufleet_target_version=v1.37.0"),
+        "down": ("preflight.yml", "-e", "gpufleet_target_version=v1.34.0"),
+        "nobase": ("preflight.yml", "-e", "gpufleet_baseline_dir=/nonexistent"),
+        "short": ("preflight.yml", "-e", "gpufleet_target_version=v1.36"),
+        "limited": ("upgrade_wave.yml", "--limit", "gpu-a1"),
+        "other": ("upgrade_wave.yml", "-e", "gpufleet_cluster_uid=2f1e0000-0000-4000-8000-00000000c0de"),
+    }
+    with concurrent.futures.ThreadPoolExecutor(len(bad)) as pool:
+        refused = dict(zip(bad, pool.map(lambda args: run(lab, records, *args), bad.values())))
+    assert_halted(refused["skip"], "v1.37.0")
+    assert_halted(refused["down"], "downgrade")
+    assert_halted(refused["nobase"], "/nonexistent/h100-train.yml")
+    assert_halted(refused["short"], "is not a full release; give one such as v1.36.0")
+    assert_halted(refused["limited"], "--limit gpu-a1: the upgrade plays plan whole failure domains")
+    assert_halted(refused["other"], "is not cell lab's: its kube-system UID is",
+                  "the inventory records 2f1e0000-0000-4000")
     assert set(apiservers(lab).values()) == {lab.from_version}
     untouched(lab, [n for wave in WAVES for n in wave])
 
