@@ -264,7 +264,7 @@ class CallbackModule(CallbackBase):
             self._out_dir or cell_utils.out_dir(None, os.environ, os.getcwd()), "change-records")
         os.makedirs(outdir, mode=0o700, exist_ok=True)
         stamp = _now().strftime("%Y%m%dT%H%M%SZ")
-        base = os.path.join(outdir, "%s-%s" % (stamp, re.sub(r"[^A-Za-z0-9_.-]", "_", self.record["playbook"])))
+        base = _claim(outdir, stamp, re.sub(r"[^A-Za-z0-9_.-]", "_", self.record["playbook"]))
         _write_private(base + ".json", json.dumps(self.record, indent=2, sort_keys=True, default=str))
         _write_private(base + ".md", markdown(self.record))
         # Under ansible-runner (AWX jobs, the runner CLI) the artifact directory travels with the job's results.
@@ -276,6 +276,19 @@ class CallbackModule(CallbackBase):
                 with open(base + ext, encoding="utf-8") as handle:
                     _write_private(os.path.join(copy_dir, os.path.basename(base) + ext), handle.read())
         self._display.display("gpufleet change record: %s.json and .md" % base)
+
+
+def _claim(outdir, stamp, playbook):
+    """The record's path without extension, STAMP-PLAYBOOK, or STAMP.N-PLAYBOOK when runs finish in the same second
+    (each keeps its own record; the name is claimed with O_EXCL, so concurrent runs cannot take the same one)."""
+    for n in range(1, 1000):
+        base = os.path.join(outdir, "%s-%s" % (stamp if n == 1 else "%s.%d" % (stamp, n), playbook))
+        try:
+            os.close(os.open(base + ".json", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        except FileExistsError:
+            continue
+        return base
+    raise OSError("change record: %s holds 999 records of %s from %s; clear it" % (outdir, playbook, stamp))
 
 
 def _write_private(path, text):

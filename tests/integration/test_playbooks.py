@@ -258,3 +258,14 @@ def test_wave_playbooks_refuse_a_limit_before_anything(tmp_path):
                    "--limit", "gpu-a1", env_extra={"ANSIBLE_CONFIG": str(ROOT / "ansible.cfg")})
     assert proc.returncode != 0
     assert "--limit gpu-a1: the upgrade plays plan whole failure domains" in proc.stdout
+
+
+def test_change_records_of_runs_finishing_in_the_same_second_are_all_kept(tmp_path):
+    from ansible_collections.gpufleet.upgrade.plugins.callback import change_record
+
+    bases = [change_record._claim(str(tmp_path), "20261201T020000Z", "preflight.yml") for _ in range(3)]
+    assert [pathlib.Path(b).name for b in bases] == [
+        "20261201T020000Z-preflight.yml", "20261201T020000Z.2-preflight.yml", "20261201T020000Z.3-preflight.yml"]
+    assert sorted(p.name for p in tmp_path.glob("*-preflight.yml.json")) == [pathlib.Path(b).name + ".json"
+                                                                            for b in bases]  # newest sorts last
+    assert {oct(p.stat().st_mode & 0o777) for p in tmp_path.iterdir()} == {"0o600"}
