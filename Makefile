@@ -37,14 +37,15 @@ plan: setup
 wave: setup lab-up
 	$(BIN)/ansible-playbook playbooks/upgrade_wave.yml -i inventories/lab $(ARGS)
 
-# Every test, each phase timed by bin/phase (CI prints the table). The lab-free checks and the Molecule scenario
-# that needs no cluster run beside the lab tests (bin/parallel). The lab tests leave a fresh lab on `from` behind,
+# Every test, each phase timed by bin/phase (CI prints the table). The execution-environment image build, the
+# lab-free checks and the Molecule scenario that needs no cluster run beside the lab tests (bin/parallel; the lab
+# tests that use the image run after the others). The lab tests leave a fresh lab on `from` behind,
 # so the Molecule phase here starts from it without a second reset.
 PHASE := bin/phase
 M := $(MAKE) --no-print-directory
 test: setup
 	@$(PHASE) lab-up $(M) lab-up
-	@bin/parallel "checks=bin/phase lint $(M) lint && bin/phase docs $(M) docs && bin/phase sanity $(M) sanity \
+	@bin/parallel "checks=bin/phase ee-image bin/lab ee && bin/phase lint $(M) lint && bin/phase docs $(M) docs && bin/phase sanity $(M) sanity \
 	    && bin/phase unit $(M) unit" "lab-tests=$(M) lab-tests" \
 	  "molecule-no-cluster=BIN=$(BIN) tests/molecule-run --parallel 1 $(MOLECULE_NO_CLUSTER)"
 	@$(PHASE) molecule $(M) molecule MOLECULE_LAB_RESET=0 MOLECULE_NO_CLUSTER=

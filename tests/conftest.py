@@ -57,12 +57,15 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
 def pytest_collection_modifyitems(config, items):
     """Everything under tests/lab needs the lab (marked, so `-m "not lab"` never runs it in parallel against a live
     lab), and the upgrade-wave story runs last: it starts from a fresh lab and leaves a fresh one, which the Molecule
-    phase of `make test` then uses without another reset."""
+    phase of `make test` then uses without another reset. The jobs in the execution-environment image come just
+    before it, so that `make test` builds the image beside the first lab tests (the checks phase) rather than on
+    their path."""
     lab_dir = pathlib.Path(__file__).parent / "lab"
     for item in items:
         if lab_dir in pathlib.Path(str(item.fspath)).parents:
             item.add_marker(pytest.mark.lab)
-    items.sort(key=lambda item: pathlib.Path(str(item.fspath)).name == "test_upgrade_wave.py")
+    late = {"test_awx_runner.py": 1, "test_upgrade_wave.py": 2}
+    items.sort(key=lambda item: late.get(pathlib.Path(str(item.fspath)).name, 0))
 
 
 def pytest_configure(config):

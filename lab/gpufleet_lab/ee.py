@@ -14,6 +14,7 @@ system packages for the Debian platform) is what ansible-builder does with the s
 """
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import io
 import json
@@ -136,6 +137,15 @@ def definition(shipped: Dict, base: str, tarballs: List[str]) -> Dict:
 
 
 def build(cfg: config.LabConfig) -> str:
+    """Build (or find in podman's layer cache) the image; one build at a time (make test starts one beside the lab
+    tests, whose fixture asks again)."""
+    cfg.cache.mkdir(parents=True, exist_ok=True)
+    with open(cfg.cache / "ee.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _build(cfg)
+
+
+def _build(cfg: config.LabConfig) -> str:
     base = base_image(cfg)
     with tempfile.TemporaryDirectory() as work:
         path = pathlib.Path(work)
