@@ -10,7 +10,7 @@ import pathlib
 import socket
 import subprocess
 import time
-from typing import Dict, List
+from typing import Dict, List, Tuple
 
 import yaml
 
@@ -101,6 +101,15 @@ def container(host: str) -> str:
     return PREFIX + host
 
 
+def container_state(name: str) -> Tuple[str, str]:
+    """(status, image) of a container; ("absent", "") when there is none."""
+    proc = podman("container", "inspect", "--format", "{{.State.Status}} {{.ImageName}}", name, check=False)
+    if proc.returncode != 0:
+        return "absent", ""
+    status, _, image = proc.stdout.strip().partition(" ")
+    return status, image
+
+
 def ssh_port(cfg: LabConfig, host: str) -> int:
     return cfg.ports["ssh"] + cfg.machines.index(host)
 
@@ -151,14 +160,13 @@ def ensure_hosts(cfg: LabConfig) -> None:
     for host in cfg.hosts:
         name = container(host)
         role = "cp" if host in cfg.control_plane else "gpu"
-        state = podman("container", "inspect", "--format", "{{.State.Status}} {{.ImageName}}", name, check=False)
-        status, _, image = state.stdout.strip().partition(" ")
-        if state.returncode == 0 and image == images[role]:
+        status, image = container_state(name)
+        if status != "absent" and image == images[role]:
             if status == "paused":
                 podman("unpause", name)
             if status in ("running", "paused"):
                 continue
-        elif state.returncode == 0:
+        elif status != "absent":
             say("host %s runs %s; recreating it from %s (packages changed)" % (host, image, images[role]))
         podman("rm", "-f", "-t", "2", name, check=False)
         hostdir = cfg.run / "hosts" / host
@@ -188,9 +196,7 @@ def ensure_hosts(cfg: LabConfig) -> None:
 def ensure_backup_host(cfg: LabConfig, host: str, public_key: pathlib.Path) -> None:
     """A machine off the cell that keeps copies of the encrypted etcd snapshots: the plain host image, sshd only."""
     name, image = container(host), "localhost/gpufleet-lab-host:%s" % cfg.image_tag
-    state = podman("container", "inspect", "--format", "{{.State.Status}} {{.ImageName}}", name, check=False)
-    status, _, current = state.stdout.strip().partition(" ")
-    if state.returncode == 0 and current == image and status == "running":
+    if container_state(name) == ("running", image):
         return
     podman("rm", "-f", "-t", "2", name, check=False)
     say("starting backup host %s (%s, sshd on 127.0.0.1:%d)" % (host, image, ssh_port(cfg, host)))
@@ -220,8 +226,7 @@ def stop_hosts(cfg: LabConfig) -> None:
 def host_status(cfg: LabConfig) -> Dict[str, str]:
     out = {}
     for host in cfg.machines:
-        proc = podman("container", "inspect", "--format", "{{.State.Status}}", container(host), check=False)
-        out[host] = proc.stdout.strip() if proc.returncode == 0 else "absent"
+        out[host] = container_state(container(host))[0]
     return out
 
 
@@ -263,7 +268,7 @@ def write_inventory(cfg: LabConfig, cluster_uid: str) -> pathlib.Path:
                 for h in cfg.control_plane}},
             "etcd": {"children": {"kube_control_plane": {}}, "vars": snapshot_copies(cfg)},
             "gpu_nodes": {"children": gpu_children},
-            # off the cell: copies of the encrypted etcd snapshots (group_vars/etcd.yml names the host)
+            # off the cell: copies of the encrypted etcd snapshots (the etcd group's vars above name the host)
             "backup_hosts": {"hosts": {h: {"ansible_port": ssh_port(cfg, h)} for h in cfg.backup_hosts}},
         }}}
     cfg.inventory.mkdir(parents=True, exist_ok=True)

@@ -126,7 +126,7 @@ def run(lab, workdir: pathlib.Path, playbook: str, answers: Optional[Dict[str, A
                "K8S_AUTH_VERIFY_SSL": "true", "ANSIBLE_NOCOLOR": "1", **s3_keys,
                # inside an AWX job pod these point at AWX's own cluster: gpufleet must not fall back to it
                "KUBERNETES_SERVICE_HOST": "10.96.0.1", "KUBERNETES_SERVICE_PORT": "443"}
-    kwargs: Dict[str, Any] = {}
+    kwargs: Dict[str, Any]
     if image:
         sync_project(pdd / "project")
         kwargs = {"process_isolation": True, "process_isolation_executable": "podman", "container_image": image,
