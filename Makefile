@@ -38,8 +38,8 @@ wave: setup lab-up
 	$(BIN)/ansible-playbook playbooks/upgrade_wave.yml -i inventories/lab $(ARGS)
 
 # Every test, each phase timed by bin/phase (CI prints the table). The execution-environment image build, the
-# lab-free checks and the Molecule scenario that needs no cluster run beside the lab tests (bin/parallel; the lab
-# tests that use the image run after the others). The lab tests leave a fresh lab on `from` behind,
+# lab-free checks and the Molecule scenarios that stand any cluster state run beside the lab tests (bin/parallel;
+# the lab tests that use the image run after the others; a lab reset waits for the scenarios' shared lab.lock). The lab tests leave a fresh lab on `from` behind,
 # so the Molecule phase here starts from it without a second reset.
 PHASE := bin/phase
 M := $(MAKE) --no-print-directory
@@ -47,8 +47,8 @@ test: setup
 	@$(PHASE) lab-up $(M) lab-up
 	@bin/parallel "checks=bin/phase ee-image bin/lab ee && bin/phase lint $(M) lint && bin/phase docs $(M) docs && bin/phase sanity $(M) sanity \
 	    && bin/phase unit $(M) unit" "lab-tests=$(M) lab-tests" \
-	  "molecule-no-cluster=BIN=$(BIN) tests/molecule-run --parallel 1 $(MOLECULE_NO_CLUSTER)"
-	@$(PHASE) molecule $(M) molecule MOLECULE_LAB_RESET=0 MOLECULE_NO_CLUSTER=
+	  "molecule-any-state=flock -s $(LAB_CACHE)/lab.lock env BIN=$(BIN) tests/molecule-run --parallel 1 $(MOLECULE_ANY_STATE)"
+	@$(PHASE) molecule $(M) molecule MOLECULE_LAB_RESET=0 MOLECULE_ANY_STATE=
 
 lint: setup
 	$(BIN)/ruff check plugins tests benchmarks lab
@@ -82,6 +82,7 @@ docs-gen: setup
 
 bench: setup
 	$(BIN)/python benchmarks/plan_waves.py
+	$(BIN)/python benchmarks/scan_manifests.py
 
 venv-path:
 	@echo $(VENV)
@@ -111,18 +112,20 @@ export GPUFLEET_LAB_RUN := $(LAB_CACHE)/run
 # The lab's two versions (lab/lab.yml `versions`), for Molecule scenarios that act on the lab's cluster.
 export GPUFLEET_LAB_FROM := $(shell awk '/^  from:/{print $$2; exit}' lab/lab.yml)
 export GPUFLEET_LAB_TO := $(shell awk '/^  to:/{print $$2; exit}' lab/lab.yml)
-# Scenarios that need no cluster (gpu_stack: host packages only) or only read it run two at a time first; those
-# that change it (cordon, drain, upgrade the control plane or a kubelet) then run one at a time.
+# Scenarios that stand any state of the cluster (gpu_stack: host packages only; etcd_snapshot: a snapshot of the
+# lab's etcd and its own container, whatever the apiservers are doing) and those that only read it run two at a
+# time first; those that change it (cordon, drain, upgrade the control plane or a kubelet) then run one at a time.
 # MOLECULE_LAB_RESET=0 skips the reset when the lab is known fresh (make test: the lab tests leave it so);
-# MOLECULE_NO_CLUSTER= leaves out the cluster-free ones (make test runs them beside the lab tests).
+# MOLECULE_ANY_STATE= leaves out the first kind (make test runs them beside the lab tests).
 MOLECULE_LAB_RESET ?= 1
-MOLECULE_NO_CLUSTER ?= gpu_stack
-MOLECULE_READ_ONLY := preflight etcd_snapshot gpu_validate
-MOLECULE_MOVING := $(filter-out gpu_stack $(MOLECULE_READ_ONLY),$(sort $(notdir $(patsubst %/molecule/,%,$(wildcard \
+MOLECULE_STATELESS := etcd_snapshot gpu_stack
+MOLECULE_ANY_STATE ?= $(MOLECULE_STATELESS)
+MOLECULE_READ_ONLY := preflight gpu_validate
+MOLECULE_MOVING := $(filter-out $(MOLECULE_STATELESS) $(MOLECULE_READ_ONLY),$(sort $(notdir $(patsubst %/molecule/,%,$(wildcard \
 	roles/*/molecule/)))))
 molecule: setup
 	@if [ "$(MOLECULE_LAB_RESET)" = 1 ]; then bin/lab reset && bin/lab up; else bin/lab up; fi
-	@BIN=$(BIN) tests/molecule-run --parallel 2 $(MOLECULE_NO_CLUSTER) $(MOLECULE_READ_ONLY)
+	@BIN=$(BIN) tests/molecule-run --parallel 2 $(MOLECULE_ANY_STATE) $(MOLECULE_READ_ONLY)
 	@BIN=$(BIN) tests/molecule-run --parallel 1 $(MOLECULE_MOVING)
 
 freeze: setup

@@ -119,8 +119,15 @@ def start_apiserver(cfg: LabConfig, host: str, version: str) -> None:
     procs.wait_https("https://127.0.0.1:%d/readyz" % cfg.apiserver_port(host), cfg.pki, cfg.run, name, timeout=180)
 
 
+# The lab plays the kubelet for the control plane's static pods: SIGTERM, then SIGKILL after this grace period. An
+# apiserver still holding clients' watch connections (the controllers', KWOK's, through the lab's load balancer)
+# waits for them before it exits - up to the stop's whole timeout, 15 s per restart here. kubeadm's static pods
+# give 30 s; nothing gpufleet checks depends on the old apiserver's goodbye, so the lab gives 3.
+APISERVER_GRACE_SECONDS = 3.0
+
+
 def restart_apiserver(cfg: LabConfig, host: str, version: str) -> None:
-    procs.stop(cfg.run, "apiserver-" + host)
+    procs.stop(cfg.run, "apiserver-" + host, timeout=APISERVER_GRACE_SECONDS)
     start_apiserver(cfg, host, version)
 
 

@@ -198,12 +198,12 @@ def test_upgrade_wave_halts_on_every_fault_resumes_and_finishes(cell, ee_image, 
         lab_cli("fault", host, "checkpoint-never")
     try:
         ranks = gang_nodes(lab)
-        proc = run(lab, records, "upgrade_wave.yml", "-e", "drain_checkpoint_timeout=15")
+        proc = run(lab, records, "upgrade_wave.yml", "-e", "drain_checkpoint_timeout=5")
     finally:
         for host in gpu_hosts:
             lab_cli("clear", host)
     assert set(apiservers(lab).values()) == {lab.to_version}
-    assert_halted(proc, "checkpoint not confirmed within 15s", "The gang was NOT stopped")
+    assert_halted(proc, "checkpoint not confirmed within 5s", "The gang was NOT stopped")
     halted = next(i for i, wave in enumerate(WAVES) if set(wave) & set(ranks))
     for host in WAVES[halted]:
         failed_on(lab, host, "checkpoint not confirmed")
