@@ -4,7 +4,7 @@
 #   go-binaries.sh kubernetes VERSION    -> $GPUFLEET_LAB_CACHE/bin/kubernetes-VERSION/{kube-apiserver,kube-controller-manager,kube-scheduler,kubectl}
 #   go-binaries.sh kwok VERSION          -> $GPUFLEET_LAB_CACHE/bin/kwok-VERSION/kwok
 #   go-binaries.sh versitygw VERSION     -> $GPUFLEET_LAB_CACHE/bin/versitygw-VERSION/versitygw (the S3 server)
-# No registry ships these binaries here; the Go module proxy ships their sources (see shared/LAB-NOTES.md).
+# No registry ships these binaries here; the Go module proxy ships their sources (docs/reference.md section 9).
 # A finished build leaves a .done stamp; a rerun with the stamp present does nothing.
 set -Eeuo pipefail
 what=${1:?usage: go-binaries.sh etcd|kubernetes|kwok VERSION}

@@ -8,7 +8,7 @@ A data file kept as Python so that it travels with the modules to managed nodes 
 from __future__ import annotations
 
 SOURCE = ("https://kubernetes.io/releases/ (release history and end-of-life dates), as recorded in "
-          "shared/REFERENCE.md section 1, late 2026; EOL dates from 1.33 on are the planned dates")
+          "docs/reference.md section 1, late 2026; EOL dates from 1.33 on are the planned dates")
 RETRIEVED = "2026-11"
 
 # minor: (release date, end of life)

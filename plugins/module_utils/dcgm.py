@@ -1,6 +1,6 @@
 # Copyright: gpufleet contributors
 # Apache License 2.0
-"""``dcgmi diag -r N -j`` (DCGM 4.x and 3.x) parser and gate (REFERENCE.md section 5).
+"""``dcgmi diag -r N -j`` (DCGM 4.x and 3.x) parser and gate (docs/reference.md section 5).
 
 DCGM reports a warning as status "Fail" in JSON (only the text view prints "Warn"), so a result is classified by
 the severity of its warnings: ``error_severity`` at or below ``warning_max_severity`` (default 1,

@@ -3,7 +3,7 @@
 """Drain: evict what runs on cordoned nodes through the eviction API, honouring PodDisruptionBudgets, retrying
 429 until a deadline, and naming every blocker (pod, owner, PDB) when it gives up.
 
-Closes the gaps of kubernetes.core.k8s_drain recorded in REFERENCE.md section 4 (a PDB 429 is not retried there;
+Closes the gaps of kubernetes.core.k8s_drain recorded in docs/reference.md section 4 (a PDB 429 is not retried there;
 an expired wait only warns; one node per call). The I/O goes through an object with the methods of
 kube.Kube (pods_on_node, pdbs, evict, delete_pod, pod_exists); time through ``clock``/``sleep``, so the loop is
 tested without a cluster or waiting.

@@ -1,6 +1,6 @@
 # Copyright: gpufleet contributors
 # Apache License 2.0
-"""Training gangs on nodes about to be drained: checkpoint-and-yield, stop as a unit, resume (REFERENCE.md
+"""Training gangs on nodes about to be drained: checkpoint-and-yield, stop as a unit, resume (docs/reference.md
 section 4).
 
 A gang is a JobSet (``jobset.x-k8s.io/v1alpha2``) with at least one pod on the given nodes, and the Kueue

@@ -1,6 +1,6 @@
 # Copyright: gpufleet contributors
 # Apache License 2.0
-"""Parse ``kubeadm upgrade plan`` output (REFERENCE.md section 2) and judge it against a target.
+"""Parse ``kubeadm upgrade plan`` output (docs/reference.md section 2) and judge it against a target.
 
 Formats: ``-o json|yaml`` (``output.kubeadm.k8s.io/v1alpha3`` kind ``UpgradePlan``, kubeadm 1.31+), the current
 text layout (one kubelet row per node, a NODE column), and the older text layout (no NODE column, kubelets grouped
@@ -24,6 +24,10 @@ _NOTE = re.compile(r"Note: Before you can perform this upgrade, you have to upda
                    r"(?P<v>v?\d+\.\d+\.\d+\S*)\.")
 _GROUPED = re.compile(r"^(?P<count>\d+) x (?P<version>\S+)$")
 _RULE = re.compile(r"^_{10,}\s*$")
+_VERSION = r"v?\d+\.\d+\.\d+\S*"
+_VERSION_CELL = re.compile(r"^(?:\d+ x )?%s$" % _VERSION)
+_ROW_WORDS = re.compile(r"^(?P<name>\S+)?\s+(?:(?P<node>(?!v?\d+\.\d)\S+)\s+)?(?:(?P<current>(?:\d+ x )?%s)\s+)?"
+                        r"(?P<target>%s)\s*$" % (_VERSION, _VERSION))
 
 
 def _empty_result(fmt: str) -> Dict[str, Any]:
@@ -159,8 +163,13 @@ def _read_table(lines: List[str], start: int, what: str) -> Tuple[int, List[Dict
     i = start + 1
     while i < len(lines) and lines[i].strip():
         cells = slice_row(lines[i], columns)
+        if not _VERSION_CELL.match(cells["TARGET"]):
+            cells = _row_by_words(lines[i], legacy) or cells
         name = cells["COMPONENT"] or (rows[-1]["name"] if rows else "")
-        if not name or not cells["CURRENT"] or not cells["TARGET"]:
+        # An empty CURRENT is a component the cluster does not run yet (no CoreDNS or kube-proxy installed):
+        # kubeadm still offers its target.
+        if not name or not _VERSION_CELL.match(cells["TARGET"]) or \
+                (cells["CURRENT"] and not _VERSION_CELL.match(cells["CURRENT"])):
             raise ParseError("kubeadm upgrade plan: malformed %s row at line %d: %r" % (what, i + 1, lines[i]))
         current, count = cells["CURRENT"], 1
         grouped = _GROUPED.match(current)
@@ -170,6 +179,17 @@ def _read_table(lines: List[str], start: int, what: str) -> Tuple[int, List[Dict
                      "count": count})
         i += 1
     return i, rows, legacy
+
+
+def _row_by_words(line: str, legacy: bool) -> Optional[Dict[str, str]]:
+    """A row whose cells do not sit under the header's columns (an empty cell written without its padding): read
+    it by words - the component (unless the line starts blank: the row above's), an optional node (not a version),
+    an optional current version, the target."""
+    match = _ROW_WORDS.match(line)
+    if not match or (legacy and match.group("node")):
+        return None
+    return {"COMPONENT": match.group("name") or "", "NODE": match.group("node") or "",
+            "CURRENT": match.group("current") or "", "TARGET": match.group("target")}
 
 
 def _read_config_table(lines: List[str], start: int) -> Tuple[int, List[Dict[str, Any]]]:

@@ -1,6 +1,6 @@
 # Copyright: gpufleet contributors
 # Apache License 2.0
-"""nccl-tests ``all_reduce_perf`` parser and bandwidth gate (REFERENCE.md section 5).
+"""nccl-tests ``all_reduce_perf`` parser and bandwidth gate (docs/reference.md section 5).
 
 Reads the stdout table (current layout with a ``root`` column and ``#wrong``; the pre-Aug-2022 layout without
 ``root`` and with a float ``error`` column; the per-iteration layout with extra ``i_*`` columns) and the ``-J``

@@ -1,10 +1,13 @@
 # Copyright: gpufleet contributors
 # Apache License 2.0
-"""Find callers of APIs that a target Kubernetes release removes (REFERENCE.md section 3).
+"""Find callers of APIs that a target Kubernetes release removes or deprecates (docs/reference.md section 3).
 
 Three sources: an apiserver's ``/metrics`` text (``apiserver_requested_deprecated_apis``; it resets when the
-apiserver restarts, so scrape every apiserver), manifest files (multi-document YAML or JSON, rendered charts), and
-Helm v3 release secrets (``data.release``: base64 of base64 of gzip of JSON; ``manifest`` holds the YAML).
+apiserver restarts, so scrape every apiserver), manifest files (multi-document YAML or JSON, rendered charts, the
+items of any ``*List``), and Helm v3 release secrets (``data.release``: base64 of base64 of gzip of JSON;
+``manifest`` holds the YAML). A use of an API removed at or before the target blocks it; one deprecated at the
+target but still served, or removed only later, is a warning. A file or release that cannot be read is a blocking
+finding naming it (what it holds is unknown), and the scan goes on.
 """
 from __future__ import annotations
 
@@ -17,7 +20,7 @@ import zlib
 import re
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
 
-from ansible_collections.gpufleet.upgrade.plugins.module_utils.data_removed_apis import REMOVED, SOURCE
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.data_removed_apis import REMOVED, SOURCE, RemovedApi
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import InputError, ParseError
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.textparse import (
     MAX_TEXT_BYTES, load_json, load_yaml, read_file)
@@ -27,24 +30,35 @@ _METRIC = re.compile(r"^apiserver_requested_deprecated_apis\{(?P<labels>[^}]*)\}
 _LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 
-_BY_KIND: Dict[Tuple[str, str], Tuple[str, str, str, str, str]] = {(r[0], r[1]): r for r in REMOVED}
-_BY_RESOURCE: Dict[Tuple[str, str], Tuple[str, str, str, str, str]] = {(r[0], r[2]): r for r in REMOVED}
-
-
-def _removal(entry: Tuple[str, str, str, str, str]) -> KubeVersion:
-    return parse_version(entry[3])
+_BY_KIND: Dict[Tuple[str, str], RemovedApi] = {(r.api_version, r.kind): r for r in REMOVED}
+_BY_RESOURCE: Dict[Tuple[str, str], RemovedApi] = {(r.api_version, r.resource): r for r in REMOVED}
 
 
 def _finding(source: str, obj: str, api_version: str, kind: str, removed_in: str, replacement: str,
-             target: KubeVersion, **extra: Any) -> Dict[str, Any]:
-    blocks = parse_version(removed_in) <= KubeVersion(target.major, target.minor)
-    item = {"source": source, "object": obj, "api_version": api_version, "kind": kind, "removed_in": removed_in,
-            "replacement": replacement, "blocks_target": blocks,
-            "message": "%s uses %s %s, removed in v%s%s; migrate to %s" % (
-                obj, api_version, kind, removed_in, " (blocks the upgrade to %s)" % target.minor_str
-                if blocks else "", replacement)}
+             target: KubeVersion, deprecated_in: str = "", **extra: Any) -> Dict[str, Any]:
+    minor = KubeVersion(target.major, target.minor)
+    blocks = parse_version(removed_in) <= minor
+    if blocks:
+        why = "removed in v%s (blocks the upgrade to %s)" % (removed_in, target.minor_str)
+    elif deprecated_in and parse_version(deprecated_in) <= minor:
+        why = "deprecated since v%s, still served by %s, removed in v%s" % (
+            deprecated_in, target.minor_str, removed_in)
+    else:
+        why = "removed in v%s" % removed_in
+    replacement_text = replacement if replacement.startswith("none") else "migrate to %s" % replacement
+    item = {"source": source, "object": obj, "api_version": api_version, "kind": kind,
+            "deprecated_in": deprecated_in, "removed_in": removed_in, "replacement": replacement,
+            "blocks_target": blocks, "severity": "block" if blocks else "warn",
+            "message": "%s uses %s %s, %s; %s" % (obj, api_version, kind, why, replacement_text)}
     item.update(extra)
     return item
+
+
+def _unreadable(source: str, what: str, why: str) -> Dict[str, Any]:
+    """A file or release that could not be scanned: blocking, since what it holds is unknown."""
+    return {"source": source, "object": source, "api_version": "", "kind": "", "deprecated_in": "",
+            "removed_in": "", "replacement": "", "blocks_target": True, "severity": "block", "unreadable": True,
+            "message": "%s could not be scanned for removed APIs: %s" % (what, why)}
 
 
 # -- apiserver metrics -----------------------------------------------------------------------------------------
@@ -67,14 +81,15 @@ def scan_metrics(text: str, target: KubeVersion, apiserver: str = "apiserver") -
         group, version, resource = labels.get("group", ""), labels.get("version", ""), labels.get("resource", "")
         api_version = "%s/%s" % (group, version) if group else version
         entry = _BY_RESOURCE.get((api_version, resource))
-        removed = labels.get("removed_release") or (entry[3] if entry else "")
+        removed = labels.get("removed_release") or (entry.removed_in if entry else "")
         if not removed:
             continue  # deprecated with no removal planned
-        kind = entry[1] if entry else resource
-        replacement = entry[4] if entry else "see the deprecation guide"
+        kind = entry.kind if entry else resource
+        replacement = entry.replacement if entry else "see the deprecation guide"
         sub = labels.get("subresource")
         findings.append(_finding("metrics:%s" % apiserver, "requests to %s%s" % (resource, "/" + sub if sub else ""),
-                                 api_version, kind, removed, replacement, target))
+                                 api_version, kind, removed, replacement, target,
+                                 deprecated_in=entry.deprecated_in if entry else ""))
     return findings
 
 
@@ -91,10 +106,24 @@ def _mapping(value: Any) -> Mapping[str, Any]:
 
 
 def _objects(doc: Any) -> Iterable[Mapping[str, Any]]:
+    """The objects of a document: the document itself, or the items of a list - ``kind: List``, a typed list such
+    as ``PodDisruptionBudgetList`` (whose items, as the API returns them, carry no apiVersion and kind of their own:
+    they take the list's), or a bare YAML sequence."""
     if isinstance(doc, Mapping):
-        if doc.get("kind") == "List" or (isinstance(doc.get("items"), list) and "apiVersion" not in doc):
-            for item in doc.get("items") or []:
-                yield from _objects(item)
+        raw_kind = doc.get("kind")
+        kind: str = raw_kind if isinstance(raw_kind, str) else ""
+        items = doc.get("items")
+        if isinstance(items, list) and (kind == "List" or "apiVersion" not in doc or kind.endswith("List")):
+            typed = kind.endswith("List") and kind != "List" and "apiVersion" in doc
+            item_kind = kind[:-4]
+            if typed and not items:
+                yield {"apiVersion": doc["apiVersion"], "kind": item_kind, "metadata": {"name": "<empty %s>" % kind}}
+            for item in items:
+                if typed and isinstance(item, Mapping) and ("apiVersion" not in item or "kind" not in item):
+                    yield from _objects(dict(item, apiVersion=item.get("apiVersion", doc["apiVersion"]),
+                                             kind=item.get("kind", item_kind)))
+                else:
+                    yield from _objects(item)
         elif "apiVersion" in doc and "kind" in doc:
             yield doc
     elif isinstance(doc, list):
@@ -112,7 +141,8 @@ def scan_manifest_text(text: str, target: KubeVersion, source: str) -> List[Dict
             meta = _mapping(obj.get("metadata"))
             namespace = "%s/" % meta["namespace"] if meta.get("namespace") else ""
             name = "%s %s%s" % (obj["kind"], namespace, meta.get("name", "<unnamed>"))
-            findings.append(_finding(source, name, entry[0], entry[1], entry[3], entry[4], target))
+            findings.append(_finding(source, name, entry.api_version, entry.kind, entry.removed_in, entry.replacement,
+                                     target, deprecated_in=entry.deprecated_in))
     return findings
 
 
@@ -141,9 +171,7 @@ def scan_paths(paths: Iterable[str], target: KubeVersion) -> Tuple[List[Dict[str
         try:
             findings.extend(scan_manifest_text(read_file(name, "manifest"), target, name))
         except (InputError, ParseError) as exc:
-            findings.append({"source": name, "object": name, "api_version": "", "kind": "", "removed_in": "",
-                             "replacement": "", "blocks_target": True, "unreadable": True,
-                             "message": "%s could not be scanned for removed APIs: %s" % (name, exc.msg)})
+            findings.append(_unreadable(name, name, exc.msg))
         scanned.append(name)
     return findings, scanned
 
@@ -191,34 +219,44 @@ def _gunzip(raw: bytes) -> bytes:
 
 
 def scan_helm_secrets(secrets: Iterable[Mapping[str, Any]], target: KubeVersion) -> List[Dict[str, Any]]:
+    """Findings in every Helm v3 release secret; one that cannot be decoded is a blocking finding naming it, and
+    the scan goes on with the others."""
     findings: List[Dict[str, Any]] = []
     for secret in secrets:
         if not isinstance(secret, Mapping) or secret.get("type") != "helm.sh/release.v1":
             continue
         meta = _mapping(secret.get("metadata"))
         where = "helm release secret %s/%s" % (str(meta.get("namespace", ""))[:253], str(meta.get("name", ""))[:253])
-        data = _mapping(secret.get("data")).get("release")
-        if not data or not isinstance(data, str):
-            raise ParseError("%s: no data.release" % where)
         try:
-            release = decode_helm_release(data)
+            findings.extend(_scan_helm_secret(secret, meta, where, target))
         except ParseError as exc:
-            raise ParseError("%s: %s" % (where, exc.msg))
-        label = "helm:%s/%s (revision %s)" % (release.get("namespace", meta.get("namespace", "")),
-                                              release.get("name", "?"), release.get("version", "?"))
-        manifest = release.get("manifest") or ""
-        if not isinstance(manifest, str):
-            raise ParseError("%s: the release's manifest is not text" % where)
-        for item in scan_manifest_text(manifest, target, label):
-            item["message"] += "; the Helm release records the old apiVersion, so upgrades and rollbacks of it " \
-                               "fail until the release is rewritten (helm mapkubeapis)"
-            findings.append(item)
+            findings.append(_unreadable(where, where, exc.msg))
+    return findings
+
+
+def _scan_helm_secret(secret: Mapping[str, Any], meta: Mapping[str, Any], where: str,
+                      target: KubeVersion) -> List[Dict[str, Any]]:
+    data = _mapping(secret.get("data")).get("release")
+    if not data or not isinstance(data, str):
+        raise ParseError("no data.release")
+    release = decode_helm_release(data)
+    label = "helm:%s/%s (revision %s)" % (release.get("namespace", meta.get("namespace", "")),
+                                          release.get("name", "?"), release.get("version", "?"))
+    manifest = release.get("manifest") or ""
+    if not isinstance(manifest, str):
+        raise ParseError("the release's manifest is not text")
+    findings = []
+    for item in scan_manifest_text(manifest, target, label):
+        item["message"] += "; the Helm release records the old apiVersion, so upgrades and rollbacks of it " \
+                           "fail until the release is rewritten (helm mapkubeapis)"
+        findings.append(item)
     return findings
 
 
 def summarize_findings(findings: List[Dict[str, Any]], target: KubeVersion) -> Dict[str, Any]:
     blocking = [f for f in findings if f["blocks_target"]]
     return {"target": str(target), "findings": findings, "blocking": blocking,
+            "warnings": [f["message"] for f in findings if not f["blocks_target"]],
             "passed": not blocking, "source": SOURCE,
             "failures": [f["message"] for f in blocking]}
 

@@ -1,6 +1,6 @@
 # Copyright: gpufleet contributors
 # Apache License 2.0
-"""Kubernetes versions and the version-skew policy (REFERENCE.md section 1, policy for 1.28 and later).
+"""Kubernetes versions and the version-skew policy (docs/reference.md section 1, policy for 1.28 and later).
 
 Kubernetes versions are semantic versions (``v1.34.2``, ``v1.35.0-rc.1``, ``v1.34.2-eks-113cf36``,
 ``v1.34.2+k3s1``), not PEP 440 versions: ``packaging.version`` rejects several of them, so they are parsed here

@@ -14,8 +14,8 @@ description:
     apiserver's answer and the PodDisruptionBudgets that select it.
   - DaemonSet and mirror pods stay. Pods of a training gang (a JobSet) are refused - stop the gang as a unit with
     M(gpufleet.upgrade.gang) first. Pods without a controller are refused unless O(force).
-  - Closes the gaps of M(kubernetes.core.k8s_drain) noted in REFERENCE.md (429 not retried, an expired wait only
-    warns, one node per call).
+  - Closes the gaps of M(kubernetes.core.k8s_drain) noted in docs/reference.md section 4 (429 not retried, an
+    expired wait only warns, one node per call).
 options:
   nodes:
     description: Node names (cordon them first, with M(gpufleet.upgrade.node_state)).

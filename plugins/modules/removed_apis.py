@@ -12,8 +12,12 @@ description:
     C(plugins/module_utils/data_removed_apis.py)) - apiserver C(/metrics) text
     (C(apiserver_requested_deprecated_apis); scrape every apiserver, it resets on restart), manifest files and
     directories (multi-document YAML or JSON, rendered charts), and Helm v3 release secrets.
-  - Reports every finding with the object, the API, the removal release and the replacement. Findings removed at or
-    before the target minor block the upgrade and fail the task (unless O(fail_on_blocking) is false).
+  - Reports every finding with the object, the API, the releases that deprecated and removed it and the
+    replacement. Findings removed at or before the target minor block the upgrade and fail the task (unless
+    O(fail_on_blocking) is false); an API deprecated at the target but still served, or removed only later, is a
+    notice. The items of any C(*List) document are scanned (a typed list's items take its apiVersion and kind).
+  - A manifest file or Helm release that cannot be read or parsed is a blocking finding naming it, and the scan
+    goes on with the rest (what it holds is unknown, so it cannot pass).
 options:
   target_version:
     description: The release to check against, such as v1.34.2.
@@ -73,7 +77,9 @@ passed:
   returned: success
   type: bool
 findings:
-  description: Every finding (source, object, api_version, kind, removed_in, replacement, blocks_target, message).
+  description:
+    - Every finding (source, object, api_version, kind, deprecated_in, removed_in, replacement, blocks_target,
+      severity C(block) or C(warn), message; C(unreadable) for a file or release that could not be scanned).
   returned: always
   type: list
   elements: dict
@@ -82,6 +88,11 @@ blocking:
   returned: always
   type: list
   elements: dict
+notices:
+  description: Messages of the findings that do not block the target (deprecated but served, removed later).
+  returned: success
+  type: list
+  elements: str
 files_scanned:
   description: Manifest files read.
   returned: success
@@ -123,7 +134,7 @@ def main():
             raise GateFailed("removed_apis gate failed for %s: %s" % (target, "; ".join(summary["failures"])),
                              findings=findings, blocking=summary["blocking"])
         return {"passed": summary["passed"], "findings": findings, "blocking": summary["blocking"],
-                "files_scanned": scanned, "source": summary["source"]}
+                "notices": summary["warnings"], "files_scanned": scanned, "source": summary["source"]}
 
     run_module(module, body)
 

@@ -101,3 +101,24 @@ def test_truncated_text_is_a_clear_error():
 def test_an_empty_plan_fails_when_the_control_plane_is_not_at_the_target():
     with pytest.raises(GateFailed, match="does not offer v1.34.2; it offers nothing"):
         judge_plan(parse_plan(""), "v1.34.2", required=True)
+
+
+def test_a_component_the_cluster_does_not_run_yet_has_an_empty_current():
+    """kubeadm v1.36 text with no CoreDNS installed and external etcd: the CoreDNS row has empty NODE and CURRENT
+    cells. The fixture is the layout of kubeadm's printUpgradePlan written through Go's text/tabwriter with
+    kubeadm's settings (minwidth 10, tabwidth 4, padding 3, spaces)."""
+    text = fixture_text("kubeadm", "plan-1.36-no-coredns.txt")
+    (upgrade,) = parse_plan(text)["upgrades"]
+    coredns = next(c for c in upgrade["components"] if c["name"] == "CoreDNS")
+    assert coredns == {"name": "CoreDNS", "node": "", "current": "", "target": "v1.14.2", "count": 1}
+    assert upgrade["target_version"] == "v1.36.3" and not any(c["name"] == "etcd" for c in upgrade["components"])
+    assert [c["node"] for c in upgrade["components"] if c["name"] == "kubelet"] == ["cp-1", "cp-2", "cp-3", "gpu-a1"]
+    # the same row with its empty cells written without padding is read by words
+    squeezed = text.replace(next(line for line in text.splitlines() if line.startswith("CoreDNS")),
+                            "CoreDNS    v1.14.2")
+    (upgrade,) = parse_plan(squeezed)["upgrades"]
+    assert next(c for c in upgrade["components"] if c["name"] == "CoreDNS")["current"] == ""
+    # a row without a target is still an error naming it
+    broken = text.replace("   v1.14.2", "   ")
+    with pytest.raises(ParseError, match="malformed upgrade row at line 21: 'CoreDNS"):
+        parse_plan(broken)

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from ansible_collections.gpufleet.upgrade.plugins.module_utils.data_removed_apis import REMOVED
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.data_removed_apis import REMOVED, SOURCES
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import InputError, ParseError
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.removed_apis import (
     decode_helm_release, scan_helm_secrets, scan_manifest_text, scan_metrics, scan_paths, summarize_findings,
@@ -108,16 +108,87 @@ def test_helm_decode_layers():
         decode_helm_release("!!!not base64!!!")
 
 
-def test_helm_secret_without_release_data():
-    with pytest.raises(ParseError, match="monitoring/broken: no data.release"):
-        scan_helm_secrets([{"type": "helm.sh/release.v1", "metadata": {"name": "broken", "namespace": "monitoring"},
-                            "data": {}}], V134)
+def test_an_unreadable_helm_release_is_a_blocking_finding_and_the_others_are_still_scanned():
+    good = json.loads(fixture_text("k8s", "helm-secrets.json"))
+    broken = [{"type": "helm.sh/release.v1", "metadata": {"name": "broken", "namespace": "monitoring"}, "data": {}},
+              {"type": "helm.sh/release.v1", "metadata": {"name": "garbled", "namespace": "ops"},
+               "data": {"release": "!!!not base64!!!"}}]
+    findings = scan_helm_secrets(broken + good, V134)
+    unreadable = {f["object"]: f["message"] for f in findings if f.get("unreadable")}
+    assert unreadable["helm release secret monitoring/broken"] == (
+        "helm release secret monitoring/broken could not be scanned for removed APIs: no data.release")
+    assert "not base64" in unreadable["helm release secret ops/garbled"] and len(unreadable) == 2
+    assert all(f["blocks_target"] for f in findings)
+    assert any(f["api_version"] == "autoscaling/v2beta2" for f in findings)  # the good release was still scanned
 
 
-def test_every_table_row_is_consistent():
-    for api_version, kind, resource, removed_in, replacement in REMOVED:
-        assert "/" in api_version and kind[0].isupper() and resource == resource.lower()
-        assert target_version(removed_in + ".0").major == 1 and replacement
+def test_helm_release_base64_with_newlines_decodes_as_go_does():
+    payload = {"name": "wrapped", "manifest": "apiVersion: batch/v1beta1\nkind: CronJob\nmetadata: {name: c}\n"}
+    inner = base64.encodebytes(gzip.compress(json.dumps(payload).encode()))  # 76-column lines, trailing newline
+    assert inner.endswith(b"\n") and b"\n" in inner[:-1]
+    secret = {"type": "helm.sh/release.v1", "metadata": {"name": "sh.helm.release.v1.wrapped.v1", "namespace": "a"},
+              "data": {"release": base64.b64encode(inner).decode()}}
+    (finding,) = scan_helm_secrets([secret], V134)
+    assert finding["object"] == "CronJob c" and finding["blocks_target"]
+
+
+def test_every_table_row_is_consistent_and_sourced():
+    for row in REMOVED:
+        assert "/" in row.api_version and row.kind[0].isupper() and row.resource == row.resource.lower()
+        assert target_version(row.removed_in + ".0").major == 1 and row.replacement and row.source in SOURCES
+        if row.deprecated_in:
+            assert target_version(row.deprecated_in + ".0") < target_version(row.removed_in + ".0"), row
+        assert not row.kind.endswith("List"), "list kinds are expanded by the scanner, not listed: %s" % (row,)
+    assert len({(r.api_version, r.kind) for r in REMOVED}) == len(REMOVED)
+
+
+@pytest.mark.parametrize("api_version, kind, removed_in", [
+    ("rbac.authorization.k8s.io/v1alpha1", "ClusterRoleBinding", "1.22"),
+    ("scheduling.k8s.io/v1alpha1", "PriorityClass", "1.17"),
+    ("settings.k8s.io/v1alpha1", "PodPreset", "1.20"),
+    ("batch/v2alpha1", "CronJob", "1.21"),
+    ("networking.k8s.io/v1alpha1", "ClusterCIDR", "1.29"),
+    ("resource.k8s.io/v1alpha2", "ResourceClaim", "1.31"),
+    ("resource.k8s.io/v1alpha2", "PodSchedulingContext", "1.31"),
+])
+def test_older_alpha_removals_are_found(api_version, kind, removed_in):
+    text = "apiVersion: %s\nkind: %s\nmetadata: {name: x}\n" % (api_version, kind)
+    (finding,) = scan_manifest_text(text, V134, "old.yaml")
+    assert finding["removed_in"] == removed_in and finding["blocks_target"] and finding["severity"] == "block"
+
+
+def test_deprecated_but_served_at_the_target_is_a_warning_not_a_blocker():
+    text = "apiVersion: flowcontrol.apiserver.k8s.io/v1beta3\nkind: FlowSchema\nmetadata: {name: fs}\n"
+    (early,) = scan_manifest_text(text, target_version("v1.28.4"), "fs.yaml")
+    assert not early["blocks_target"] and early["severity"] == "warn"
+    assert early["message"] == ("FlowSchema fs uses flowcontrol.apiserver.k8s.io/v1beta3 FlowSchema, removed in "
+                                "v1.32; migrate to flowcontrol.apiserver.k8s.io/v1")  # not deprecated yet at 1.28
+    (served,) = scan_manifest_text(text, target_version("v1.30.0"), "fs.yaml")
+    assert not served["blocks_target"] and served["deprecated_in"] == "1.29"
+    assert "deprecated since v1.29, still served by 1.30, removed in v1.32" in served["message"]
+    (gone,) = scan_manifest_text(text, target_version("v1.32.0"), "fs.yaml")
+    assert gone["blocks_target"]
+    summary = summarize_findings([served], target_version("v1.30.0"))
+    assert summary["passed"] and summary["warnings"] == [served["message"]]
+    (preset,) = scan_manifest_text("apiVersion: settings.k8s.io/v1alpha1\nkind: PodPreset\nmetadata: {name: p}\n",
+                                   V134, "p.yaml")
+    assert preset["message"].endswith("; none: the API and its admission plugin were dropped")
+
+
+def test_typed_list_items_take_the_lists_api_version():
+    text = json.dumps({"apiVersion": "policy/v1beta1", "kind": "PodDisruptionBudgetList", "metadata": {},
+                       "items": [{"metadata": {"name": "a", "namespace": "t"}},
+                                 {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+                                  "metadata": {"name": "new"}}]})
+    (finding,) = scan_manifest_text(text, V134, "pdbs.json")
+    assert finding["object"] == "PodDisruptionBudget t/a" and finding["api_version"] == "policy/v1beta1"
+    empty = "apiVersion: batch/v1beta1\nkind: CronJobList\nitems: []\n"
+    (finding,) = scan_manifest_text(empty, V134, "empty.yaml")
+    assert finding["object"] == "CronJob <empty CronJobList>" and finding["blocks_target"]
+    rbac = ("apiVersion: v1\nkind: List\nitems:\n- apiVersion: rbac.authorization.k8s.io/v1alpha1\n"
+            "  kind: RoleList\n  items: [{metadata: {name: r, namespace: n}}]\n")
+    (finding,) = scan_manifest_text(rbac, V134, "nested.yaml")
+    assert finding["object"] == "Role n/r" and finding["removed_in"] == "1.22"
 
 
 def test_list_and_plain_docs():
