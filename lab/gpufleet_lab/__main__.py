@@ -59,6 +59,7 @@ def up(cfg: config.LabConfig) -> None:
     say("%d Node objects Ready" % len(cfg.hosts))
     kube.ensure_training(cfg)
     say("training gang llm-pretrain (JobSet, 2 ranks x %d GPUs) admitted by its Kueue Workload" % cfg.gpus_per_node)
+    say("addons: %s" % ", ".join(kube.ensure_addons(cfg)))
     hosts.ensure_hosts(cfg)
     inventory = hosts.write_inventory(cfg, kube.cluster_uid(cfg))
     say("inventory %s, kubeconfig %s" % (inventory, cfg.kubeconfig))

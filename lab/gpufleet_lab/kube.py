@@ -6,7 +6,7 @@ import os
 import pathlib
 import subprocess
 import time
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 import yaml
 from kubernetes import client, config, dynamic
@@ -149,3 +149,48 @@ def ensure_training(cfg: LabConfig) -> None:
     for obj in training.sample_objects(cfg.gpus_per_node):
         res = dyn.resources.get(api_version=obj["apiVersion"], kind=obj["kind"])
         tolerate(409, res.create, body=obj, namespace=training.NS)
+
+
+# The addons the lab's cluster runs, as objects: what a real cell's preflight reads to detect addons (the
+# workloads' images). kube-proxy is a DaemonSet on every node, as kubeadm installs it; the controllers are pinned to
+# the control-plane nodes (in the lab their pods are KWOK's and the lab controller does Kueue's and JobSet's work;
+# pinned there they do not join the GPU nodes' drains, which the wave tests count).
+COREDNS_VERSION = "v1.12.1"  # what the kubeadm simulator reports as CoreDNS's current version
+
+
+def addon_objects(cfg: LabConfig) -> List[Dict[str, Any]]:
+    on_control_plane = {"nodeSelector": {"node-role.kubernetes.io/control-plane": ""},
+                        "tolerations": [{"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}]}
+
+    def workload(kind: str, namespace: str, name: str, image: str, replicas: int = 1,
+                 pod: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+        labels = {"app.kubernetes.io/name": name, "gpufleet.io/lab-addon": "true"}
+        spec: Dict[str, Any] = {"selector": {"matchLabels": labels}, "template": {
+            "metadata": {"labels": labels},
+            "spec": dict(pod or on_control_plane, containers=[{"name": name, "image": image}])}}
+        if kind == "Deployment":
+            spec["replicas"] = replicas
+        return {"apiVersion": "apps/v1", "kind": kind, "metadata": {"name": name, "namespace": namespace,
+                                                                    "labels": labels}, "spec": spec}
+    return [
+        workload("DaemonSet", "kube-system", "kube-proxy", "registry.k8s.io/kube-proxy:%s" % cfg.from_version,
+                 pod={"tolerations": [{"operator": "Exists"}]}),
+        workload("Deployment", "kube-system", "coredns", "registry.k8s.io/coredns/coredns:%s" % COREDNS_VERSION, 2),
+        workload("Deployment", "kueue-system", "kueue-controller-manager",
+                 "registry.k8s.io/kueue/kueue:%s" % KUEUE_VERSION),
+        workload("Deployment", "jobset-system", "jobset-controller-manager",
+                 "registry.k8s.io/jobset/jobset:%s" % JOBSET_VERSION),
+    ]
+
+
+def ensure_addons(cfg: LabConfig) -> List[str]:
+    core, apps = client.CoreV1Api(api(cfg)), client.AppsV1Api(api(cfg))
+    made = []
+    for obj in addon_objects(cfg):
+        namespace = obj["metadata"]["namespace"]
+        tolerate(409, core.create_namespace, {"metadata": {"name": namespace}})
+        create = apps.create_namespaced_daemon_set if obj["kind"] == "DaemonSet" else \
+            apps.create_namespaced_deployment
+        tolerate(409, create, namespace, obj)
+        made.append("%s %s" % (obj["metadata"]["name"], obj["spec"]["template"]["spec"]["containers"][0]["image"]))
+    return made

@@ -72,6 +72,11 @@ VARIABLES: Tuple[Var, ...] = (
         "Seconds to watch a node after its uncordon before the maintenance counts as done.", (0, 3600)),
     Var("gpufleet_only_canaries", "bool", False, "cell", ("node_pool", "canary"),
         "Run only the canary waves (canary.yml sets it)."),
+    Var("gpufleet_addon_support", "list", NONE, "cell", CELL_PLAYBOOKS,
+        "Rows added to the addon matrix, each {addon, version (MAJOR.MINOR), kube_min, kube_max ('' when no upper "
+        "bound is documented), source (where the support is documented)}; they win over the shipped rows."),
+    Var("gpufleet_addon_versions", "dict", NONE, "cell", CELL_PLAYBOOKS,
+        "Versions of addons whose image is pinned by digest only (no tag), keyed by addon: {kueue: v0.13.1}."),
     Var("gpufleet_observed_kubectl", "str", NONE, "cell", ("plan",),
         "Offline plan only: the kubectl version in use."),
     # -- break glass ---------------------------------------------------------------------------------------------

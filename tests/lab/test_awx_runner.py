@@ -31,6 +31,10 @@ def test_preflight_template_runs_in_the_execution_environment(lab, ee_image, tmp
     assert command[:2] == ["podman", "run"] and ee_image in command, command[:12]
     verdict = job.stats()["artifact_data"]["gpufleet_preflight"]  # set_stats: what AWX keeps with the job
     assert verdict["cell"] == "lab" and verdict["target"] == lab.to_version and verdict["blockers"] == []
+    # the addons the lab's cluster runs were found from their workloads' images and judged against the target
+    assert {a.rsplit(" ", 1)[0] for a in verdict["addons"]} == {
+        "kube_proxy %s" % lab.from_version.lstrip("v").rsplit(".", 1)[0], "coredns 1.12", "kueue 0.17", "jobset 0.11"}
+    assert all(a.endswith((" ok", " warn")) for a in verdict["addons"]), verdict["addons"]
     records = job.records("*-preflight.yml.json")
     assert len(records) == 1 and oct(records[0].stat().st_mode & 0o777) == "0o600"
     assert json.loads(records[0].read_text())["cell"] == "lab"

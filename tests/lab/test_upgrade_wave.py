@@ -158,6 +158,11 @@ def test_upgrade_wave_halts_on_every_fault_resumes_and_finishes(cell, ee_image, 
         "short": ("preflight.yml", "-e", "gpufleet_target_version=v1.36"),
         "limited": ("upgrade_wave.yml", "--limit", "gpu-a1"),
         "other": ("upgrade_wave.yml", "-e", "gpufleet_cluster_uid=2f1e0000-0000-4000-8000-00000000c0de"),
+        # an addon that does not support the target (the operator's own matrix row says Kueue 0.17 stops at 1.35)
+        "addon": ("preflight.yml", "-e", json.dumps({"gpufleet_addon_support": [
+            {"addon": "kueue", "version": "0.17", "kube_min": "1.30", "kube_max": "1.35",
+             "source": "https://example.invalid/kueue-0.17-notes"}]})),
+        "addon-row": ("preflight.yml", "-e", json.dumps({"gpufleet_addon_support": [{"addon": "kueue"}]})),
     }
     with concurrent.futures.ThreadPoolExecutor(len(bad)) as pool:
         refused = dict(zip(bad, pool.map(lambda args: run(lab, records, *args), bad.values())))
@@ -168,6 +173,10 @@ def test_upgrade_wave_halts_on_every_fault_resumes_and_finishes(cell, ee_image, 
     assert_halted(refused["limited"], "--limit gpu-a1: the upgrade plays plan whole failure domains")
     assert_halted(refused["other"], "is not cell lab's: its kube-system UID is",
                   "the inventory records 2f1e0000-0000-4000")
+    assert_halted(refused["addon"], "addon: Kueue 0.17 (Deployment kueue-system/kueue-controller-manager image "
+                  "registry.k8s.io/kueue/kueue:v0.17.0) supports Kubernetes 1.30-1.35, not the target %s" %
+                  lab.to_version.lstrip("v").rsplit(".", 1)[0])
+    assert_halted(refused["addon-row"], "gpufleet_addon_support[0].version: give a MAJOR.MINOR version")
     assert set(apiservers(lab).values()) == {lab.from_version}
     untouched(lab, [n for wave in WAVES for n in wave])
 

@@ -153,3 +153,13 @@ def test_cell_wide_variables_must_be_the_same_on_every_host():
     with pytest.raises(InputError, match="gpufleet_reach_timeout is cell-wide but differs between hosts "
                                          r"\(120 on gpu-a1; None on cp-1\)"):
         same_everywhere({"cp-1": {}, "gpu-a1": {"gpufleet_reach_timeout": 120}}, ["gpufleet_reach_timeout"])
+
+
+def test_addon_inputs_are_read_and_checked_with_the_cell():
+    rows = [{"addon": "kueue", "version": "v0.17.0", "kube_min": "1.30", "kube_max": "1.36",
+             "source": "https://example.invalid/kueue"}]
+    built = cell(cell_vars={"gpufleet_addon_support": rows, "gpufleet_addon_versions": {"jobset": "v0.11.1"}})
+    assert built.addons == {"support": [dict(rows[0], version="0.17")], "versions": {"jobset": "0.11"}}
+    assert cell().addons == {"support": [], "versions": {}}
+    with pytest.raises(InputError, match=r"gpufleet_addon_support\[0\].source: required"):
+        cell(cell_vars={"gpufleet_addon_support": [dict(rows[0], source="")]})

@@ -7,8 +7,8 @@ import json
 import pytest
 
 from ansible_collections.gpufleet.upgrade.plugins.modules import (
-    baseline_info, dcgm_diag, etcd_status, gpu_health, kubeadm_plan, nccl_allreduce, node_gate, removed_apis,
-    version_skew, wave_plan)
+    addon_support, baseline_info, dcgm_diag, etcd_status, gpu_health, kubeadm_plan, nccl_allreduce, node_gate,
+    removed_apis, version_skew, wave_plan)
 from tests.conftest import pool_baseline, FIXTURES, fixture_text
 
 
@@ -136,6 +136,22 @@ def test_removed_apis(run):
     clean = run(removed_apis, {"target_version": "v1.34.2", "metrics": [
         {"apiserver": "cp-2", "text": fixture_text("metrics", "apiserver-clean.prom")}]})
     assert clean.result["passed"] and clean.result["findings"] == []
+
+
+def test_addon_support(run):
+    image = "registry.k8s.io/kube-proxy:v1.31.2"
+    proxy = {"apiVersion": "apps/v1", "kind": "DaemonSet",
+             "metadata": {"name": "kube-proxy", "namespace": "kube-system"},
+             "spec": {"template": {"spec": {"containers": [{"name": "p", "image": image}]}}}}
+    out = run(addon_support, {"target_version": "v1.35.1", "apiserver_version": "v1.34.0", "workloads": [proxy]})
+    assert out.failed and out.result["msg"].startswith("addon_support: kube-proxy 1.31 (DaemonSet kube-system/")
+    assert out.result["blocking"] and out.result["installed"][0]["addon"] == "kube_proxy"
+    report = run(addon_support, {"target_version": "v1.35.1", "workloads": [proxy], "fail_on_blocking": False,
+                                 "_ansible_check_mode": True})
+    assert not report.failed and report.result["passed"] is False and report.result["changed"] is False
+    assert report.result["stages"] == [{"addon": "kube_proxy", "name": "kube-proxy", "stage": 1}]
+    bad = run(addon_support, {"target_version": "v1.35.1", "extra_support": [{"addon": "calico"}]})
+    assert bad.failed and "extra_support[0].version: give a MAJOR.MINOR version" in bad.result["msg"]
 
 
 def test_etcd_status(run):

@@ -1,0 +1,138 @@
+#!/usr/bin/python
+# Copyright: gpufleet contributors
+# Apache License 2.0
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: addon_support
+short_description: Find the cluster's addons and check that each supports the target Kubernetes minor
+version_added: 0.3.0
+description:
+  - Detects addons (kube-proxy, CoreDNS, Calico, Cilium, the NVIDIA GPU Operator, device plugin and DRA driver,
+    Kueue, JobSet, Kyverno, Gatekeeper) from the container images of DaemonSets, Deployments and StatefulSets and
+    from the charts of Helm v3 releases (the newest deployed revision; the chart's appVersion first).
+  - Judges each against the addon matrix shipped in C(plugins/module_utils/data_addons.py) (every row with its
+    source) plus O(extra_support). An addon release that does not support the target blocks, naming the addon, its
+    version, where it runs and the first release that supports the target. A release the matrix does not know
+    blocks too (its support is unknown); a row with no documented upper bound is a warning. kube-proxy is judged
+    by the version-skew policy (at most three minors older than the target, never newer than the apiserver).
+  - Returns the installed addons in the order the addons stage upgrades them.
+options:
+  target_version:
+    description: The Kubernetes release the control plane is going to, such as v1.36.3.
+    type: str
+    required: true
+  apiserver_version:
+    description: The version the apiservers run now (kube-proxy must not be newer).
+    type: str
+  workloads:
+    description: DaemonSet, Deployment and StatefulSet objects, as returned by M(kubernetes.core.k8s_info).
+    type: list
+    elements: dict
+    default: []
+  helm_secrets:
+    description:
+      - Secrets of type C(helm.sh/release.v1). They carry every release's values, so read them and run this task
+        with C(no_log) (the registered result keeps the findings, which hold no values).
+    type: list
+    elements: dict
+    default: []
+  extra_support:
+    description:
+      - Rows to add to the matrix, each C(addon), C(version) (the release line, MAJOR.MINOR), C(kube_min),
+        C(kube_max) (empty when no upper bound is documented) and C(source) (where the support is documented).
+        They take precedence over the shipped rows.
+    type: list
+    elements: dict
+    default: []
+  declared_versions:
+    description: Versions of addons whose image carries no tag (pinned by digest only), keyed by addon.
+    type: dict
+    default: {}
+  fail_on_blocking:
+    description: Fail when a finding blocks the target.
+    type: bool
+    default: true
+extends_documentation_fragment:
+  - gpufleet.upgrade.common.CHECK
+author:
+  - gpufleet maintainers (@gpufleet)
+"""
+
+EXAMPLES = r"""
+- name: Check the addons before the control plane goes to v1.36
+  gpufleet.upgrade.addon_support:
+    target_version: v1.36.3
+    apiserver_version: v1.35.4
+    workloads: "{{ daemonsets.resources + deployments.resources + statefulsets.resources }}"
+    helm_secrets: "{{ helm.resources }}"
+    extra_support:
+      - {addon: calico, version: "3.31", kube_min: "1.32", kube_max: "1.35", source: "https://docs.tigera.io/..."}
+  no_log: true
+"""
+
+RETURN = r"""
+passed:
+  description: No addon blocks the target.
+  returned: success
+  type: bool
+installed:
+  description: Every addon found (addon, name, version, raw_version, where).
+  returned: always
+  type: list
+  elements: dict
+findings:
+  description: The judgement of each (severity C(ok), C(warn) or C(block), message, first_supporting, source).
+  returned: always
+  type: list
+  elements: dict
+blocking:
+  description: Messages of the findings that block the target.
+  returned: always
+  type: list
+  elements: str
+warnings:
+  description: Messages of the findings to check by hand.
+  returned: success
+  type: list
+  elements: str
+stages:
+  description: The installed addons in upgrade order (addon, name, stage).
+  returned: success
+  type: list
+  elements: dict
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.addons import check_addons
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import GateFailed
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.module_support import run_module
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            target_version=dict(type="str", required=True),
+            apiserver_version=dict(type="str"),
+            workloads=dict(type="list", elements="dict", default=[]),
+            helm_secrets=dict(type="list", elements="dict", default=[], no_log=False),
+            extra_support=dict(type="list", elements="dict", default=[]),
+            declared_versions=dict(type="dict", default={}),
+            fail_on_blocking=dict(type="bool", default=True),
+        ),
+        supports_check_mode=True,
+    )
+
+    def body():
+        p = module.params
+        result = check_addons(p["workloads"], p["helm_secrets"], p["target_version"], p["apiserver_version"],
+                              p["extra_support"], p["declared_versions"])
+        if not result["passed"] and p["fail_on_blocking"]:
+            raise GateFailed("addon_support: %s" % "; ".join(result["blocking"]), **result)
+        return result
+
+    run_module(module, body)
+
+
+if __name__ == "__main__":
+    main()

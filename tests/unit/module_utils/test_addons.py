@@ -1,0 +1,181 @@
+from __future__ import annotations
+
+import base64
+import gzip
+import json
+
+import pytest
+
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.addons import (
+    check_addons, parse_inputs, split_image, support_rows, version_line)
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.data_addons import ADDONS, MATRIX, SOURCES
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import InputError
+
+ROWS = [  # the operator's rows: the judgement is tested on them, apart from what the shipped matrix says
+    {"addon": "calico", "version": "3.28", "kube_min": "1.28", "kube_max": "1.30", "source": "https://a.example/3.28"},
+    {"addon": "calico", "version": "3.29", "kube_min": "1.29", "kube_max": "1.31", "source": "https://a.example/3.29"},
+    {"addon": "calico", "version": "3.30", "kube_min": "1.30", "kube_max": "1.32", "source": "https://a.example/3.30"},
+    {"addon": "kueue", "version": "0.13", "kube_min": "1.29", "kube_max": "", "source": "https://k.example/0.13"},
+]
+
+
+def workload(kind, namespace, name, *images, init=()):
+    return {"apiVersion": "apps/v1", "kind": kind, "metadata": {"name": name, "namespace": namespace},
+            "spec": {"template": {"spec": {"containers": [{"name": "c%d" % i, "image": image}
+                                                          for i, image in enumerate(images)],
+                                           "initContainers": [{"name": "i", "image": image} for image in init]}}}}
+
+
+def helm_secret(namespace, name, chart, chart_version, app_version, revision=1, status="deployed"):
+    release = {"name": name, "namespace": namespace, "version": revision, "info": {"status": status},
+               "chart": {"metadata": {"name": chart, "version": chart_version, "appVersion": app_version}},
+               "manifest": ""}
+    data = base64.b64encode(base64.b64encode(gzip.compress(json.dumps(release).encode()))).decode()
+    return {"type": "helm.sh/release.v1", "metadata": {"name": "sh.helm.release.v1.%s.v%d" % (name, revision),
+                                                      "namespace": namespace}, "data": {"release": data}}
+
+
+@pytest.mark.parametrize("image, expected", [
+    ("quay.io/calico/node:v3.29.1", ("quay.io/calico/node", "v3.29.1", "")),
+    ("localhost:5000/calico/node:v3.29.1@sha256:ab", ("localhost:5000/calico/node", "v3.29.1", "sha256:ab")),
+    ("registry.local:5000/kueue/kueue@sha256:cd", ("registry.local:5000/kueue/kueue", "", "sha256:cd")),
+    ("coredns/coredns", ("coredns/coredns", "", "")),
+])
+def test_split_image(image, expected):
+    assert split_image(image) == expected
+
+
+def test_version_lines():
+    assert [version_line(v) for v in ("v3.29.1", "25.3.0", "0.13", "v1.12.0-rc.1", "latest", "")] == [
+        "3.29", "25.3", "0.13", "1.12", None, None]
+
+
+def test_an_addon_too_old_for_the_target_blocks_naming_it_its_version_and_the_first_that_supports_it():
+    result = check_addons([workload("DaemonSet", "kube-system", "calico-node", "quay.io/calico/node:v3.28.2")], [],
+                          "v1.31.4", extra_support=ROWS)
+    assert not result["passed"]
+    (message,) = result["blocking"]
+    assert message == ("Calico 3.28 (DaemonSet kube-system/calico-node image quay.io/calico/node:v3.28.2) supports "
+                       "Kubernetes 1.28-1.30, not the target 1.31; upgrade it to Calico 3.29 or later first")
+    assert result["findings"][0]["first_supporting"] == "3.29"
+
+
+def test_supported_passes_and_no_upper_bound_warns():
+    result = check_addons([workload("Deployment", "calico-system", "calico-kube-controllers",
+                                    "docker.io/calico/kube-controllers:v3.30.0", "calico/node:v3.30.0"),
+                           workload("Deployment", "kueue-system", "kueue-controller-manager",
+                                    "registry.k8s.io/kueue/kueue:v0.13.4")], [], "v1.31.0", extra_support=ROWS)
+    assert result["passed"] and result["blocking"] == []
+    assert [f["severity"] for f in result["findings"]] == ["ok", "ok", "warn"]  # each addon image is judged
+    assert result["warnings"] == ["Kueue 0.13 (Deployment kueue-system/kueue-controller-manager image "
+                                  "registry.k8s.io/kueue/kueue:v0.13.4) documents Kubernetes 1.29 or later with no "
+                                  "upper bound; check that it supports 1.31"]
+
+
+def test_a_release_the_matrix_does_not_know_blocks():
+    result = check_addons([workload("DaemonSet", "kube-system", "calico-node", "calico/node:v3.99.0")], [],
+                          "v1.31.0", extra_support=ROWS)
+    (message,) = result["blocking"]
+    assert "Calico 3.99" in message and "is not in the addon matrix" in message and "gpufleet_addon_support" in message
+    assert "the matrix knows Calico 3.29 supports 1.31" in message
+
+
+def test_an_untagged_image_blocks_unless_its_version_is_declared():
+    untagged = [workload("Deployment", "kueue-system", "kueue-controller-manager",
+                         "registry.k8s.io/kueue/kueue@sha256:" + "a" * 64)]
+    result = check_addons(untagged, [], "v1.31.0", extra_support=ROWS)
+    assert not result["passed"] and "its version cannot be read" in result["blocking"][0]
+    declared = check_addons(untagged, [], "v1.31.0", extra_support=ROWS, declared_versions={"kueue": "v0.13.1"})
+    assert declared["passed"] and declared["installed"][0]["version"] == "0.13"
+    assert declared["installed"][0]["where"].endswith("(version declared)")
+
+
+def test_helm_releases_newest_deployed_revision_and_app_version_first():
+    secrets = [helm_secret("calico-system", "calico", "tigera-operator", "v3.28.0", "v3.28.0", revision=1,
+                           status="superseded"),
+               helm_secret("calico-system", "calico", "tigera-operator", "v3.30.1", "v3.30.1", revision=2),
+               helm_secret("kueue-system", "kueue", "kueue", "0.13.2", "v0.13.2", revision=4),
+               helm_secret("web", "site", "nginx", "15.0.0", "1.25.0")]
+    result = check_addons([], secrets, "v1.31.0", extra_support=ROWS)
+    assert [(i["addon"], i["version"]) for i in result["installed"]] == [("calico", "3.30"), ("kueue", "0.13")]
+    assert result["installed"][0]["where"] == ("Helm release calico-system/calico (chart tigera-operator-v3.30.1, "
+                                               "revision 2)")
+    assert [s["addon"] for s in result["stages"]] == ["calico", "kueue"]  # the addons stage's order
+
+
+def test_an_unreadable_helm_release_blocks_and_the_others_are_judged():
+    broken = {"type": "helm.sh/release.v1", "metadata": {"name": "sh.helm.release.v1.x.v1", "namespace": "ops"},
+              "data": {"release": "@@@"}}
+    result = check_addons([], [broken, helm_secret("kueue-system", "kueue", "kueue", "0.13.2", "v0.13.2")],
+                          "v1.31.0", extra_support=ROWS)
+    assert not result["passed"] and len(result["installed"]) == 1
+    assert result["blocking"][0].startswith("helm release secret ops/sh.helm.release.v1.x.v1 could not be read")
+
+
+def test_kube_proxy_follows_the_skew_policy():
+    proxy = [workload("DaemonSet", "kube-system", "kube-proxy", "registry.k8s.io/kube-proxy:v1.32.5")]
+    assert check_addons(proxy, [], "v1.35.0", apiserver="v1.34.1")["passed"]
+    far = check_addons(proxy, [], "v1.36.0", apiserver="v1.35.1")
+    assert far["blocking"] == ["kube-proxy 1.32 (DaemonSet kube-system/kube-proxy image "
+                               "registry.k8s.io/kube-proxy:v1.32.5) would be 4 minors behind the target 1.36 (at "
+                               "most 3): upgrade it with the control plane's earlier hops first"]
+    ahead = check_addons(proxy, [], "v1.33.0", apiserver="v1.31.2")
+    assert "is newer than the apiserver 1.31" in ahead["blocking"][0]
+
+
+def test_coredns_is_kubeadms_to_move_and_never_blocks():
+    result = check_addons([workload("Deployment", "kube-system", "coredns", "registry.k8s.io/coredns/coredns:v1.8.6")],
+                          [], "v1.34.1")
+    assert result["passed"] and result["findings"][0]["severity"] == "ok"
+    assert result["findings"][0]["message"] == (
+        "CoreDNS 1.8 (Deployment kube-system/coredns image registry.k8s.io/coredns/coredns:v1.8.6): kubeadm upgrade "
+        "apply moves it to the version it pins for 1.34 (CoreDNS 1.12)")
+
+
+def test_images_of_other_software_are_not_addons():
+    result = check_addons([workload("Deployment", "web", "site", "nginx:1.25", "example.com/calico/nodejs:1.0",
+                                    init=["busybox:1.36"])], [], "v1.31.0")
+    assert result["installed"] == [] and result["passed"]
+
+
+@pytest.mark.parametrize("support, versions, message", [
+    ({"addon": "calico"}, None, "gpufleet_addon_support: expected a list of rows"),
+    ([{"addon": "flannel", "version": "0.1", "kube_min": "1.30", "source": "x"}], None,
+     r"gpufleet_addon_support\[0\].addon: 'flannel' is not one of"),
+    ([{"addon": "calico", "version": "three", "kube_min": "1.30", "source": "x"}], None,
+     r"gpufleet_addon_support\[0\].version: give a MAJOR.MINOR version"),
+    ([{"addon": "calico", "version": "3.31", "kube_min": "1.30", "kube_max": "soon", "source": "x"}], None,
+     r"gpufleet_addon_support\[0\].kube_max"),
+    ([ROWS[0], {"addon": "calico", "version": "3.31", "kube_min": "1.30", "kube_max": "1.33"}], None,
+     r"gpufleet_addon_support\[1\].source: required"),
+    ([], {"flannel": "0.1"}, "gpufleet_addon_versions: 'flannel' is not an addon"),
+    ([], {"kueue": "latest"}, "gpufleet_addon_versions.kueue: give a version"),
+    ([], ["kueue"], "gpufleet_addon_versions: expected a mapping"),
+])
+def test_bad_addon_inputs_are_refused_naming_the_field(support, versions, message):
+    with pytest.raises(InputError, match=message):
+        parse_inputs(support, versions)
+
+
+def test_the_operators_rows_win_over_the_shipped_ones():
+    inputs = parse_inputs([{"addon": "calico", "version": "v3.29.0", "kube_min": "1.20", "kube_max": "1.40",
+                            "source": "https://mirror.example/calico"}], {"kueue": "v0.13.1"})
+    assert inputs == {"support": [{"addon": "calico", "version": "3.29", "kube_min": "1.20", "kube_max": "1.40",
+                                   "source": "https://mirror.example/calico"}], "versions": {"kueue": "0.13"}}
+    rows = support_rows(inputs["support"])
+    shipped = [r for r in MATRIX if (r.addon, r.version) == ("calico", "3.29")]
+    assert rows[0].source == "https://mirror.example/calico" and len(rows) == len(MATRIX) + 1 - len(shipped)
+    assert [r.source for r in rows if (r.addon, r.version) == ("calico", "3.29")] == ["https://mirror.example/calico"]
+
+
+def test_every_matrix_row_is_consistent_and_sourced():
+    assert MATRIX, "the shipped matrix is empty"
+    for row in MATRIX:
+        assert row.addon in ADDONS and row.source in SOURCES, row
+        assert version_line(row.version) == row.version and version_line(row.kube_min) == row.kube_min, row
+        if row.kube_max:
+            assert tuple(map(int, row.kube_min.split("."))) <= tuple(map(int, row.kube_max.split("."))), row
+    assert len({(r.addon, r.version) for r in MATRIX}) == len(MATRIX)
+    for key, spec in ADDONS.items():
+        assert spec["name"] and isinstance(spec["stage"], int) and (spec["images"] or spec["charts"]), key
+    assert all(source.startswith("http") for source in SOURCES.values())
