@@ -47,7 +47,9 @@ test: setup
 	@$(PHASE) lab-up $(M) lab-up
 	@bin/parallel "checks=bin/phase ee-image bin/lab ee && bin/phase lint $(M) lint && bin/phase docs $(M) docs && bin/phase sanity $(M) sanity \
 	    && bin/phase unit $(M) unit" "lab-tests=$(M) lab-tests" \
-	  "molecule-any-state=flock -s $(LAB_CACHE)/lab.lock env BIN=$(BIN) tests/molecule-run --parallel 1 $(MOLECULE_ANY_STATE)"
+	  "molecule-any-state=flock -s $(LAB_CACHE)/lab.lock env BIN=$(BIN) tests/molecule-run --parallel 1 \
+	    $(filter $(MOLECULE_NEEDS_ETCD),$(MOLECULE_ANY_STATE)) && BIN=$(BIN) tests/molecule-run --parallel 1 \
+	    $(filter-out $(MOLECULE_NEEDS_ETCD),$(MOLECULE_ANY_STATE))"
 	@$(PHASE) molecule $(M) molecule MOLECULE_LAB_RESET=0 MOLECULE_ANY_STATE=
 
 lint: setup
@@ -105,6 +107,7 @@ lab-status: setup
 # Every Molecule scenario: molecule/*/ and roles/*/molecule/*/, on lab hosts. Needs the lab's images and apt
 # repository (`make lab-up` once); role scenarios that talk to etcd need the lab running.
 LAB_CACHE ?= $(or $(GPUFLEET_LAB_CACHE),$(CACHE)/lab)
+export GPUFLEET_LAB_CACHE := $(LAB_CACHE)# bin/lab and the paths below agree on one cache (and one lab.lock)
 export GPUFLEET_LAB_APT := $(LAB_CACHE)/apt/current
 export GPUFLEET_LAB_PKI := $(LAB_CACHE)/run/pki
 export GPUFLEET_ROOT := $(CURDIR)
@@ -119,6 +122,7 @@ export GPUFLEET_LAB_TO := $(shell awk '/^  to:/{print $$2; exit}' lab/lab.yml)
 # MOLECULE_ANY_STATE= leaves out the first kind (make test runs them beside the lab tests).
 MOLECULE_LAB_RESET ?= 1
 MOLECULE_STATELESS := etcd_snapshot gpu_stack
+MOLECULE_NEEDS_ETCD := etcd_snapshot# holds the lab's lock shared (a lab reset waits for it); gpu_stack needs no lab
 MOLECULE_ANY_STATE ?= $(MOLECULE_STATELESS)
 MOLECULE_READ_ONLY := preflight gpu_validate
 MOLECULE_MOVING := $(filter-out $(MOLECULE_STATELESS) $(MOLECULE_READ_ONLY),$(sort $(notdir $(patsubst %/molecule/,%,$(wildcard \

@@ -82,7 +82,9 @@ def stop(run: pathlib.Path, name: str, timeout: float = 15.0) -> bool:
             os.killpg(pid, signal.SIGKILL)
         except OSError:
             pass
-        time.sleep(0.2)
+        deadline = time.time() + 10  # gone before anything restarts on its port
+        while time.time() < deadline and pid_of(run, name):
+            time.sleep(0.1)
     _pidfile(run, name).unlink(missing_ok=True)
     return True
 

@@ -20,9 +20,6 @@ from __future__ import annotations
 from typing import Any, Dict, NamedTuple
 
 SOURCES = {
-    # kube-proxy (no matrix rows, see ADDONS)
-    "k8s-skew": "https://kubernetes.io/releases/version-skew-policy/ (kube-proxy must not be newer than kube-apiserver "
-                "and may be up to three minor versions older)",
     # Calico: tigera/docs versioned "System requirements" pages, "Kubernetes requirements / Supported versions"
     "calico-3.25": "https://github.com/tigera/docs calico_versioned_docs/version-3.25/getting-started/kubernetes/"
                    "requirements.mdx @5a06b65 (we test Calico 3.25 against v1.23-v1.28)",
@@ -100,8 +97,6 @@ class AddonSupport(NamedTuple):
 
 
 ADDONS: Dict[str, Dict[str, Any]] = {
-    # kube-proxy has no MATRIX rows: its rule is the version-skew policy (SOURCES["k8s-skew"]), not a vendor table.
-    # It must not be newer than kube-apiserver and may be up to three minor versions older.
     # managed_by kubeadm: `kubeadm upgrade apply` moves kube-proxy and CoreDNS itself (its addon phase), so a line
     # the target's kubeadm does not install is no blocker; the CoreDNS rows record which line each minor installs.
     "kube_proxy": dict(name="kube-proxy", stage=1, images=["kube-proxy"], charts=[], managed_by="kubeadm"),
@@ -130,7 +125,8 @@ ADDONS: Dict[str, Dict[str, Any]] = {
                             "kyverno/cleanup-controller"],
                     charts=["kyverno"]),
     # Gatekeeper has no MATRIX rows: its docs give only a relative policy (SOURCES["gatekeeper"]), no fixed range.
-    "gatekeeper": dict(name="OPA Gatekeeper", stage=8, images=["openpolicyagent/gatekeeper"], charts=["gatekeeper"]),
+    "gatekeeper": dict(name="OPA Gatekeeper", stage=8, images=["openpolicyagent/gatekeeper"], charts=["gatekeeper"],
+                       rule="gatekeeper"),
 }
 
 MATRIX = [

@@ -24,10 +24,12 @@ _NOTE = re.compile(r"Note: Before you can perform this upgrade, you have to upda
                    r"(?P<v>v?\d+\.\d+\.\d+\S*)\.")
 _GROUPED = re.compile(r"^(?P<count>\d+) x (?P<version>\S+)$")
 _RULE = re.compile(r"^_{10,}\s*$")
-_VERSION = r"v?\d+\.\d+\.\d+\S*"
+_VERSION = r"v?\d+\.\d+\.\d+(?:[-+][0-9A-Za-z.+-]+)?"
+# kubeadm prints an empty CURRENT for an addon the cluster does not run yet; a control-plane row never has one.
+_MAY_BE_ABSENT = ("CoreDNS", "kube-proxy", "etcd")
 _VERSION_CELL = re.compile(r"^(?:\d+ x )?%s$" % _VERSION)
-_ROW_WORDS = re.compile(r"^(?P<name>\S+)?\s+(?:(?P<node>(?!v?\d+\.\d)\S+)\s+)?(?:(?P<current>(?:\d+ x )?%s)\s+)?"
-                        r"(?P<target>%s)\s*$" % (_VERSION, _VERSION))
+_ROW_WORDS = re.compile(r"^(?P<name>\S+)?\s+(?:(?P<node>(?!(?:\d+ x )?%s\s)\S+)\s+)?"
+                        r"(?:(?P<current>(?:\d+ x )?%s)\s+)?(?P<target>%s)\s*$" % (_VERSION, _VERSION, _VERSION))
 
 
 def _empty_result(fmt: str) -> Dict[str, Any]:
@@ -169,7 +171,8 @@ def _read_table(lines: List[str], start: int, what: str) -> Tuple[int, List[Dict
         # An empty CURRENT is a component the cluster does not run yet (no CoreDNS or kube-proxy installed):
         # kubeadm still offers its target.
         if not name or not _VERSION_CELL.match(cells["TARGET"]) or \
-                (cells["CURRENT"] and not _VERSION_CELL.match(cells["CURRENT"])):
+                (cells["CURRENT"] and not _VERSION_CELL.match(cells["CURRENT"])) or \
+                (not cells["CURRENT"] and name not in _MAY_BE_ABSENT):
             raise ParseError("kubeadm upgrade plan: malformed %s row at line %d: %r" % (what, i + 1, lines[i]))
         current, count = cells["CURRENT"], 1
         grouped = _GROUPED.match(current)

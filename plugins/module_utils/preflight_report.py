@@ -110,6 +110,15 @@ def render_markdown(report: Dict[str, Any]) -> str:
     if support:
         lines += ["## Support", ""] + ["- %s: %s" % (k, (v or {}).get("message", "")) for k, v in
                                        sorted(support.items())] + [""]
+    addons = report.get("addons") or {}
+    if addons.get("findings"):
+        lines += ["## Addons (in upgrade order: %s)" % ", ".join(
+            a.get("name", "?") for a in addons.get("upgrade_order") or []), "",
+                  "| addon | version | where | verdict |", "|---|---|---|---|"]
+        for f in addons["findings"]:
+            lines.append("| %s | %s | %s | %s |" % (f.get("name", "?"), f.get("version") or f.get("raw_version") or "?",
+                                                    f.get("where", ""), f.get("severity", "?")))
+        lines.append("")
     lines += ["## Versions", "", "| node | component | current | target | support | validation | rollback |",
               "|---|---|---|---|---|---|---|"]
     for r in report.get("inventory") or []:

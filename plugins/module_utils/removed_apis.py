@@ -115,9 +115,7 @@ def _objects(doc: Any) -> Iterable[Mapping[str, Any]]:
         items = doc.get("items")
         if isinstance(items, list) and (kind == "List" or "apiVersion" not in doc or kind.endswith("List")):
             typed = kind.endswith("List") and kind != "List" and "apiVersion" in doc
-            item_kind = kind[:-4]
-            if typed and not items:
-                yield {"apiVersion": doc["apiVersion"], "kind": item_kind, "metadata": {"name": "<empty %s>" % kind}}
+            item_kind = kind[:-4]  # an empty list applies nothing: no finding
             for item in items:
                 if typed and isinstance(item, Mapping) and ("apiVersion" not in item or "kind" not in item):
                     yield from _objects(dict(item, apiVersion=item.get("apiVersion", doc["apiVersion"]),
@@ -218,9 +216,11 @@ def _gunzip(raw: bytes) -> bytes:
     return bytes(out)
 
 
-def scan_helm_secrets(secrets: Iterable[Mapping[str, Any]], target: KubeVersion) -> List[Dict[str, Any]]:
+def scan_helm_secrets(secrets: Iterable[Mapping[str, Any]], target: KubeVersion,
+                      releases: Optional[List[Dict[str, Any]]] = None) -> List[Dict[str, Any]]:
     """Findings in every Helm v3 release secret; one that cannot be decoded is a blocking finding naming it, and
-    the scan goes on with the others."""
+    the scan goes on with the others. ``releases``, when given, receives each decoded release's metadata (no
+    values, no manifest) for the addon check."""
     findings: List[Dict[str, Any]] = []
     for secret in secrets:
         if not isinstance(secret, Mapping) or secret.get("type") != "helm.sh/release.v1":
@@ -228,18 +228,32 @@ def scan_helm_secrets(secrets: Iterable[Mapping[str, Any]], target: KubeVersion)
         meta = _mapping(secret.get("metadata"))
         where = "helm release secret %s/%s" % (str(meta.get("namespace", ""))[:253], str(meta.get("name", ""))[:253])
         try:
-            findings.extend(_scan_helm_secret(secret, meta, where, target))
+            findings.extend(_scan_helm_secret(secret, meta, where, target, releases))
         except ParseError as exc:
             findings.append(_unreadable(where, where, exc.msg))
     return findings
 
 
-def _scan_helm_secret(secret: Mapping[str, Any], meta: Mapping[str, Any], where: str,
-                      target: KubeVersion) -> List[Dict[str, Any]]:
+def release_metadata(release: Mapping[str, Any], meta: Mapping[str, Any]) -> Dict[str, Any]:
+    """What an addon check needs of a Helm release - never its values or manifest."""
+    chart = _mapping(_mapping(release.get("chart")).get("metadata"))
+    revision = release.get("version")
+    return {"namespace": str(release.get("namespace", meta.get("namespace", "")))[:253],
+            "name": str(release.get("name", ""))[:253],
+            "revision": revision if isinstance(revision, int) and not isinstance(revision, bool) else 0,
+            "status": str(_mapping(release.get("info")).get("status", ""))[:64],
+            "chart": str(chart.get("name", ""))[:253], "chart_version": str(chart.get("version", ""))[:128],
+            "app_version": str(chart.get("appVersion", "") or "")[:128]}
+
+
+def _scan_helm_secret(secret: Mapping[str, Any], meta: Mapping[str, Any], where: str, target: KubeVersion,
+                      releases: Optional[List[Dict[str, Any]]] = None) -> List[Dict[str, Any]]:
     data = _mapping(secret.get("data")).get("release")
     if not data or not isinstance(data, str):
         raise ParseError("no data.release")
     release = decode_helm_release(data)
+    if releases is not None:
+        releases.append(release_metadata(release, meta))
     label = "helm:%s/%s (revision %s)" % (release.get("namespace", meta.get("namespace", "")),
                                           release.get("name", "?"), release.get("version", "?"))
     manifest = release.get("manifest") or ""

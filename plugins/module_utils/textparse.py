@@ -114,6 +114,17 @@ def _check_node_graph(root: Any, what: str) -> None:
         stack.extend((c, False) for c in children if id(c) not in size)
 
 
+def yaml_problem(exc: Exception) -> str:
+    """What is wrong and where (line, column), never the text around it: PyYAML's own message quotes the source
+    line, and a YAML document may carry secrets (a Helm release's values, a pod's env)."""
+    problem = getattr(exc, "problem", None) or getattr(exc, "context", None)
+    if not problem:
+        return type(exc).__name__
+    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    where = " at line %d, column %d" % (mark.line + 1, mark.column + 1) if mark is not None else ""
+    return (" ".join(str(problem).split()) + where)[:300]
+
+
 def load_yaml(text: Any, what: str, multi: bool = False) -> Any:
     """Parse YAML (every document when ``multi``, as a list) within the size, depth and expansion bounds."""
     text = bounded_text(text, what)
@@ -130,7 +141,7 @@ def load_yaml(text: Any, what: str, multi: bool = False) -> Any:
             elif isinstance(event, (yaml.SequenceEndEvent, yaml.MappingEndEvent)):
                 depth -= 1
     except yaml.YAMLError as exc:
-        raise ParseError("%s: not valid YAML: %s" % (what, " ".join(str(exc).split())[:300]))
+        raise ParseError("%s: not valid YAML: %s" % (what, yaml_problem(exc)))
     loader = loader_class(text)
     try:
         docs = []
@@ -146,7 +157,7 @@ def load_yaml(text: Any, what: str, multi: bool = False) -> Any:
     except RecursionError:
         raise ParseError("%s: the document nests deeper than %d levels; refusing it" % (what, MAX_DEPTH))
     except yaml.YAMLError as exc:
-        raise ParseError("%s: not valid YAML: %s" % (what, " ".join(str(exc).split())[:300]))
+        raise ParseError("%s: not valid YAML: %s" % (what, yaml_problem(exc)))
     finally:
         loader.dispose()
 

@@ -9,13 +9,16 @@ short_description: Find the cluster's addons and check that each supports the ta
 version_added: 0.3.0
 description:
   - Detects addons (kube-proxy, CoreDNS, Calico, Cilium, the NVIDIA GPU Operator, device plugin and DRA driver,
-    Kueue, JobSet, Kyverno, Gatekeeper) from the container images of DaemonSets, Deployments and StatefulSets and
-    from the charts of Helm v3 releases (the newest deployed revision; the chart's appVersion first).
+    Kueue, JobSet, Kyverno, Gatekeeper) from the container images of DaemonSets, Deployments and StatefulSets
+    (matched by repository path, any registry) and from the charts of Helm v3 releases (the newest deployed
+    revision; the chart's appVersion first).
   - Judges each against the addon matrix shipped in C(plugins/module_utils/data_addons.py) (every row with its
     source) plus O(extra_support). An addon release that does not support the target blocks, naming the addon, its
     version, where it runs and the first release that supports the target. A release the matrix does not know
-    blocks too (its support is unknown); a row with no documented upper bound is a warning. kube-proxy is judged
-    by the version-skew policy (at most three minors older than the target, never newer than the apiserver).
+    blocks too (its support is unknown), as does an image pinned by digest alone unless O(declared_versions) gives
+    its version; a row with no documented upper bound is a warning, and so is an addon whose project publishes
+    only a relative rule (Gatekeeper). kube-proxy and CoreDNS deployed by kubeadm are moved by
+    C(kubeadm upgrade apply) itself: reported, never a blocker.
   - Returns the installed addons in the order the addons stage upgrades them.
 options:
   target_version:
@@ -26,14 +29,18 @@ options:
     description: The version the apiservers run now (kube-proxy must not be newer).
     type: str
   workloads:
-    description: DaemonSet, Deployment and StatefulSet objects, as returned by M(kubernetes.core.k8s_info).
+    description:
+      - DaemonSet, Deployment and StatefulSet objects, as returned by M(kubernetes.core.k8s_info); only kind,
+        metadata (namespace, name) and the pod template's container images are read, so pass just those where the
+        pod templates may hold secrets in their environment.
     type: list
     elements: dict
     default: []
-  helm_secrets:
+  helm_releases:
     description:
-      - Secrets of type C(helm.sh/release.v1). They carry every release's values, so read them and run this task
-        with C(no_log) (the registered result keeps the findings, which hold no values).
+      - Helm release metadata (namespace, name, revision, status, chart, chart_version, app_version), as
+        M(gpufleet.upgrade.removed_apis) returns it in C(helm_releases) after decoding the release secrets - no
+        values, so this task needs no C(no_log).
     type: list
     elements: dict
     default: []
@@ -65,10 +72,9 @@ EXAMPLES = r"""
     target_version: v1.36.3
     apiserver_version: v1.35.4
     workloads: "{{ daemonsets.resources + deployments.resources + statefulsets.resources }}"
-    helm_secrets: "{{ helm.resources }}"
+    helm_releases: "{{ removed.helm_releases }}"
     extra_support:
       - {addon: calico, version: "3.31", kube_min: "1.32", kube_max: "1.35", source: "https://docs.tigera.io/..."}
-  no_log: true
 """
 
 RETURN = r"""
@@ -96,6 +102,11 @@ warnings:
   returned: success
   type: list
   elements: str
+summary:
+  description: One line per finding, C(addon version severity).
+  returned: success
+  type: list
+  elements: str
 stages:
   description: The installed addons in upgrade order (addon, name, stage).
   returned: success
@@ -115,7 +126,7 @@ def main():
             target_version=dict(type="str", required=True),
             apiserver_version=dict(type="str"),
             workloads=dict(type="list", elements="dict", default=[]),
-            helm_secrets=dict(type="list", elements="dict", default=[], no_log=False),
+            helm_releases=dict(type="list", elements="dict", default=[]),
             extra_support=dict(type="list", elements="dict", default=[]),
             declared_versions=dict(type="dict", default={}),
             fail_on_blocking=dict(type="bool", default=True),
@@ -125,7 +136,7 @@ def main():
 
     def body():
         p = module.params
-        result = check_addons(p["workloads"], p["helm_secrets"], p["target_version"], p["apiserver_version"],
+        result = check_addons(p["workloads"], p["helm_releases"], p["target_version"], p["apiserver_version"],
                               p["extra_support"], p["declared_versions"])
         if not result["passed"] and p["fail_on_blocking"]:
             raise GateFailed("addon_support: %s" % "; ".join(result["blocking"]), **result)

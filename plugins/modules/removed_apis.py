@@ -93,6 +93,13 @@ notices:
   returned: success
   type: list
   elements: str
+helm_releases:
+  description:
+    - Metadata of every Helm release decoded (namespace, name, revision, status, chart, chart_version,
+      app_version) - no values, no manifest - for M(gpufleet.upgrade.addon_support).
+  returned: success
+  type: list
+  elements: dict
 files_scanned:
   description: Manifest files read.
   returned: success
@@ -128,13 +135,15 @@ def main():
             findings.extend(scan_metrics(item["text"], target, item["apiserver"]))
         manifest_findings, scanned = scan_paths(p["manifest_paths"], target)
         findings.extend(manifest_findings)
-        findings.extend(scan_helm_secrets(p["helm_secrets"], target))
+        releases: list = []
+        findings.extend(scan_helm_secrets(p["helm_secrets"], target, releases))
         summary = summarize_findings(findings, target)
         if not summary["passed"] and p["fail_on_blocking"]:
             raise GateFailed("removed_apis gate failed for %s: %s" % (target, "; ".join(summary["failures"])),
-                             findings=findings, blocking=summary["blocking"])
+                             findings=findings, blocking=summary["blocking"], notices=summary["warnings"])
         return {"passed": summary["passed"], "findings": findings, "blocking": summary["blocking"],
-                "notices": summary["warnings"], "files_scanned": scanned, "source": summary["source"]}
+                "notices": summary["warnings"], "files_scanned": scanned, "helm_releases": releases,
+                "source": summary["source"]}
 
     run_module(module, body)
 

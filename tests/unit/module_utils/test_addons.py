@@ -7,9 +7,11 @@ import json
 import pytest
 
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.addons import (
-    check_addons, parse_inputs, split_image, support_rows, version_line)
+    check_addons, first_supporting, parse_inputs, split_image, support_rows, version_line)
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.data_addons import ADDONS, MATRIX, SOURCES
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import InputError
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.removed_apis import scan_helm_secrets
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.versions import parse_version
 
 ROWS = [  # the operator's rows: the judgement is tested on them, apart from what the shipped matrix says
     {"addon": "calico", "version": "3.28", "kube_min": "1.28", "kube_max": "1.30", "source": "https://a.example/3.28"},
@@ -29,10 +31,17 @@ def workload(kind, namespace, name, *images, init=()):
 def helm_secret(namespace, name, chart, chart_version, app_version, revision=1, status="deployed"):
     release = {"name": name, "namespace": namespace, "version": revision, "info": {"status": status},
                "chart": {"metadata": {"name": chart, "version": chart_version, "appVersion": app_version}},
-               "manifest": ""}
+               "config": {"password": "hunter2"}, "manifest": ""}
     data = base64.b64encode(base64.b64encode(gzip.compress(json.dumps(release).encode()))).decode()
     return {"type": "helm.sh/release.v1", "metadata": {"name": "sh.helm.release.v1.%s.v%d" % (name, revision),
                                                       "namespace": namespace}, "data": {"release": data}}
+
+
+def releases(*secrets):
+    """The release metadata removed_apis hands on after decoding the secrets (as the preflight role passes it)."""
+    out: list = []
+    scan_helm_secrets(list(secrets), parse_version("v1.31.0"), out)
+    return out
 
 
 @pytest.mark.parametrize("image, expected", [
@@ -46,18 +55,29 @@ def test_split_image(image, expected):
 
 
 def test_version_lines():
-    assert [version_line(v) for v in ("v3.29.1", "25.3.0", "0.13", "v1.12.0-rc.1", "latest", "")] == [
-        "3.29", "25.3", "0.13", "1.12", None, None]
+    assert [version_line(v) for v in ("v3.29.1", "25.3.0", "0.13", "v1.31.2-gke.1", "v01.35.0", "latest", "", 1.3,
+                                      None)] == ["3.29", "25.3", "0.13", "1.31", "1.35", None, None, None, None]
 
 
 def test_an_addon_too_old_for_the_target_blocks_naming_it_its_version_and_the_first_that_supports_it():
-    result = check_addons([workload("DaemonSet", "kube-system", "calico-node", "quay.io/calico/node:v3.28.2")], [],
-                          "v1.31.4", extra_support=ROWS)
+    result = check_addons([workload("DaemonSet", "kube-system", "calico-node", "quay.io/calico/node:v3.28.2",
+                                    init=["quay.io/calico/node:v3.28.2"])], [],
+                          "v1.31.4", apiserver="v1.30.2", extra_support=ROWS)
     assert not result["passed"]
-    (message,) = result["blocking"]
+    (message,) = result["blocking"]  # one per workload and version, however many containers run the image
     assert message == ("Calico 3.28 (DaemonSet kube-system/calico-node image quay.io/calico/node:v3.28.2) supports "
                        "Kubernetes 1.28-1.30, not the target 1.31; upgrade it to Calico 3.29 or later first")
-    assert result["findings"][0]["first_supporting"] == "3.29"
+    assert result["findings"][0]["first_supporting"] == "3.29" and result["summary"] == ["calico 3.28 block"]
+
+
+def test_the_advised_release_must_also_run_on_todays_control_plane():
+    rows = support_rows(ROWS)
+    target = parse_version("v1.31.0")
+    assert first_supporting("calico", target, parse_version("v1.30.1"), rows) == ("3.29", True)
+    assert first_supporting("calico", target, parse_version("v1.28.1"), rows) == (None, False)  # 3.29 needs 1.29
+    result = check_addons([workload("DaemonSet", "kube-system", "calico-node", "calico/node:v3.28.0")], [],
+                          "v1.31.0", apiserver="v1.28.3", extra_support=ROWS)
+    assert "no release in the matrix supports both the current control plane and 1.31" in result["blocking"][0]
 
 
 def test_supported_passes_and_no_upper_bound_warns():
@@ -66,7 +86,7 @@ def test_supported_passes_and_no_upper_bound_warns():
                            workload("Deployment", "kueue-system", "kueue-controller-manager",
                                     "registry.k8s.io/kueue/kueue:v0.13.4")], [], "v1.31.0", extra_support=ROWS)
     assert result["passed"] and result["blocking"] == []
-    assert [f["severity"] for f in result["findings"]] == ["ok", "ok", "warn"]  # each addon image is judged
+    assert [f["severity"] for f in result["findings"]] == ["ok", "warn"]
     assert result["warnings"] == ["Kueue 0.13 (Deployment kueue-system/kueue-controller-manager image "
                                   "registry.k8s.io/kueue/kueue:v0.13.4) documents Kubernetes 1.29 or later with no "
                                   "upper bound; check that it supports 1.31"]
@@ -76,8 +96,9 @@ def test_a_release_the_matrix_does_not_know_blocks():
     result = check_addons([workload("DaemonSet", "kube-system", "calico-node", "calico/node:v3.99.0")], [],
                           "v1.31.0", extra_support=ROWS)
     (message,) = result["blocking"]
-    assert "Calico 3.99" in message and "is not in the addon matrix" in message and "gpufleet_addon_support" in message
-    assert "the matrix knows Calico 3.29 supports 1.31" in message
+    assert "Calico 3.99" in message and "is not in the addon matrix" in message
+    assert "gpufleet_addon_support: [{addon: calico, version: '3.99'" in message
+    assert message.endswith("(Calico 3.29 supports 1.31)")
 
 
 def test_an_untagged_image_blocks_unless_its_version_is_declared():
@@ -85,56 +106,56 @@ def test_an_untagged_image_blocks_unless_its_version_is_declared():
                          "registry.k8s.io/kueue/kueue@sha256:" + "a" * 64)]
     result = check_addons(untagged, [], "v1.31.0", extra_support=ROWS)
     assert not result["passed"] and "its version cannot be read" in result["blocking"][0]
+    assert "gpufleet_addon_versions: {kueue: 'X.Y.Z'}" in result["blocking"][0]
     declared = check_addons(untagged, [], "v1.31.0", extra_support=ROWS, declared_versions={"kueue": "v0.13.1"})
     assert declared["passed"] and declared["installed"][0]["version"] == "0.13"
     assert declared["installed"][0]["where"].endswith("(version declared)")
 
 
 def test_helm_releases_newest_deployed_revision_and_app_version_first():
-    secrets = [helm_secret("calico-system", "calico", "tigera-operator", "v3.28.0", "v3.28.0", revision=1,
-                           status="superseded"),
-               helm_secret("calico-system", "calico", "tigera-operator", "v3.30.1", "v3.30.1", revision=2),
-               helm_secret("kueue-system", "kueue", "kueue", "0.13.2", "v0.13.2", revision=4),
-               helm_secret("web", "site", "nginx", "15.0.0", "1.25.0")]
-    result = check_addons([], secrets, "v1.31.0", extra_support=ROWS)
+    found = releases(helm_secret("calico-system", "calico", "tigera-operator", "v3.28.0", "v3.28.0", revision=1,
+                                 status="superseded"),
+                     helm_secret("calico-system", "calico", "tigera-operator", "v3.30.1", "v3.30.1", revision=2),
+                     helm_secret("kueue-system", "kueue", "kueue", "0.13.2", "v0.13.2", revision=4),
+                     helm_secret("web", "site", "nginx", "15.0.0", "1.25.0"))
+    assert "hunter2" not in json.dumps(found)  # metadata only: no values reach the addon check
+    result = check_addons([], found, "v1.31.0", extra_support=ROWS)
     assert [(i["addon"], i["version"]) for i in result["installed"]] == [("calico", "3.30"), ("kueue", "0.13")]
     assert result["installed"][0]["where"] == ("Helm release calico-system/calico (chart tigera-operator-v3.30.1, "
                                                "revision 2)")
     assert [s["addon"] for s in result["stages"]] == ["calico", "kueue"]  # the addons stage's order
+    # a chart whose appVersion is not a version is not read from the chart's own version (Kyverno's differ)
+    odd = check_addons([], releases(helm_secret("kyverno", "kyverno", "kyverno", "3.2.6", "latest")), "v1.31.0")
+    assert odd["installed"][0]["version"] == "" and "its version cannot be read from 'latest'" in odd["blocking"][0]
 
 
-def test_an_unreadable_helm_release_blocks_and_the_others_are_judged():
-    broken = {"type": "helm.sh/release.v1", "metadata": {"name": "sh.helm.release.v1.x.v1", "namespace": "ops"},
-              "data": {"release": "@@@"}}
-    result = check_addons([], [broken, helm_secret("kueue-system", "kueue", "kueue", "0.13.2", "v0.13.2")],
-                          "v1.31.0", extra_support=ROWS)
-    assert not result["passed"] and len(result["installed"]) == 1
-    assert result["blocking"][0].startswith("helm release secret ops/sh.helm.release.v1.x.v1 could not be read")
-
-
-def test_kube_proxy_follows_the_skew_policy():
-    proxy = [workload("DaemonSet", "kube-system", "kube-proxy", "registry.k8s.io/kube-proxy:v1.32.5")]
-    assert check_addons(proxy, [], "v1.35.0", apiserver="v1.34.1")["passed"]
-    far = check_addons(proxy, [], "v1.36.0", apiserver="v1.35.1")
-    assert far["blocking"] == ["kube-proxy 1.32 (DaemonSet kube-system/kube-proxy image "
-                               "registry.k8s.io/kube-proxy:v1.32.5) would be 4 minors behind the target 1.36 (at "
-                               "most 3): upgrade it with the control plane's earlier hops first"]
-    ahead = check_addons(proxy, [], "v1.33.0", apiserver="v1.31.2")
-    assert "is newer than the apiserver 1.31" in ahead["blocking"][0]
-
-
-def test_coredns_is_kubeadms_to_move_and_never_blocks():
-    result = check_addons([workload("Deployment", "kube-system", "coredns", "registry.k8s.io/coredns/coredns:v1.8.6")],
-                          [], "v1.34.1")
-    assert result["passed"] and result["findings"][0]["severity"] == "ok"
-    assert result["findings"][0]["message"] == (
+def test_kubeadms_kube_proxy_and_coredns_are_reported_never_blocking():
+    result = check_addons([workload("DaemonSet", "kube-system", "kube-proxy", "registry.k8s.io/kube-proxy:v1.31.2"),
+                           workload("Deployment", "kube-system", "coredns",
+                                    "registry.k8s.io/coredns/coredns:v1.8.6")], [], "v1.34.1", apiserver="v1.33.0")
+    assert result["passed"] and [f["severity"] for f in result["findings"]] == ["ok", "ok"]
+    assert result["findings"][1]["message"] == (
         "CoreDNS 1.8 (Deployment kube-system/coredns image registry.k8s.io/coredns/coredns:v1.8.6): kubeadm upgrade "
         "apply moves it to the version it pins for 1.34 (CoreDNS 1.12)")
+    helm = check_addons([], releases(helm_secret("dns", "coredns", "coredns", "1.29.0", "1.9.3")), "v1.34.1")
+    assert helm["passed"] and helm["findings"][0]["severity"] == "warn"
+    assert "is not kubeadm's to move" in helm["warnings"][0]
 
 
-def test_images_of_other_software_are_not_addons():
-    result = check_addons([workload("Deployment", "web", "site", "nginx:1.25", "example.com/calico/nodejs:1.0",
-                                    init=["busybox:1.36"])], [], "v1.31.0")
+def test_gatekeeper_has_a_rule_not_a_range_so_it_is_a_warning():
+    result = check_addons([workload("Deployment", "gatekeeper-system", "gatekeeper-controller-manager",
+                                    "openpolicyagent/gatekeeper:v3.17.1")], [], "v1.34.0")
+    assert result["passed"] and result["findings"][0]["severity"] == "warn"
+    assert "publishes no fixed Kubernetes range" in result["warnings"][0] and "n-3" in result["warnings"][0]
+
+
+def test_images_of_other_software_and_odd_objects_are_not_addons():
+    odd = [{"kind": "Deployment", "metadata": "x", "spec": "y"}, "not a mapping", None,
+           {"kind": "DaemonSet", "spec": {"template": {"spec": {"containers": "nginx"}}}},
+           {"kind": "Deployment", "spec": {"template": {"spec": {"containers": [None, {"image": 7}]}}}}]
+    result = check_addons(odd + [workload("Deployment", "web", "site", "nginx:1.25", "example.com/calico/nodejs:1.0",
+                                          init=["busybox:1.36"])],
+                          [{"chart": ["x"], "status": "deployed"}, "junk"], "v1.31.0")
     assert result["installed"] == [] and result["passed"]
 
 
@@ -142,14 +163,25 @@ def test_images_of_other_software_are_not_addons():
     ({"addon": "calico"}, None, "gpufleet_addon_support: expected a list of rows"),
     ([{"addon": "flannel", "version": "0.1", "kube_min": "1.30", "source": "x"}], None,
      r"gpufleet_addon_support\[0\].addon: 'flannel' is not one of"),
+    ([{"addon": "coredns", "version": "1.12", "kube_min": "1.30", "source": "x"}], None,
+     r"kubeadm moves coredns itself: it needs no row"),
+    ([{"addon": ["calico"], "version": "1.12", "kube_min": "1.30", "source": "x"}], None,
+     r"gpufleet_addon_support\[0\].addon: \['calico'\] is not one of"),
     ([{"addon": "calico", "version": "three", "kube_min": "1.30", "source": "x"}], None,
      r"gpufleet_addon_support\[0\].version: give a MAJOR.MINOR version"),
+    ([{"addon": "kueue", "version": "0.20", "kube_min": 1.30, "source": "x"}], None,
+     r"gpufleet_addon_support\[0\].kube_min: quote it \('1.30' - YAML read the unquoted kube_min as the number 1.3\)"),
     ([{"addon": "calico", "version": "3.31", "kube_min": "1.30", "kube_max": "soon", "source": "x"}], None,
      r"gpufleet_addon_support\[0\].kube_max"),
+    ([{"addon": "calico", "version": "3.31", "kube_min": "1.36", "kube_max": "1.30", "source": "x"}], None,
+     r"gpufleet_addon_support\[0\]: kube_min 1.36 is above kube_max 1.30"),
     ([ROWS[0], {"addon": "calico", "version": "3.31", "kube_min": "1.30", "kube_max": "1.33"}], None,
      r"gpufleet_addon_support\[1\].source: required"),
+    ([ROWS[0], ROWS[0]], None, r"gpufleet_addon_support\[1\]: calico 3.28 is already given by "
+                               r"gpufleet_addon_support\[0\]"),
     ([], {"flannel": "0.1"}, "gpufleet_addon_versions: 'flannel' is not an addon"),
-    ([], {"kueue": "latest"}, "gpufleet_addon_versions.kueue: give a version"),
+    ([], {"kueue": "latest"}, "gpufleet_addon_versions.kueue: give a MAJOR.MINOR version"),
+    ([], {"kueue": 0.10}, r"gpufleet_addon_versions.kueue: quote it \('0.10'"),
     ([], ["kueue"], "gpufleet_addon_versions: expected a mapping"),
 ])
 def test_bad_addon_inputs_are_refused_naming_the_field(support, versions, message):
@@ -178,4 +210,5 @@ def test_every_matrix_row_is_consistent_and_sourced():
     assert len({(r.addon, r.version) for r in MATRIX}) == len(MATRIX)
     for key, spec in ADDONS.items():
         assert spec["name"] and isinstance(spec["stage"], int) and (spec["images"] or spec["charts"]), key
+        assert spec.get("rule") in (None, *SOURCES), key
     assert all(source.startswith("http") for source in SOURCES.values())

@@ -122,3 +122,17 @@ def test_a_component_the_cluster_does_not_run_yet_has_an_empty_current():
     broken = text.replace("   v1.14.2", "   ")
     with pytest.raises(ParseError, match="malformed upgrade row at line 21: 'CoreDNS"):
         parse_plan(broken)
+
+
+def test_the_word_reading_takes_an_ip_named_node_as_a_node_and_a_control_plane_row_needs_its_current():
+    text = fixture_text("kubeadm", "plan-1.36-no-coredns.txt")
+    line = next(row for row in text.splitlines() if row.startswith("kubelet     gpu-a1"))
+    (upgrade,) = parse_plan(text.replace(line, "kubelet  10.0.0.5  v1.35.4  v1.36.3"))["upgrades"]
+    kubelet = [c for c in upgrade["components"] if c["name"] == "kubelet"][-1]
+    assert (kubelet["node"], kubelet["current"], kubelet["target"]) == ("10.0.0.5", "v1.35.4", "v1.36.3")
+    squeezed = text.replace(next(row for row in text.splitlines() if row.startswith("CoreDNS")), "CoreDNS    v1.14.2")
+    coredns = next(c for c in parse_plan(squeezed)["upgrades"][0]["components"] if c["name"] == "CoreDNS")
+    assert (coredns["node"], coredns["current"], coredns["target"]) == ("", "", "v1.14.2")
+    no_current = text.replace("cp-1      v1.35.4   v1.36.3", "cp-1                v1.36.3", 1)
+    with pytest.raises(ParseError, match="malformed manual-components row at line 3: 'kubelet"):
+        parse_plan(no_current)

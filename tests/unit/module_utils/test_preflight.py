@@ -96,3 +96,17 @@ def test_markdown_says_blocked_and_lists_rows():
     assert "BLOCKED - nothing was changed" in text and "- webhook: gk is dead" in text
     assert "| gpu-a1 | nvidia-driver | 570.172.08-0ubuntu1 | unchanged |" in text
     assert "v1.35.4 -> v1.36.3" in text
+
+
+def test_markdown_lists_the_addons_in_upgrade_order():
+    report = {"cluster": "cell1", "target": "v1.36.3", "blockers": [], "warnings": [], "inventory": [],
+              "addons": {"upgrade_order": [{"addon": "coredns", "name": "CoreDNS"},
+                                           {"addon": "kueue", "name": "Kueue"}],
+                         "findings": [{"name": "Kueue", "version": "0.17", "severity": "warn",
+                                       "where": "Deployment kueue-system/kueue-controller-manager image k:v0.17.0"},
+                                      {"name": "CoreDNS", "version": "", "raw_version": "sha256:ab",
+                                       "severity": "ok", "where": "Deployment kube-system/coredns"}]}}
+    text = render_markdown(report)
+    assert "## Addons (in upgrade order: CoreDNS, Kueue)" in text
+    assert "| Kueue | 0.17 | Deployment kueue-system/kueue-controller-manager image k:v0.17.0 | warn |" in text
+    assert "| CoreDNS | sha256:ab | Deployment kube-system/coredns | ok |" in text

@@ -139,18 +139,18 @@ def test_removed_apis(run):
 
 
 def test_addon_support(run):
-    image = "registry.k8s.io/kube-proxy:v1.31.2"
-    proxy = {"apiVersion": "apps/v1", "kind": "DaemonSet",
-             "metadata": {"name": "kube-proxy", "namespace": "kube-system"},
-             "spec": {"template": {"spec": {"containers": [{"name": "p", "image": image}]}}}}
-    out = run(addon_support, {"target_version": "v1.35.1", "apiserver_version": "v1.34.0", "workloads": [proxy]})
-    assert out.failed and out.result["msg"].startswith("addon_support: kube-proxy 1.31 (DaemonSet kube-system/")
-    assert out.result["blocking"] and out.result["installed"][0]["addon"] == "kube_proxy"
-    report = run(addon_support, {"target_version": "v1.35.1", "workloads": [proxy], "fail_on_blocking": False,
+    image = "quay.io/calico/node:v3.25.1"
+    calico = {"apiVersion": "apps/v1", "kind": "DaemonSet",
+              "metadata": {"name": "calico-node", "namespace": "kube-system"},
+              "spec": {"template": {"spec": {"containers": [{"name": "n", "image": image}]}}}}
+    out = run(addon_support, {"target_version": "v1.30.1", "apiserver_version": "v1.29.0", "workloads": [calico]})
+    assert out.failed and out.result["msg"].startswith("addon_support: Calico 3.25 (DaemonSet kube-system/")
+    assert out.result["blocking"] and out.result["installed"][0]["addon"] == "calico"
+    report = run(addon_support, {"target_version": "v1.30.1", "workloads": [calico], "fail_on_blocking": False,
                                  "_ansible_check_mode": True})
     assert not report.failed and report.result["passed"] is False and report.result["changed"] is False
-    assert report.result["stages"] == [{"addon": "kube_proxy", "name": "kube-proxy", "stage": 1}]
-    bad = run(addon_support, {"target_version": "v1.35.1", "extra_support": [{"addon": "calico"}]})
+    assert report.result["stages"] == [{"addon": "calico", "name": "Calico", "stage": 3}]
+    bad = run(addon_support, {"target_version": "v1.30.1", "extra_support": [{"addon": "calico"}]})
     assert bad.failed and "extra_support[0].version: give a MAJOR.MINOR version" in bad.result["msg"]
 
 
