@@ -37,20 +37,19 @@ plan: setup
 wave: setup lab-up
 	$(BIN)/ansible-playbook playbooks/upgrade_wave.yml -i inventories/lab $(ARGS)
 
-# Every test, each phase timed by bin/phase (CI prints the table). The execution-environment image build, the
-# lab-free checks and the Molecule scenarios that stand any cluster state run beside the lab tests (bin/parallel;
-# the lab tests that use the image run after the others; a lab reset waits for the scenarios' shared lab.lock). The lab tests leave a fresh lab on `from` behind,
+# Every test, each phase timed by bin/phase (CI prints the table). The lab-free checks, then the execution-environment
+# image build, and the Molecule scenario that needs no cluster run beside the lab tests (bin/parallel). The image
+# is built last there, out of the busy start: the lab tests that run jobs in it (the wave story's finishing run, the
+# AWX runner tests) come after the others and find it built. The lab tests leave a fresh lab on `from` behind,
 # so the Molecule phase here starts from it without a second reset.
 PHASE := bin/phase
 M := $(MAKE) --no-print-directory
 test: setup
 	@$(PHASE) lab-up $(M) lab-up
-	@bin/parallel "checks=bin/phase ee-image bin/lab ee && bin/phase lint $(M) lint && bin/phase docs $(M) docs && bin/phase sanity $(M) sanity \
-	    && bin/phase unit $(M) unit" "lab-tests=$(M) lab-tests" \
-	  "molecule-any-state=flock -s $(LAB_CACHE)/lab.lock env BIN=$(BIN) tests/molecule-run --parallel 1 \
-	    $(filter $(MOLECULE_NEEDS_ETCD),$(MOLECULE_ANY_STATE)) && BIN=$(BIN) tests/molecule-run --parallel 1 \
-	    $(filter-out $(MOLECULE_NEEDS_ETCD),$(MOLECULE_ANY_STATE))"
-	@$(PHASE) molecule $(M) molecule MOLECULE_LAB_RESET=0 MOLECULE_ANY_STATE=
+	@bin/parallel "checks=bin/phase lint $(M) lint && bin/phase docs $(M) docs && bin/phase sanity $(M) sanity \
+	    && bin/phase unit $(M) unit && bin/phase ee-image bin/lab ee" "lab-tests=$(M) lab-tests" \
+	  "molecule-no-cluster=BIN=$(BIN) tests/molecule-run --parallel 1 $(MOLECULE_NO_CLUSTER)"
+	@$(PHASE) molecule $(M) molecule MOLECULE_LAB_RESET=0 MOLECULE_NO_CLUSTER=
 
 lint: setup
 	$(BIN)/ruff check plugins tests benchmarks lab
@@ -107,7 +106,7 @@ lab-status: setup
 # Every Molecule scenario: molecule/*/ and roles/*/molecule/*/, on lab hosts. Needs the lab's images and apt
 # repository (`make lab-up` once); role scenarios that talk to etcd need the lab running.
 LAB_CACHE ?= $(or $(GPUFLEET_LAB_CACHE),$(CACHE)/lab)
-export GPUFLEET_LAB_CACHE := $(LAB_CACHE)# bin/lab and the paths below agree on one cache (and one lab.lock)
+export GPUFLEET_LAB_CACHE := $(LAB_CACHE)# bin/lab and the paths below read one cache
 export GPUFLEET_LAB_APT := $(LAB_CACHE)/apt/current
 export GPUFLEET_LAB_PKI := $(LAB_CACHE)/run/pki
 export GPUFLEET_ROOT := $(CURDIR)
@@ -115,21 +114,18 @@ export GPUFLEET_LAB_RUN := $(LAB_CACHE)/run
 # The lab's two versions (lab/lab.yml `versions`), for Molecule scenarios that act on the lab's cluster.
 export GPUFLEET_LAB_FROM := $(shell awk '/^  from:/{print $$2; exit}' lab/lab.yml)
 export GPUFLEET_LAB_TO := $(shell awk '/^  to:/{print $$2; exit}' lab/lab.yml)
-# Scenarios that stand any state of the cluster (gpu_stack: host packages only; etcd_snapshot: a snapshot of the
-# lab's etcd and its own container, whatever the apiservers are doing) and those that only read it run two at a
-# time first; those that change it (cordon, drain, upgrade the control plane or a kubelet) then run one at a time.
+# Scenarios that need no cluster (gpu_stack: host packages only) or only read it run two at a time first; those
+# that change it (cordon, drain, upgrade the control plane or a kubelet) then run one at a time.
 # MOLECULE_LAB_RESET=0 skips the reset when the lab is known fresh (make test: the lab tests leave it so);
-# MOLECULE_ANY_STATE= leaves out the first kind (make test runs them beside the lab tests).
+# MOLECULE_NO_CLUSTER= leaves out the cluster-free ones (make test runs them beside the lab tests).
 MOLECULE_LAB_RESET ?= 1
-MOLECULE_STATELESS := etcd_snapshot gpu_stack
-MOLECULE_NEEDS_ETCD := etcd_snapshot# holds the lab's lock shared (a lab reset waits for it); gpu_stack needs no lab
-MOLECULE_ANY_STATE ?= $(MOLECULE_STATELESS)
-MOLECULE_READ_ONLY := preflight gpu_validate
-MOLECULE_MOVING := $(filter-out $(MOLECULE_STATELESS) $(MOLECULE_READ_ONLY),$(sort $(notdir $(patsubst %/molecule/,%,$(wildcard \
+MOLECULE_NO_CLUSTER ?= gpu_stack
+MOLECULE_READ_ONLY := preflight etcd_snapshot gpu_validate
+MOLECULE_MOVING := $(filter-out gpu_stack $(MOLECULE_READ_ONLY),$(sort $(notdir $(patsubst %/molecule/,%,$(wildcard \
 	roles/*/molecule/)))))
 molecule: setup
 	@if [ "$(MOLECULE_LAB_RESET)" = 1 ]; then bin/lab reset && bin/lab up; else bin/lab up; fi
-	@BIN=$(BIN) tests/molecule-run --parallel 2 $(MOLECULE_ANY_STATE) $(MOLECULE_READ_ONLY)
+	@BIN=$(BIN) tests/molecule-run --parallel 2 $(MOLECULE_NO_CLUSTER) $(MOLECULE_READ_ONLY)
 	@BIN=$(BIN) tests/molecule-run --parallel 1 $(MOLECULE_MOVING)
 
 freeze: setup

@@ -3,7 +3,6 @@
   lab up               build what is missing (cached), start the control plane and the hosts, write inventories/lab/
   lab down             stop everything the lab started (state is kept for the next up)
   lab reset            down, then forget all state: the next up starts on the `from` version again
-                       (down and reset wait for jobs that hold the cache's lab.lock shared)
   lab status           what runs, at which version
   lab fault HOST KIND  inject a fault (lab fault --list for the kinds)
   lab clear HOST       clear every fault on HOST
@@ -15,8 +14,6 @@ and check the first build that is needed and stop before its downloads (the fres
 from __future__ import annotations
 
 import argparse
-import contextlib
-import fcntl
 import json
 import os
 import shutil
@@ -27,7 +24,6 @@ from gpufleet_lab import cluster, config, faults, hosts, kube, pki, procs
 from gpufleet_lab.procs import LabError
 
 say = cluster.say
-LAB_LOCK = "lab.lock"  # in the lab cache; see stopping()
 
 
 def up(cfg: config.LabConfig) -> None:
@@ -64,17 +60,6 @@ def up(cfg: config.LabConfig) -> None:
     inventory = hosts.write_inventory(cfg, kube.cluster_uid(cfg))
     say("inventory %s, kubeconfig %s" % (inventory, cfg.kubeconfig))
     say("up in %.0f s" % (time.time() - started))
-
-
-@contextlib.contextmanager
-def stopping(cfg: config.LabConfig):
-    """`down` and `reset` hold LAB_LOCK exclusively: a job that needs the running lab to stay up while other jobs
-    use it (make test runs the etcd_snapshot Molecule scenario beside the lab tests, which reset the lab) holds it
-    shared, e.g. `flock -s ~/.cache/gpufleet/lab/lab.lock CMD`, and a reset waits for it."""
-    cfg.cache.mkdir(parents=True, exist_ok=True)
-    with open(cfg.cache / LAB_LOCK, "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        yield
 
 
 def down(cfg: config.LabConfig) -> None:
@@ -114,14 +99,14 @@ def main(argv=None) -> int:
     try:
         if args.cmd == "up":
             up(cfg)
-        elif args.cmd in ("down", "reset"):
-            with stopping(cfg):
-                down(cfg)
-                if args.cmd == "reset":
-                    shutil.rmtree(cfg.run, ignore_errors=True)
-                    for name in ("hosts.yml", "kubeconfig"):
-                        (cfg.inventory / name).unlink(missing_ok=True)
-                    say("state removed (%s)" % cfg.run)
+        elif args.cmd == "down":
+            down(cfg)
+        elif args.cmd == "reset":
+            down(cfg)
+            shutil.rmtree(cfg.run, ignore_errors=True)
+            for name in ("hosts.yml", "kubeconfig"):
+                (cfg.inventory / name).unlink(missing_ok=True)
+            say("state removed (%s)" % cfg.run)
         elif args.cmd == "status":
             return status(cfg)
         elif args.cmd == "ee":

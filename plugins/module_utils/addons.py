@@ -39,7 +39,7 @@ def _line(version: str) -> Tuple[int, int]:
 
 def split_image(image: str) -> Tuple[str, str, str]:
     """``registry/repo:tag@sha256:...`` -> (repository, tag, digest); tag or digest may be empty."""
-    rest, _, digest = image.partition("@")
+    rest, digest = image.partition("@")[::2]
     slash = rest.rfind("/")
     colon = rest.rfind(":")
     if colon > slash:
@@ -198,15 +198,16 @@ def _supports(row: AddonSupport, minor: Tuple[int, int]) -> Optional[bool]:
 
 
 def first_supporting(addon: str, target: KubeVersion, current: Optional[KubeVersion],
-                     rows: Iterable[AddonSupport]) -> Tuple[Optional[str], bool]:
-    """The lowest release line documented to support the target and (when known) the control plane's current
-    minor, so it can go in before the control plane moves. Returns (line, documented) - documented False when the
-    best line found only has no upper bound."""
+                     rows: Iterable[AddonSupport], above: str = "") -> Tuple[Optional[str], bool]:
+    """The lowest release line above ``above`` (the installed one: never advise a downgrade) documented to support
+    the target and (when known) the control plane's current minor, so it can go in before the control plane moves.
+    Returns (line, documented) - documented False when the best line found only has no upper bound."""
     wanted = (target.major, target.minor)
     now = (current.major, current.minor) if current is not None else None
     sure, open_ended = [], []
     for row in rows:
-        if row.addon != addon or (now is not None and _supports(row, now) is False):
+        if row.addon != addon or (now is not None and _supports(row, now) is False) or \
+                (above and _line(row.version) <= _line(above)):
             continue
         verdict = _supports(row, wanted)
         if verdict:
@@ -231,8 +232,8 @@ def judge(entry: Dict[str, Any], target: KubeVersion, current: Optional[KubeVers
     spec = ADDONS[entry["addon"]]
     name, where, version = entry["name"], entry["where"], entry["version"]
     if spec.get("managed_by") == "kubeadm" and entry["via"] == "workload":
-        installs = [r.version for r in rows if r.addon == entry["addon"] and _supports(r, (target.major,
-                                                                                             target.minor))]
+        wanted = (target.major, target.minor)
+        installs = [r.version for r in rows if r.addon == entry["addon"] and _supports(r, wanted)]
         out.update(severity="ok", message="%s %s (%s): kubeadm upgrade apply moves it to the version it pins for %s%s"
                    % (name, version or entry["raw_version"], where, target.minor_str,
                       " (%s %s)" % (name, installs[0]) if installs else ""))
@@ -255,7 +256,7 @@ def judge(entry: Dict[str, Any], target: KubeVersion, current: Optional[KubeVers
                 name, version, where, SOURCES[spec["rule"]], name, version, target.minor_str)))
         return out
     row = next((r for r in own if r.version == version), None)
-    first, documented = first_supporting(entry["addon"], target, current, own)
+    first, documented = first_supporting(entry["addon"], target, current, own, above=version)
     out["first_supporting"] = first or ""
     hint = ""
     if first:
@@ -283,8 +284,8 @@ def judge(entry: Dict[str, Any], target: KubeVersion, current: Optional[KubeVers
             advice = "upgrade it first, e.g. to %s %s (documented from %s with no upper bound: check it)" % (
                 name, first, next(r.kube_min for r in own if r.version == first))
         else:
-            advice = "no release in the matrix supports both the current control plane and %s: add the row of " \
-                     "one that does (gpufleet_addon_support) or go through an intermediate minor" % target.minor_str
+            advice = "no newer release in the matrix supports both the current control plane and %s: add the row " \
+                     "of one that does (gpufleet_addon_support) or go through an intermediate minor" % target.minor_str
         out.update(severity="block", message="%s %s (%s) supports Kubernetes %s-%s, not the target %s; %s" % (
             name, version, where, row.kube_min, row.kube_max, target.minor_str, advice))
     return out

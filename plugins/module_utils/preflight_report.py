@@ -112,9 +112,9 @@ def render_markdown(report: Dict[str, Any]) -> str:
                                        sorted(support.items())] + [""]
     addons = report.get("addons") or {}
     if addons.get("findings"):
-        lines += ["## Addons (in upgrade order: %s)" % ", ".join(
-            a.get("name", "?") for a in addons.get("upgrade_order") or []), "",
-                  "| addon | version | where | verdict |", "|---|---|---|---|"]
+        order = ", ".join(a.get("name", "?") for a in addons.get("upgrade_order") or [])
+        lines += ["## Addons (in upgrade order: %s)" % order, "", "| addon | version | where | verdict |",
+                  "|---|---|---|---|"]
         for f in addons["findings"]:
             lines.append("| %s | %s | %s | %s |" % (f.get("name", "?"), f.get("version") or f.get("raw_version") or "?",
                                                     f.get("where", ""), f.get("severity", "?")))

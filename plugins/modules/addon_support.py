@@ -18,7 +18,7 @@ description:
     blocks too (its support is unknown), as does an image pinned by digest alone unless O(declared_versions) gives
     its version; a row with no documented upper bound is a warning, and so is an addon whose project publishes
     only a relative rule (Gatekeeper). kube-proxy and CoreDNS deployed by kubeadm are moved by
-    C(kubeadm upgrade apply) itself: reported, never a blocker.
+    C(kubeadm upgrade apply) itself, so they are reported and never block.
   - Returns the installed addons in the order the addons stage upgrades them.
 options:
   target_version:

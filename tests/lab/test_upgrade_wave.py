@@ -145,7 +145,7 @@ def gpu_fault(lab, records, fault, needle, reason, *extra):
     untouched(lab, [n for wave in WAVES[index + 1:] for n in wave])
 
 
-def test_upgrade_wave_halts_on_every_fault_resumes_and_finishes(cell, ee_image, tmp_path):
+def test_upgrade_wave_halts_on_every_fault_resumes_and_finishes(cell, tmp_path):
     lab, records = cell
     started = time.time()
 
@@ -276,6 +276,7 @@ def test_upgrade_wave_halts_on_every_fault_resumes_and_finishes(cell, ee_image, 
 
     # 8. Everything cleared: the rerun, from AWX in the execution environment, resumes and finishes. The target
     #    answered without its v gives the same ledger.
+    ee_image = lab_cli("ee").stdout.strip().splitlines()[-1]  # built beside the lab tests by now (layer-cached)
     job = awx_job.run(lab, tmp_path, "upgrade_wave", image=ee_image,
                       answers={"gpufleet_target_version": lab.to_version.lstrip("v")})
     assert job.rc == 0, job.stdout[-6000:]

@@ -77,7 +77,11 @@ def test_the_advised_release_must_also_run_on_todays_control_plane():
     assert first_supporting("calico", target, parse_version("v1.28.1"), rows) == (None, False)  # 3.29 needs 1.29
     result = check_addons([workload("DaemonSet", "kube-system", "calico-node", "calico/node:v3.28.0")], [],
                           "v1.31.0", apiserver="v1.28.3", extra_support=ROWS)
-    assert "no release in the matrix supports both the current control plane and 1.31" in result["blocking"][0]
+    assert "no newer release in the matrix supports both the current control plane and 1.31" in result["blocking"][0]
+    # never a downgrade: an older line that supports the target is not advised
+    older = check_addons([workload("Deployment", "kueue-system", "kueue", "registry.k8s.io/kueue/kueue:v0.17.0")], [],
+                         "v1.36.0", apiserver="v1.35.1", extra_support=[dict(ROWS[3], version="0.17", kube_max="1.35")])
+    assert "upgrade it" not in older["blocking"][0] and "no newer release in the matrix" in older["blocking"][0]
 
 
 def test_supported_passes_and_no_upper_bound_warns():
@@ -93,12 +97,15 @@ def test_supported_passes_and_no_upper_bound_warns():
 
 
 def test_a_release_the_matrix_does_not_know_blocks():
-    result = check_addons([workload("DaemonSet", "kube-system", "calico-node", "calico/node:v3.99.0")], [],
+    result = check_addons([workload("DaemonSet", "kube-system", "calico-node", "calico/node:v3.10.0")], [],
                           "v1.31.0", extra_support=ROWS)
     (message,) = result["blocking"]
-    assert "Calico 3.99" in message and "is not in the addon matrix" in message
-    assert "gpufleet_addon_support: [{addon: calico, version: '3.99'" in message
+    assert "Calico 3.10" in message and "is not in the addon matrix" in message
+    assert "gpufleet_addon_support: [{addon: calico, version: '3.10'" in message
     assert message.endswith("(Calico 3.29 supports 1.31)")
+    newer = check_addons([workload("DaemonSet", "kube-system", "calico-node", "calico/node:v3.99.0")], [],
+                         "v1.31.0", extra_support=ROWS)
+    assert newer["blocking"][0].endswith("source: URL}]")  # no older release is offered in its place
 
 
 def test_an_untagged_image_blocks_unless_its_version_is_declared():
