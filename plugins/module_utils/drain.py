@@ -23,6 +23,9 @@ class DrainBlocked(GpufleetError):
     """Pods are still on the nodes at the deadline; ``blockers`` names each with its reason."""
 
 
+DELETE_POLL_SECONDS = 1.0  # how often evicted pods still terminating are looked at (kubectl drain: every second)
+
+
 def owner(pod: Dict[str, Any]) -> str:
     refs = (pod.get("metadata") or {}).get("ownerReferences") or []
     ctl = next((r for r in refs if r.get("controller")), refs[0] if refs else None)
@@ -161,4 +164,6 @@ def drain(api: Any, nodes: List[str], timeout: float, interval: float = 5.0, gra
                                "disable_eviction=true (recorded in the change record)" % (
                                    ", ".join(nodes), int(timeout), "\n".join(b["message"] for b in blockers)),
                                **result)
-        sleep(interval)
+        # a refused eviction is retried every ``interval``; pods only terminating are looked at every second, as
+        # kubectl drain does, so a drain does not idle for the interval after its last eviction
+        sleep(interval if pending else min(interval, DELETE_POLL_SECONDS))

@@ -191,6 +191,22 @@ class Kube:
         return meta is not None and meta.uid == uid
 
     # custom resources (JobSet, Kueue Workload)
+    def workload_images(self) -> List[Dict[str, Any]]:
+        """Every namespace's DaemonSets, Deployments and StatefulSets, reduced to kind, namespace, name and the pod
+        template's container images: nothing else of the templates (their environment may hold secrets)."""
+        from kubernetes import client
+        apps = client.AppsV1Api(self.client)
+        out: List[Dict[str, Any]] = []
+        for kind, fn in (("DaemonSet", apps.list_daemon_set_for_all_namespaces),
+                         ("Deployment", apps.list_deployment_for_all_namespaces),
+                         ("StatefulSet", apps.list_stateful_set_for_all_namespaces)):
+            for obj in self._call("list %ss" % kind, fn).items:
+                pod = obj.spec.template.spec
+                images = [{"image": c.image} for c in list(pod.init_containers or []) + list(pod.containers or [])]
+                meta = {"namespace": obj.metadata.namespace, "name": obj.metadata.name}
+                out.append({"kind": kind, "metadata": meta, "spec": {"template": {"spec": {"containers": images}}}})
+        return out
+
     def list_custom(self, gvr: Tuple[str, str, str], namespace: Optional[str] = None) -> List[Dict[str, Any]]:
         group, version, plural = gvr
         try:

@@ -31,11 +31,11 @@ options:
   workloads:
     description:
       - DaemonSet, Deployment and StatefulSet objects, as returned by M(kubernetes.core.k8s_info); only kind,
-        metadata (namespace, name) and the pod template's container images are read, so pass just those where the
-        pod templates may hold secrets in their environment.
+        metadata (namespace, name) and the pod template's container images are read.
+      - Unset, the module lists them itself from the cluster (the connection options below), keeping only those
+        fields - the pod templates' environment, which may hold secrets, never reaches a task result or the log.
     type: list
     elements: dict
-    default: []
   helm_releases:
     description:
       - Helm release metadata (namespace, name, revision, status, chart, chart_version, app_version), as
@@ -62,17 +62,19 @@ options:
     default: true
 extends_documentation_fragment:
   - gpufleet.upgrade.common.CHECK
+  - gpufleet.upgrade.common.KUBE
+  - kubernetes.core.k8s_auth_options
 author:
   - gpufleet maintainers (@gpufleet)
 """
 
 EXAMPLES = r"""
-- name: Check the addons before the control plane goes to v1.36
+- name: Check the addons before the control plane goes to v1.36 (the workloads read from the cluster)
   gpufleet.upgrade.addon_support:
     target_version: v1.36.3
     apiserver_version: v1.35.4
-    workloads: "{{ daemonsets.resources + deployments.resources + statefulsets.resources }}"
     helm_releases: "{{ removed.helm_releases }}"
+    kubeconfig: /etc/gpufleet/cell1.kubeconfig
     extra_support:
       - {addon: calico, version: "3.31", kube_min: "1.32", kube_max: "1.35", source: "https://docs.tigera.io/..."}
 """
@@ -115,7 +117,9 @@ stages:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpufleet.upgrade.plugins.module_utils.addons import check_addons
+from ansible_collections.gpufleet.upgrade.plugins.module_utils import kube
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.addons import (
+    check_addons, declared_lines, support_rows)
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import GateFailed
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.module_support import run_module
 
@@ -125,18 +129,22 @@ def main():
         argument_spec=dict(
             target_version=dict(type="str", required=True),
             apiserver_version=dict(type="str"),
-            workloads=dict(type="list", elements="dict", default=[]),
+            workloads=dict(type="list", elements="dict"),
             helm_releases=dict(type="list", elements="dict", default=[]),
             extra_support=dict(type="list", elements="dict", default=[]),
             declared_versions=dict(type="dict", default={}),
             fail_on_blocking=dict(type="bool", default=True),
+            **kube.KUBE_ARGSPEC,
         ),
         supports_check_mode=True,
     )
 
     def body():
         p = module.params
-        result = check_addons(p["workloads"], p["helm_releases"], p["target_version"], p["apiserver_version"],
+        support_rows(p["extra_support"])  # bad input is refused before the cluster is read
+        declared_lines(p["declared_versions"])
+        workloads = p["workloads"] if p["workloads"] is not None else kube.connect(module).workload_images()
+        result = check_addons(workloads, p["helm_releases"], p["target_version"], p["apiserver_version"],
                               p["extra_support"], p["declared_versions"])
         if not result["passed"] and p["fail_on_blocking"]:
             raise GateFailed("addon_support: %s" % "; ".join(result["blocking"]), **result)

@@ -27,7 +27,7 @@ options:
     type: int
     default: 300
   retry_interval:
-    description: Seconds between eviction attempts.
+    description: Seconds between eviction attempts (pods already evicted and terminating are looked at every second).
     type: float
     default: 5
   grace_period:

@@ -146,6 +146,29 @@ def test_drain_evicts_and_skips_daemonsets():
     assert [p["metadata"]["name"] for p in api.pods] == ["dcgm", "other"]
 
 
+def test_drain_looks_at_terminating_pods_every_second_not_every_retry_interval():
+    api, clock = FakeKube(), Clock()
+    api.pods.append(pod("web-1", "gpu-a1"))
+    original_evict = api.evict
+
+    def evict_slowly(ns, name, grace):  # accepted, but the pod takes 3 s to terminate
+        status, message = original_evict(ns, name, grace)
+        api.pods.append(pod("web-1", "gpu-a1"))
+        api.pods[-1]["metadata"]["uid"] = "uid-web-1"
+        return status, message
+    api.evict = evict_slowly
+    sleeps = []
+
+    def sleep(seconds):
+        sleeps.append(seconds)
+        clock.sleep(seconds)
+        if clock.now >= 3:
+            api.pods[:] = [p for p in api.pods if p["metadata"]["name"] != "web-1"]
+
+    result = drain(api, ["gpu-a1"], timeout=60, interval=5, clock=clock, sleep=sleep)
+    assert result["evicted"] == ["default/web-1"] and sleeps == [1.0, 1.0, 1.0]
+
+
 def test_drain_retries_a_pdb_429_until_it_clears():
     api, clock = FakeKube(), Clock()
     api.pods.append(pod("web-1", "gpu-a1", labels={"app": "web"}))

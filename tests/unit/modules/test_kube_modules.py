@@ -95,3 +95,23 @@ def test_cluster_checks_blocks_on_a_dead_webhook(run):
     assert out.failed and "preflight blocked" in out.result["msg"] and "sys/injector" in out.result["msg"]
     ok = run(cluster_checks, {"webhook_configurations": [hook], "blocking": []})
     assert not ok.failed and ok.result["findings"][0]["subject"].startswith("MutatingWebhookConfiguration inject")
+
+
+def test_addon_support_reads_the_workloads_itself_when_none_are_given(run, monkeypatch):
+    from ansible_collections.gpufleet.upgrade.plugins.modules import addon_support
+
+    class Cluster:
+        calls = 0
+
+        def workload_images(self):
+            Cluster.calls += 1
+            image = "registry.k8s.io/kueue/kueue:v0.12.1"
+            return [{"kind": "Deployment", "metadata": {"namespace": "kueue-system", "name": "kueue"},
+                     "spec": {"template": {"spec": {"containers": [{"image": image}]}}}}]
+    monkeypatch.setattr(kube, "connect", lambda module: Cluster())
+    out = run(addon_support, {"target_version": "v1.34.1"})
+    assert out.failed and Cluster.calls == 1
+    assert "Kueue 0.12 (Deployment kueue-system/kueue image registry.k8s.io/kueue/kueue:v0.12.1) supports Kubernetes " \
+           "1.29-1.33, not the target 1.34" in out.result["msg"]
+    given = run(addon_support, {"target_version": "v1.34.1", "workloads": []})
+    assert given.result["passed"] and Cluster.calls == 1  # given workloads: the cluster is not read
