@@ -21,15 +21,12 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.data_addons import (
     ADDONS, MATRIX, SOURCES, AddonSupport)
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import InputError
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.textparse import as_mapping
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.versions import KubeVersion, parse_version
 
 WORKLOAD_KINDS = ("DaemonSet", "Deployment", "StatefulSet")
 _TAG_VERSION = re.compile(r"^v?(\d{1,6})\.(\d{1,6})(?:\.\d{1,9})?(?:[-+][0-9A-Za-z.+-]*)?$")
 _LINE = re.compile(r"^\d{1,6}\.\d{1,6}$")
-
-
-def _mapping(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
 
 
 def _line(version: str) -> Tuple[int, int]:
@@ -80,18 +77,18 @@ def installed_from_workloads(workloads: Iterable[Any]) -> List[Dict[str, Any]]:
     containers use its own image counts once)."""
     found: Dict[Tuple[str, str, str], Dict[str, Any]] = {}
     for item in workloads:
-        obj = _mapping(item)
+        obj = as_mapping(item)
         if obj.get("kind") not in WORKLOAD_KINDS:
             continue
-        meta = _mapping(obj.get("metadata"))
-        pod = _mapping(_mapping(_mapping(obj.get("spec")).get("template")).get("spec"))
+        meta = as_mapping(obj.get("metadata"))
+        pod = as_mapping(as_mapping(as_mapping(obj.get("spec")).get("template")).get("spec"))
         containers: List[Any] = []
         for key in ("initContainers", "containers"):
             listed = pod.get(key)
             containers += listed if isinstance(listed, list) else []
         workload = "%s %s/%s" % (obj["kind"], meta.get("namespace", ""), meta.get("name", "?"))
         for container in containers:
-            image = _mapping(container).get("image")
+            image = as_mapping(container).get("image")
             if not isinstance(image, str):
                 continue
             repository, tag, digest = split_image(image)
@@ -109,7 +106,7 @@ def installed_from_helm(releases: Iterable[Any]) -> List[Dict[str, Any]]:
     removed_apis returns (namespace, name, revision, status, chart, chart_version, app_version)."""
     newest: Dict[Tuple[str, str], Mapping[str, Any]] = {}
     for item in releases:
-        release = _mapping(item)
+        release = as_mapping(item)
         if release.get("status") != "deployed":
             continue
         revision = release.get("revision")

@@ -23,7 +23,7 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.data_removed_apis import REMOVED, SOURCE, RemovedApi
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import InputError, ParseError
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.textparse import (
-    MAX_TEXT_BYTES, load_json, load_yaml, read_file)
+    MAX_TEXT_BYTES, as_mapping, load_json, load_yaml, read_file)
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.versions import KubeVersion, parse_version
 
 _METRIC = re.compile(r"^apiserver_requested_deprecated_apis\{(?P<labels>[^}]*)\}\s+(?P<value>\S+)")
@@ -101,10 +101,6 @@ def _docs(text: str, where: str) -> Iterable[Any]:
         raise ParseError("%s; render templates first (helm template)" % exc.msg)
 
 
-def _mapping(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
 def _objects(doc: Any) -> Iterable[Mapping[str, Any]]:
     """The objects of a document: the document itself, or the items of a list - ``kind: List``, a typed list such
     as ``PodDisruptionBudgetList`` (whose items, as the API returns them, carry no apiVersion and kind of their own:
@@ -136,7 +132,7 @@ def scan_manifest_text(text: str, target: KubeVersion, source: str) -> List[Dict
             entry = _BY_KIND.get((str(obj.get("apiVersion")), str(obj.get("kind"))))
             if entry is None:
                 continue
-            meta = _mapping(obj.get("metadata"))
+            meta = as_mapping(obj.get("metadata"))
             namespace = "%s/" % meta["namespace"] if meta.get("namespace") else ""
             name = "%s %s%s" % (obj["kind"], namespace, meta.get("name", "<unnamed>"))
             findings.append(_finding(source, name, entry.api_version, entry.kind, entry.removed_in, entry.replacement,
@@ -225,7 +221,7 @@ def scan_helm_secrets(secrets: Iterable[Mapping[str, Any]], target: KubeVersion,
     for secret in secrets:
         if not isinstance(secret, Mapping) or secret.get("type") != "helm.sh/release.v1":
             continue
-        meta = _mapping(secret.get("metadata"))
+        meta = as_mapping(secret.get("metadata"))
         where = "helm release secret %s/%s" % (str(meta.get("namespace", ""))[:253], str(meta.get("name", ""))[:253])
         try:
             findings.extend(_scan_helm_secret(secret, meta, where, target, releases))
@@ -236,19 +232,19 @@ def scan_helm_secrets(secrets: Iterable[Mapping[str, Any]], target: KubeVersion,
 
 def release_metadata(release: Mapping[str, Any], meta: Mapping[str, Any]) -> Dict[str, Any]:
     """What an addon check needs of a Helm release - never its values or manifest."""
-    chart = _mapping(_mapping(release.get("chart")).get("metadata"))
+    chart = as_mapping(as_mapping(release.get("chart")).get("metadata"))
     revision = release.get("version")
     return {"namespace": str(release.get("namespace", meta.get("namespace", "")))[:253],
             "name": str(release.get("name", ""))[:253],
             "revision": revision if isinstance(revision, int) and not isinstance(revision, bool) else 0,
-            "status": str(_mapping(release.get("info")).get("status", ""))[:64],
+            "status": str(as_mapping(release.get("info")).get("status", ""))[:64],
             "chart": str(chart.get("name", ""))[:253], "chart_version": str(chart.get("version", ""))[:128],
             "app_version": str(chart.get("appVersion", "") or "")[:128]}
 
 
 def _scan_helm_secret(secret: Mapping[str, Any], meta: Mapping[str, Any], where: str, target: KubeVersion,
                       releases: Optional[List[Dict[str, Any]]] = None) -> List[Dict[str, Any]]:
-    data = _mapping(secret.get("data")).get("release")
+    data = as_mapping(secret.get("data")).get("release")
     if not data or not isinstance(data, str):
         raise ParseError("no data.release")
     release = decode_helm_release(data)

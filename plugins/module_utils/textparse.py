@@ -51,6 +51,11 @@ def check_depth(doc: Any, what: str, max_depth: int = MAX_DEPTH) -> Any:
     return doc
 
 
+def as_mapping(value: Any) -> Mapping[str, Any]:
+    """A field read leniently: the mapping, or {} for anything else (a scan that skips odd objects and goes on)."""
+    return value if isinstance(value, Mapping) else {}
+
+
 def mapping(value: Any, what: str) -> Mapping[str, Any]:
     """An object of a parsed document: {} when absent, a :class:`ParseError` naming ``what`` when not a mapping."""
     if value is None:
