@@ -56,6 +56,7 @@ def up(cfg: config.LabConfig) -> None:
     kube.ensure_training(cfg)
     say("training gang llm-pretrain (JobSet, 2 ranks x %d GPUs) admitted by its Kueue Workload" % cfg.gpus_per_node)
     say("addons: %s" % ", ".join(kube.ensure_addons(cfg)))
+    say("security: %s" % ", ".join(kube.ensure_security(cfg)))
     hosts.ensure_hosts(cfg)
     inventory = hosts.write_inventory(cfg, kube.cluster_uid(cfg))
     say("inventory %s, kubeconfig %s" % (inventory, cfg.kubeconfig))

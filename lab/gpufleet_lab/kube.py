@@ -194,3 +194,70 @@ def ensure_addons(cfg: LabConfig) -> List[str]:
         tolerate(409, create, namespace, obj)
         made.append("%s %s" % (obj["metadata"]["name"], obj["spec"]["template"]["spec"]["containers"][0]["image"]))
     return made
+
+
+# Security the wave must keep (docs/reference.md section 11): Pod Security levels pinned to a minor, an image
+# policy in `inference` (a ValidatingAdmissionPolicy that admits only digests from the lab's registry - a real cell
+# has its policy engine's signature check), NetworkPolicies around the training gang, Cilium as the CNI that
+# enforces them (a DaemonSet whose pods are KWOK's: the lab has no pod network), and one legacy token Secret.
+SIGNED_POLICY = "gpufleet-lab-signed-images"
+LAB_REGISTRY = "registry.lab.example/"
+CILIUM_IMAGE = "quay.io/cilium/cilium:v1.19.3"
+PSA_PINNED = "v1.35"  # the minor the lab's namespaces are pinned to (the lab's `from` minor)
+
+
+def security_objects(cfg: LabConfig) -> List[Dict[str, Any]]:
+    from gpufleet_lab import training
+    psa = "pod-security.kubernetes.io/"
+    images_ok = "c.image.startsWith('%s') && c.image.contains('@sha256:')" % LAB_REGISTRY
+    match = {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"],
+                                "resources": ["pods"]}]}
+    return [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": training.NS, "labels": {
+            psa + "enforce": "baseline", psa + "enforce-version": PSA_PINNED}}},
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "inference", "labels": {
+            psa + "enforce": "restricted", psa + "enforce-version": PSA_PINNED,
+            "gpufleet.io/image-policy": "signed"}}},
+        {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+         "metadata": {"name": SIGNED_POLICY},
+         "spec": {"failurePolicy": "Fail", "matchConstraints": match, "validations": [{
+             "expression": "object.spec.containers.all(c, %s) && (!has(object.spec.initContainers) || "
+                           "object.spec.initContainers.all(c, %s))" % (images_ok, images_ok),
+             "message": "images must come from %s by digest (%s)" % (LAB_REGISTRY, SIGNED_POLICY)}]}},
+        {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+         "metadata": {"name": SIGNED_POLICY},
+         "spec": {"policyName": SIGNED_POLICY, "validationActions": ["Deny"], "matchResources": {
+             "namespaceSelector": {"matchLabels": {"gpufleet.io/image-policy": "signed"}}}}},
+        {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+         "metadata": {"name": "default-deny-ingress", "namespace": training.NS},
+         "spec": {"podSelector": {}, "policyTypes": ["Ingress"]}},
+        {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+         "metadata": {"name": "allow-gang", "namespace": training.NS},
+         "spec": {"podSelector": {}, "policyTypes": ["Ingress"], "ingress": [{"from": [{"podSelector": {}}]}]}},
+        {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "cilium", "namespace": "kube-system",
+                                                                    "labels": {"gpufleet.io/lab-addon": "true"}},
+         "spec": {"selector": {"matchLabels": {"k8s-app": "cilium"}}, "template": {
+             "metadata": {"labels": {"k8s-app": "cilium"}},
+             "spec": {"tolerations": [{"operator": "Exists"}],
+                      "containers": [{"name": "cilium-agent", "image": CILIUM_IMAGE}]}}}},
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "legacy-ci", "namespace": training.NS}},
+        {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/service-account-token",
+         "metadata": {"name": "legacy-ci-token", "namespace": training.NS,
+                      "annotations": {"kubernetes.io/service-account.name": "legacy-ci"}}},
+    ]
+
+
+def ensure_security(cfg: LabConfig) -> List[str]:
+    """Create the security objects (server-side apply: a `lab up` on an existing lab puts them back as they
+    were - the security tests break them on purpose)."""
+    dyn = dynamic.DynamicClient(api(cfg))
+    made = []
+    for obj in security_objects(cfg):
+        res = dyn.resources.get(api_version=obj["apiVersion"], kind=obj["kind"])
+        namespace = obj["metadata"].get("namespace")
+        if obj["kind"] == "Secret":  # the token controller fills it; apply would fight over its data
+            tolerate(409, res.create, body=obj, namespace=namespace)
+        else:
+            res.server_side_apply(body=obj, namespace=namespace, field_manager="gpufleet-lab", force_conflicts=True)
+        made.append("%s %s" % (obj["kind"], obj["metadata"]["name"]))
+    return made

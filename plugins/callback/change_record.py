@@ -18,6 +18,9 @@ description:
     role (a fact named C(*_break_glass_record), e.g. C(drain_break_glass_record) - drain without eviction, forced
     drain, gangs stopped without a checkpoint, a skipped NCCL gate, an etcd restore) with who, when, which nodes.
     So do the baselines' opt-outs and the training gangs resumed or left stopped.
+  - The security checks (M(gpufleet.upgrade.security_checks)) have their own section - the baseline taken, Pod
+    Security pinning, the admission probes, NetworkPolicies and their CNI, legacy tokens and the RBAC diff against
+    the baseline - beside their checks in the gates table.
   - The records are written owner-only (0600, in a 0700 directory). Under ansible-runner (an AWX job, or the
     runner CLI) a copy also goes to the job's artifact directory (C(AWX_ISOLATED_DATA_DIR)/gpufleet/change-records).
 requirements:
@@ -48,6 +51,7 @@ import time
 from ansible.plugins.callback import CallbackBase
 
 from ansible_collections.gpufleet.upgrade.plugins.module_utils import cell as cell_utils
+from ansible_collections.gpufleet.upgrade.plugins.module_utils import security
 
 DEFAULT_TRIGGERS = [
     "a gate fails on a canary node: stop; the canary stays cordoned with the reason annotated",
@@ -82,7 +86,7 @@ class CallbackModule(CallbackBase):
                        "operator": getpass.getuser(), "objective": "", "target_version": "", "version_diff": {},
                        "canary_scope": [], "plays": [], "gates": [], "failures": [], "rollback_triggers": [],
                        "cell": "", "run_id": "", "break_glass": [], "opt_outs": [],
-                       "gangs": {"resumed": [], "stay_stopped": []}}
+                       "gangs": {"resumed": [], "stay_stopped": []}, "security": []}
         self._started = time.time()
 
     def v2_playbook_on_play_start(self, play):
@@ -167,6 +171,12 @@ class CallbackModule(CallbackBase):
                 self._record_cell(result._task.get_name(), res)
             if action.endswith(".gang"):
                 self._record_gangs(res)
+            if action.endswith(".security_checks") and (isinstance(res.get("security"), dict) or res.get("psa_changes")
+                                                        or res.get("baseline")):
+                self.record["security"].append({
+                    "task": result._task.get_name(), "wave": wave, "passed": res.get("passed"),
+                    "report": res.get("security") or {}, "psa_changes": res.get("psa_changes") or {},
+                    "baseline": res.get("baseline") or {}})
             for line in res.get("opt_outs") or []:
                 opt_out = {"host": host, "opt_out": str(line)}
                 if opt_out not in self.record["opt_outs"]:
@@ -176,7 +186,7 @@ class CallbackModule(CallbackBase):
                                              "check": check.get("name"),
                                              "subject": check.get("subject"), "measured": check.get("measured"),
                                              "baseline": check.get("expected"), "passed": check.get("passed"),
-                                             "severity": check.get("severity")})
+                                             "severity": check.get("severity"), "detail": check.get("detail", "")})
             plan = res.get("plan") if isinstance(res.get("plan"), dict) else None
             if plan and "current" in plan and "target" in plan:
                 self.record["version_diff"] = {"from": plan["current"], "to": plan["target"],
@@ -338,6 +348,16 @@ def markdown(rec):
     lines += ["- stays stopped: %s" % _cell(g["why"]) for g in rec["gangs"]["stay_stopped"]]
     if not rec["gangs"]["resumed"] and not rec["gangs"]["stay_stopped"]:
         lines.append("- none stopped")
+    lines += ["", "## Security", ""]
+    for entry in rec.get("security") or []:
+        lines.append("### %s%s" % (_cell(entry["task"]), " (wave %s)" % _cell(entry["wave"]) if entry["wave"] else ""))
+        lines += ["- Pod Security pinned by this run: %s -> %s" % kv for kv in sorted(entry["psa_changes"].items())]
+        base = entry["baseline"]
+        if base:
+            lines.append("- baseline of %s taken %s" % (base.get("target"), base.get("taken")))
+        lines += [_cell(line) for line in security.markdown_lines(entry["report"])]
+    if not rec.get("security"):
+        lines.append("- not checked by this run")
     lines += ["", "## Gates", "", "| host | check | subject | measured | baseline | result |",
               "|---|---|---|---|---|---|"]
     for gate in rec["gates"]:

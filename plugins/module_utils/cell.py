@@ -18,7 +18,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, Dict, List, Mapping, Sequence
 
-from ansible_collections.gpufleet.upgrade.plugins.module_utils import addons, variables
+from ansible_collections.gpufleet.upgrade.plugins.module_utils import addons, security, variables
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.variables import to_bool as _bool
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import GpufleetError, InputError
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.planner import (
@@ -87,6 +87,7 @@ class Cell:
     settings: Dict[str, Any] = field(default_factory=dict)
     apiserver_urls: Dict[str, str] = field(default_factory=dict)
     addons: Dict[str, Any] = field(default_factory=dict)
+    security: Dict[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> Dict[str, Any]:
         return asdict(self)
@@ -328,6 +329,8 @@ def build(groups: Mapping[str, Sequence[str]], host_vars: Mapping[str, Mapping[s
                          "of the cell's cluster)", required=False),
         settings=variables.settings(cell_vars),
         addons=addons.parse_inputs(cell_vars.get("gpufleet_addon_support"), cell_vars.get("gpufleet_addon_versions")),
+        security=security.parse_inputs(cell_vars.get("gpufleet_security_admission_probes"),
+                                       cell_vars.get("gpufleet_security_rbac_expected")),
         apiserver_urls={h: _url(host_vars[h].get("gpufleet_apiserver_url"), "%s: gpufleet_apiserver_url" % h)
                         for h in cp})
 

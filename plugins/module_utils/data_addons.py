@@ -96,6 +96,7 @@ class AddonSupport(NamedTuple):
     source: str  # a key of SOURCES
 
 
+# network_policy: the addon enforces NetworkPolicy objects (the security checks want one when policies exist).
 ADDONS: Dict[str, Dict[str, Any]] = {
     # managed_by kubeadm: `kubeadm upgrade apply` moves kube-proxy and CoreDNS itself (its addon phase), so a line
     # the target's kubeadm does not install is no blocker; the CoreDNS rows record which line each minor installs.
@@ -104,9 +105,9 @@ ADDONS: Dict[str, Dict[str, Any]] = {
     # not tigera/operator: the operator image carries the operator's own version (v1.x), not Calico's
     "calico": dict(name="Calico", stage=3,
                    images=["calico/node", "calico/cni", "calico/kube-controllers", "calico/typha"],
-                   charts=["tigera-operator"]),
+                   charts=["tigera-operator"], network_policy=True),
     "cilium": dict(name="Cilium", stage=3, images=["cilium/cilium", "cilium/operator-generic", "cilium/operator"],
-                   charts=["cilium"]),
+                   charts=["cilium"], network_policy=True),
     # stage 4 (CSI drivers): no addon recorded yet.
     "gpu_operator": dict(name="NVIDIA GPU Operator", stage=5, images=["nvidia/gpu-operator"],
                          charts=["gpu-operator"]),

@@ -207,6 +207,68 @@ class Kube:
                 out.append({"kind": kind, "metadata": meta, "spec": {"template": {"spec": {"containers": images}}}})
         return out
 
+    # what the security checks read (plain dicts; Secrets reduced to metadata and type)
+    def server_version(self) -> str:
+        from kubernetes import client
+        return str(self._call("read the apiserver version", client.VersionApi(self.client).get_code).git_version)
+
+    def namespaces(self) -> List[Dict[str, Any]]:
+        return [self._plain(n) for n in self._call("list Namespaces", self.core.list_namespace).items]
+
+    def rbac(self) -> Tuple[List[Dict[str, Any]], List[Dict[str, Any]]]:
+        """(ClusterRoles, ClusterRoleBindings)."""
+        from kubernetes import client
+        rbac = client.RbacAuthorizationV1Api(self.client)
+        return ([self._plain(r) for r in self._call("list ClusterRoles", rbac.list_cluster_role).items],
+                [self._plain(b) for b in self._call("list ClusterRoleBindings",
+                                                    rbac.list_cluster_role_binding).items])
+
+    def secrets_of_type(self, secret_type: str) -> List[Dict[str, Any]]:
+        """Secrets of one type, as metadata and type only: their data never leaves this method."""
+        out = self._call("list Secrets of type %s" % secret_type, self.core.list_secret_for_all_namespaces,
+                         field_selector="type=%s" % secret_type)
+        return [{"type": s.type, "metadata": self._plain(s.metadata)} for s in out.items]
+
+    def network_policies(self) -> List[Dict[str, Any]]:
+        from kubernetes import client
+        net = client.NetworkingV1Api(self.client)
+        return [self._plain(p) for p in self._call("list NetworkPolicies",
+                                                   net.list_network_policy_for_all_namespaces).items]
+
+    def read_config_map(self, namespace: str, name: str) -> Optional[Dict[str, Any]]:
+        """The ConfigMap, or None when there is none."""
+        try:
+            return self._plain(self._call("read ConfigMap %s/%s" % (namespace, name),
+                                          self.core.read_namespaced_config_map, name, namespace))
+        except KubeError as exc:
+            if exc.details.get("status") == 404:
+                return None
+            raise
+
+    def put_config_map(self, namespace: str, name: str, data: Dict[str, str], labels: Dict[str, str]) -> None:
+        """Create the ConfigMap, or replace its data and labels."""
+        body = {"metadata": {"name": name, "namespace": namespace, "labels": labels}, "data": data}
+        if self.read_config_map(namespace, name) is None:
+            self._call("create ConfigMap %s/%s" % (namespace, name), self.core.create_namespaced_config_map,
+                       namespace, body)
+        else:
+            self._call("replace ConfigMap %s/%s" % (namespace, name), self.core.replace_namespaced_config_map,
+                       name, namespace, body)
+
+    def dry_run_pod(self, namespace: str, body: Dict[str, Any]) -> Tuple[int, str]:
+        """Create a pod as a server-side dry run (admission runs, nothing is stored): (201, '') when admitted,
+        else (status, message); a connection failure is status 0."""
+        try:
+            self.core.create_namespaced_pod(namespace, body, dry_run="All")
+        except self.ApiException as exc:
+            return api_error(exc)
+        except Exception as exc:  # urllib3 errors: the probe could not be made
+            return 0, str(exc)
+        return 201, ""
+
+    def patch_namespace(self, name: str, body: Dict[str, Any]) -> Dict[str, Any]:
+        return self._plain(self._call("patch Namespace %s" % name, self.core.patch_namespace, name, body))
+
     def list_custom(self, gvr: Tuple[str, str, str], namespace: Optional[str] = None) -> List[Dict[str, Any]]:
         group, version, plural = gvr
         try:

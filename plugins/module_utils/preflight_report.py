@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional
 
+from ansible_collections.gpufleet.upgrade.plugins.module_utils import security
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import InputError
 
 SUPPORT_K8S = "Kubernetes release calendar (module_utils/data_releases.py)"
@@ -119,6 +120,8 @@ def render_markdown(report: Dict[str, Any]) -> str:
             lines.append("| %s | %s | %s | %s |" % (f.get("name", "?"), f.get("version") or f.get("raw_version") or "?",
                                                     f.get("where", ""), f.get("severity", "?")))
         lines.append("")
+    if report.get("security"):
+        lines += ["## Security", ""] + security.markdown_lines(report["security"]) + [""]
     lines += ["## Versions", "", "| node | component | current | target | support | validation | rollback |",
               "|---|---|---|---|---|---|---|"]
     for r in report.get("inventory") or []:

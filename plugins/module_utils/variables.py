@@ -15,8 +15,9 @@ from typing import Any, Dict, Mapping, Optional, Tuple
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import InputError
 
 CELL_PLAYBOOKS = ("plan", "preflight", "upgrade_wave", "control_plane", "node_pool", "canary", "maintenance",
-                  "validate")
-CLUSTER_PLAYBOOKS = ("preflight", "upgrade_wave", "control_plane", "node_pool", "canary", "maintenance", "validate")
+                  "validate", "psa_pin")
+CLUSTER_PLAYBOOKS = ("preflight", "upgrade_wave", "control_plane", "node_pool", "canary", "maintenance", "validate",
+                     "psa_pin")
 WAVE_PLAYBOOKS = ("upgrade_wave", "node_pool", "canary", "maintenance")
 
 
@@ -77,6 +78,12 @@ VARIABLES: Tuple[Var, ...] = (
         "bound is documented), source (where the support is documented)}; they win over the shipped rows."),
     Var("gpufleet_addon_versions", "dict", NONE, "cell", CELL_PLAYBOOKS,
         "Versions of addons whose image is pinned by digest only (no tag), keyed by addon: {kueue: v0.13.1}."),
+    Var("gpufleet_security_admission_probes", "list", NONE, "cell", CELL_PLAYBOOKS,
+        "Admission probes, each {namespace, image (one the namespace's image policy must refuse), expect (text the "
+        "refusal must contain: the policy's name)}; each is a server-side dry run after every wave."),
+    Var("gpufleet_security_rbac_expected", "list", NONE, "cell", CELL_PLAYBOOKS,
+        "Binding-name patterns whose new powerful RBAC grants an upgrade is expected to make; unset: system:* and "
+        "kubeadm:* (the apiserver's bootstrap policy, kubeadm's bindings)."),
     Var("gpufleet_observed_kubectl", "str", NONE, "cell", ("plan",),
         "Offline plan only: the kubectl version in use."),
     # -- break glass ---------------------------------------------------------------------------------------------
@@ -93,6 +100,13 @@ VARIABLES: Tuple[Var, ...] = (
     Var("gpufleet_expected_cell", "str", NONE, "run", CELL_PLAYBOOKS,
         "The cell this run was launched for (the AWX survey asks it); a run whose inventory is another cell's is "
         "refused."),
+    # -- Pod Security pinning -----------------------------------------------------------------------------------------
+    Var("gpufleet_psa_version", "str", NONE, "run", ("psa_pin",),
+        "The minor to pin Pod Security enforce labels to, such as v1.35."),
+    Var("gpufleet_psa_namespaces", "list", NONE, "run", ("psa_pin",),
+        "Only these namespaces (unset: every namespace with an enforce label)."),
+    Var("gpufleet_psa_bump", "bool", False, "run", ("psa_pin",),
+        "Also move namespaces already pinned to another minor (the deliberate, recorded bump)."),
     # -- one maintenance -----------------------------------------------------------------------------------------
     Var("gpufleet_node", "str", NONE, "run", ("maintenance",), "The GPU node to maintain."),
     Var("gpufleet_maintenance_action", "str", NONE, "run", ("maintenance",), "upgrade, gpu_stack or repair."),

@@ -1,0 +1,553 @@
+# Copyright: gpufleet contributors
+# Apache License 2.0
+"""Security that must survive an upgrade (docs/reference.md section 11): pure functions over the objects the
+security_checks module reads.
+
+- Pod Security Admission: a namespace whose ``enforce`` level is not pinned to a version (the
+  ``enforce-version`` label missing or ``latest``) changes what it admits when the control plane moves. Such a
+  namespace blocks; a pinned level or version that changed since the baseline fails (a deliberate bump is
+  playbooks/psa_pin.yml, recorded).
+- Signed-image admission: a probe pod with an undigested image, created as a server-side dry run in each probed
+  namespace, must still be refused by admission, with a message naming the policy.
+- RBAC: ClusterRoles (their rules, aggregated ones included) and ClusterRoleBindings are compared with the baseline;
+  the diff goes to the change record. A subject newly bound to a powerful role (all verbs on all resources of all
+  groups, or escalate, bind or impersonate) fails, unless the binding's name matches an expected pattern (the
+  apiserver's ``system:*`` bootstrap policy and kubeadm's ``kubeadm:*``, which an upgrade reconciles).
+- Legacy service-account token Secrets are flagged; one created since the baseline fails.
+- NetworkPolicies must be intact (none missing or changed since the baseline), and when there are any, the CNI
+  that enforces them must support the control plane's minor (the addon matrix).
+Everything fails closed: an object that cannot be read is a failed check naming it, never a pass.
+"""
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import json
+import re
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
+
+from ansible_collections.gpufleet.upgrade.plugins.module_utils import addons
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.checks import Check, summarize
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import InputError
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.kube import now_rfc3339
+
+PSA = "pod-security.kubernetes.io/"
+PSA_LEVELS = ("privileged", "baseline", "restricted")
+_PSA_VERSION = re.compile(r"^v1\.\d{1,3}$")
+LEGACY_TOKEN_TYPE = "kubernetes.io/service-account-token"
+BASELINE_FORMAT = 1
+DEFAULT_RBAC_EXPECTED = ("system:*", "kubeadm:*")
+POWER_VERBS = ("escalate", "bind", "impersonate")
+_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+
+
+def _map(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    return _map(obj.get("metadata")) if isinstance(obj, Mapping) else {}
+
+
+def _digest(value: Any) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+# -- inputs ---------------------------------------------------------------------------------------------------------
+def parse_probes(value: Any, name: str = "gpufleet_security_admission_probes") -> List[Dict[str, str]]:
+    """Admission probes, each {namespace, image, expect}: ``image`` an image the policy must refuse (undigested or
+    from a registry it does not allow), ``expect`` a text the refusal must contain (the policy's name)."""
+    if value in (None, ""):
+        return []
+    if not isinstance(value, (list, tuple)):
+        raise InputError("%s: a list of {namespace, image, expect}, got %s" % (name, type(value).__name__))
+    out: List[Dict[str, str]] = []
+    for index, item in enumerate(value):
+        where = "%s[%d]" % (name, index)
+        if not isinstance(item, Mapping):
+            raise InputError("%s: a mapping {namespace, image, expect}, got %s" % (where, type(item).__name__))
+        unknown = sorted(set(item) - {"namespace", "image", "expect"})
+        if unknown:
+            raise InputError("%s: unknown field(s) %s; the fields are namespace, image and expect" % (
+                where, ", ".join(map(str, unknown))))
+        probe = {}
+        for field in ("namespace", "image", "expect"):
+            text = item.get(field)
+            if not isinstance(text, str) or not text.strip():
+                raise InputError("%s.%s: required, a non-empty string (%s)" % (where, field, {
+                    "namespace": "the namespace whose admission policy is probed",
+                    "image": "an image the policy must refuse, e.g. registry.example/app:latest (no digest)",
+                    "expect": "text the refusal must contain, e.g. the policy's name"}[field]))
+            probe[field] = text.strip()
+        if not _NAME.match(probe["namespace"]):
+            raise InputError("%s.namespace: %r is not a namespace name" % (where, probe["namespace"]))
+        out.append(probe)
+    return out
+
+
+def parse_patterns(value: Any, name: str = "gpufleet_security_rbac_expected") -> List[str]:
+    """Binding-name patterns (fnmatch) whose changes an upgrade is expected to make; unset: the defaults."""
+    if value in (None, ""):
+        return list(DEFAULT_RBAC_EXPECTED)
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) and v.strip() for v in value):
+        raise InputError("%s: a list of binding-name patterns such as 'system:*' (got %r)" % (name, value))
+    return [v.strip() for v in value]
+
+
+def parse_inputs(probes: Any, rbac_expected: Any) -> Dict[str, Any]:
+    """The cell's security inputs, checked before anything runs."""
+    return {"admission_probes": parse_probes(probes), "rbac_expected": parse_patterns(rbac_expected)}
+
+
+# -- Pod Security Admission -----------------------------------------------------------------------------------------
+def psa_state(namespaces: Iterable[Mapping[str, Any]]) -> Dict[str, Dict[str, str]]:
+    """Per namespace, its pod-security labels (enforce, enforce-version, audit, warn ...) without the prefix."""
+    out: Dict[str, Dict[str, str]] = {}
+    for ns in namespaces:
+        meta = _meta(ns)
+        name = meta.get("name")
+        if not isinstance(name, str):
+            raise InputError("a Namespace without metadata.name: cannot judge its Pod Security labels")
+        labels = _map(meta.get("labels"))
+        out[name] = {k[len(PSA):]: str(v) for k, v in sorted(labels.items()) if str(k).startswith(PSA)}
+    return out
+
+
+def psa_problem(labels: Mapping[str, str]) -> str:
+    """Why a namespace's enforce label is not pinned ('' when it is pinned or has no enforce label)."""
+    level = labels.get("enforce")
+    if level is None:
+        return ""
+    if level not in PSA_LEVELS:
+        return "enforce level %r is not one of %s" % (level, ", ".join(PSA_LEVELS))
+    version = labels.get("enforce-version")
+    if level == "privileged":
+        return ""  # privileged allows everything at every version
+    if version is None:
+        return "enforce=%s without enforce-version (it follows the control plane: latest)" % level
+    if version == "latest":
+        return "enforce=%s at enforce-version=latest (it follows the control plane)" % level
+    if not _PSA_VERSION.match(version):
+        return "enforce-version %r is not a Kubernetes minor such as v1.35" % version
+    return ""
+
+
+# -- RBAC -----------------------------------------------------------------------------------------------------------
+def _rules(role: Mapping[str, Any]) -> List[Dict[str, List[str]]]:
+    rules = role.get("rules") or []
+    out = []
+    for rule in rules if isinstance(rules, list) else []:
+        if isinstance(rule, Mapping):
+            out.append({k: sorted(str(x) for x in (rule.get(k) or [])) for k in (
+                "apiGroups", "resources", "verbs", "resourceNames", "nonResourceURLs")})
+    return sorted(out, key=lambda r: json.dumps(r, sort_keys=True))
+
+
+def power(rules: Sequence[Mapping[str, List[str]]]) -> List[str]:
+    """Why a role is powerful: all verbs on all resources of all API groups, or escalate/bind/impersonate."""
+    why: List[str] = []
+    for rule in rules:
+        verbs = set(rule.get("verbs") or [])
+        resources = rule.get("resources") or []
+        if "*" in verbs and "*" in resources and "*" in (rule.get("apiGroups") or []):
+            why.append("* on * in every API group")
+            continue
+        why += ["%s on %s" % (verb, ",".join(resources) or "-") for verb in POWER_VERBS if verb in verbs]
+    return sorted(set(why))
+
+
+def _subject(subject: Mapping[str, Any], binding_ns: str = "") -> str:
+    kind = str(subject.get("kind", "?"))
+    name = str(subject.get("name", "?"))
+    if kind == "ServiceAccount":
+        return "ServiceAccount %s/%s" % (subject.get("namespace") or binding_ns or "?", name)
+    return "%s %s" % (kind, name)
+
+
+def rbac_snapshot(cluster_roles: Iterable[Mapping[str, Any]],
+                  bindings: Iterable[Mapping[str, Any]]) -> Dict[str, Any]:
+    """A compact, comparable form: per ClusterRole its rules' digest, whether it is aggregated and why it is
+    powerful; per ClusterRoleBinding its role and subjects."""
+    roles: Dict[str, Any] = {}
+    for role in cluster_roles:
+        name = _meta(role).get("name")
+        if not isinstance(name, str):
+            raise InputError("a ClusterRole without metadata.name")
+        rules = _rules(role)
+        roles[name] = {"digest": _digest([rules, role.get("aggregationRule")]),
+                       "aggregated": bool(role.get("aggregationRule")), "power": power(rules),
+                       "rules": len(rules)}
+    out_bindings: Dict[str, Any] = {}
+    for binding in bindings:
+        name = _meta(binding).get("name")
+        ref = _map(binding.get("roleRef"))
+        if not isinstance(name, str):
+            raise InputError("a ClusterRoleBinding without metadata.name")
+        subjects = binding.get("subjects") or []
+        out_bindings[name] = {"role": str(ref.get("name", "")),
+                              "subjects": sorted(_subject(s) for s in subjects if isinstance(s, Mapping))}
+    return {"roles": roles, "bindings": out_bindings}
+
+
+def powerful_grants(snapshot: Mapping[str, Any]) -> Set[Tuple[str, str, str]]:
+    """(subject, role, binding) for every subject bound to a powerful ClusterRole."""
+    roles = snapshot.get("roles") or {}
+    out = set()
+    for name, binding in (snapshot.get("bindings") or {}).items():
+        role = roles.get(binding.get("role"))
+        if role and role.get("power"):
+            out |= {(s, binding["role"], name) for s in binding.get("subjects") or []}
+    return out
+
+
+def rbac_diff(before: Mapping[str, Any], after: Mapping[str, Any],
+              expected: Sequence[str] = DEFAULT_RBAC_EXPECTED) -> Dict[str, Any]:
+    """What changed, for the record, and the new powerful grants outside the expected binding names."""
+    def changed(kind: str) -> Dict[str, List[str]]:
+        old, new = before.get(kind) or {}, after.get(kind) or {}
+        return {"added": sorted(set(new) - set(old)), "removed": sorted(set(old) - set(new)),
+                "changed": sorted(n for n in set(old) & set(new) if old[n] != new[n])}
+    grants_before = {grant[:2] for grant in powerful_grants(before)}
+    new_grants = sorted({"%s bound to %s by %s" % (s, r, b) for s, r, b in powerful_grants(after)
+                         if (s, r) not in grants_before and not any(fnmatch.fnmatchcase(b, p) for p in expected)})
+    expected_new = sorted({"%s bound to %s by %s" % (s, r, b) for s, r, b in powerful_grants(after)
+                           if (s, r) not in grants_before and any(fnmatch.fnmatchcase(b, p) for p in expected)})
+    return {"cluster_roles": changed("roles"), "cluster_role_bindings": changed("bindings"),
+            "new_powerful_grants": new_grants, "expected_powerful_grants": expected_new}
+
+
+# -- legacy tokens, NetworkPolicies ---------------------------------------------------------------------------------
+def legacy_tokens(secrets: Iterable[Mapping[str, Any]]) -> List[Dict[str, str]]:
+    """Secrets of type kubernetes.io/service-account-token: namespace, name, service account, last used and
+    invalid-since (the labels the apiserver's legacy-token tracking sets). Only metadata is read."""
+    out = []
+    for secret in secrets:
+        if secret.get("type") != LEGACY_TOKEN_TYPE:
+            continue
+        meta = _meta(secret)
+        labels = _map(meta.get("labels"))
+        notes = _map(meta.get("annotations"))
+        out.append({"namespace": str(meta.get("namespace", "")), "name": str(meta.get("name", "")),
+                    "service_account": str(notes.get("kubernetes.io/service-account.name", "")),
+                    "last_used": str(labels.get("kubernetes.io/legacy-token-last-used", "")),
+                    "invalid_since": str(labels.get("kubernetes.io/legacy-token-invalid-since", ""))})
+    return sorted(out, key=lambda t: (t["namespace"], t["name"]))
+
+
+def netpol_snapshot(policies: Iterable[Mapping[str, Any]]) -> Dict[str, str]:
+    """NAMESPACE/NAME -> digest of the policy's spec."""
+    out = {}
+    for policy in policies:
+        meta = _meta(policy)
+        if not isinstance(meta.get("name"), str):
+            raise InputError("a NetworkPolicy without metadata.name")
+        out["%s/%s" % (meta.get("namespace", ""), meta["name"])] = _digest(policy.get("spec"))
+    return out
+
+
+# -- admission probes -----------------------------------------------------------------------------------------------
+PROBE_NAME = "gpufleet-admission-probe"
+
+
+def probe_pod(probe: Mapping[str, str]) -> Dict[str, Any]:
+    """The probe pod, created only as a server-side dry run: it satisfies the restricted Pod Security level, so
+    only the image policy has a reason to refuse it."""
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": PROBE_NAME, "namespace": probe["namespace"],
+                         "labels": {"app.kubernetes.io/name": PROBE_NAME, "app.kubernetes.io/part-of": "gpufleet"}},
+            "spec": {"restartPolicy": "Never", "automountServiceAccountToken": False,
+                     "securityContext": {"runAsNonRoot": True, "runAsUser": 65534,
+                                         "seccompProfile": {"type": "RuntimeDefault"}},
+                     "containers": [{"name": "probe", "image": probe["image"],
+                                     "securityContext": {"allowPrivilegeEscalation": False,
+                                                         "capabilities": {"drop": ["ALL"]}}}]}}
+
+
+def judge_probe(probe: Mapping[str, str], status: int, message: str) -> Dict[str, Any]:
+    """Refused with the expected text: passed. Admitted, or refused for another reason (namespace missing, the
+    apiserver unreachable, a policy not named): failed, saying which."""
+    refused = status in (400, 403, 422)
+    named = probe["expect"] in (message or "")
+    if refused and named:
+        why = "refused: %s" % message
+    elif status in (200, 201):
+        why = "ADMITTED (dry run): the image policy no longer refuses %s" % probe["image"]
+    elif refused:
+        why = "refused, but not by the expected policy (no %r in: %s)" % (probe["expect"], message)
+    else:
+        why = "could not probe: HTTP %d %s" % (status, message)
+    return {"namespace": probe["namespace"], "image": probe["image"], "expect": probe["expect"],
+            "status": status, "passed": refused and named, "detail": why[:500]}
+
+
+# -- baseline and judgement -----------------------------------------------------------------------------------------
+def snapshot(namespaces: Sequence[Mapping[str, Any]], cluster_roles: Sequence[Mapping[str, Any]],
+             bindings: Sequence[Mapping[str, Any]], secrets: Sequence[Mapping[str, Any]],
+             policies: Sequence[Mapping[str, Any]]) -> Dict[str, Any]:
+    """Today's state in the baseline's shape."""
+    return {"format": BASELINE_FORMAT,
+            "psa": {n: {k: v for k, v in labels.items() if k in ("enforce", "enforce-version")}
+                    for n, labels in psa_state(namespaces).items()},
+            "rbac": rbac_snapshot(cluster_roles, bindings),
+            "legacy_tokens": ["%s/%s" % (t["namespace"], t["name"]) for t in legacy_tokens(secrets)],
+            "network_policies": netpol_snapshot(policies)}
+
+
+def check_baseline(doc: Any, target: str) -> Optional[Dict[str, Any]]:
+    """A stored baseline, if it is for ``target`` and readable; None when it is for another target. Unreadable is
+    an error (fail closed: the comparison cannot be made)."""
+    if not isinstance(doc, Mapping) or doc.get("format") != BASELINE_FORMAT:
+        raise InputError("the stored security baseline is unreadable or of another format (%r); delete the "
+                         "ConfigMap and take a new one before the control plane moves" % (
+                             doc.get("format") if isinstance(doc, Mapping) else type(doc).__name__))
+    if doc.get("target") != target:
+        return None
+    for key in ("psa", "rbac", "legacy_tokens", "network_policies"):
+        if key not in doc:
+            raise InputError("the stored security baseline lacks %r; delete it and take a new one" % key)
+    return dict(doc)
+
+
+def judge(now: Mapping[str, Any], before: Optional[Mapping[str, Any]], probes: Sequence[Mapping[str, Any]],
+          cni: Sequence[Mapping[str, Any]], expected_rbac: Sequence[str] = DEFAULT_RBAC_EXPECTED,
+          require_baseline: bool = False, subject: str = "cluster") -> Dict[str, Any]:
+    """The security checks (gate shape) and the report for the record.
+
+    ``cni``: the CNI addons found, each an addon finding (addon, version, severity, message) judged against the
+    control plane's minor now."""
+    checks: List[Check] = []
+    report: Dict[str, Any] = {}
+    psa = now.get("psa") or {}
+    unpinned = {n: psa_problem(labels) for n, labels in sorted(psa.items()) if psa_problem(labels)}
+    report["psa"] = {"unpinned": [{"namespace": n, "problem": p} for n, p in unpinned.items()],
+                     "pinned": sorted(n for n, lab in psa.items() if "enforce" in lab and n not in unpinned),
+                     "unlabelled": sorted(n for n, lab in psa.items() if "enforce" not in lab)}
+    checks.append(Check("psa_pinned", subject, not unpinned,
+                        "; ".join("%s: %s" % kv for kv in unpinned.items()) or "every enforce label pinned",
+                        "enforce-version pinned to vX.Y where enforce is set",
+                        "pin them (playbooks/psa_pin.yml) before the control plane moves" if unpinned else ""))
+
+    for probe in probes:
+        checks.append(Check("admission_refuses", "%s/%s" % (subject, probe["namespace"]), bool(probe["passed"]),
+                            probe["detail"], "%s refused (%s)" % (probe["image"], probe["expect"])))
+    report["admission"] = list(probes)
+
+    tokens = now.get("legacy_tokens") or []
+    report["legacy_tokens"] = list(tokens)
+    checks.append(Check("legacy_tokens", subject, not tokens, ", ".join(tokens) or "none",
+                        "no Secret of type kubernetes.io/service-account-token",
+                        "move their users to TokenRequest tokens" if tokens else "", severity="warn"))
+
+    policies = now.get("network_policies") or {}
+    known_cni = [c for c in cni if c.get("severity") != "block"]
+    if policies:
+        bad = [c for c in cni if c.get("severity") == "block"]
+        checks.append(Check("network_policy_cni", subject, not bad and bool(known_cni),
+                            "; ".join("%s %s" % (c.get("addon"), c.get("version") or "?") for c in cni) or
+                            "no CNI gpufleet knows to enforce NetworkPolicy (Calico, Cilium)",
+                            "a CNI that enforces NetworkPolicy, supported at this control-plane minor",
+                            "; ".join(str(c.get("message")) for c in bad) or
+                            ("" if known_cni else "%d NetworkPolicies with nothing known to enforce them" %
+                             len(policies)),
+                            severity="fail" if bad else ("warn" if not known_cni else "fail")))
+    report["network_policies"] = {"count": len(policies), "cni": [
+        {k: c.get(k) for k in ("addon", "version", "severity", "where")} for c in cni]}
+
+    if before is None:
+        report["baseline"] = "none"
+        if require_baseline:
+            checks.append(Check("security_baseline", subject, False, "no baseline for this target",
+                                "a baseline taken before the control plane moved",
+                                "take it with security_checks state=baseline (control_plane.yml does)"))
+        return _out(checks, report)
+
+    report["baseline"] = {k: before.get(k) for k in ("target", "taken", "run_id")}
+    old_psa = before.get("psa") or {}
+    drift = sorted("%s: %s -> %s" % (n, _psa_text(old_psa.get(n)), _psa_text(psa.get(n)))
+                   for n in sorted(set(old_psa) | set(psa))
+                   if n in old_psa and _psa_text(old_psa.get(n)) != _psa_text(psa.get(n)))
+    report["psa"]["changed"] = drift
+    checks.append(Check("psa_unchanged", subject, not drift, "; ".join(drift) or "as in the baseline",
+                        "every namespace's enforce level and version as in the baseline",
+                        "a bump is a separate, recorded step (playbooks/psa_pin.yml)" if drift else ""))
+
+    diff = rbac_diff(before.get("rbac") or {}, now.get("rbac") or {}, expected_rbac)
+    report["rbac"] = diff
+    checks.append(Check("rbac_no_new_powerful_grant", subject, not diff["new_powerful_grants"],
+                        "; ".join(diff["new_powerful_grants"]) or "none",
+                        "no subject newly bound to a powerful ClusterRole (outside %s)" % ", ".join(expected_rbac)))
+
+    new_tokens = sorted(set(tokens) - set(before.get("legacy_tokens") or []))
+    report["legacy_tokens_new"] = new_tokens
+    checks.append(Check("legacy_tokens_not_added", subject, not new_tokens, ", ".join(new_tokens) or "none",
+                        "no legacy token Secret created since the baseline"))
+
+    old_np = before.get("network_policies") or {}
+    missing = sorted(set(old_np) - set(policies))
+    changed = sorted(k for k in set(old_np) & set(policies) if old_np[k] != policies[k])
+    report["network_policies"].update(missing=missing, changed=changed,
+                                      added=sorted(set(policies) - set(old_np)))
+    lost = ["%s missing" % k for k in missing] + ["%s changed" % k for k in changed]
+    checks.append(Check("network_policies_intact", subject, not lost, "; ".join(lost) or
+                        "%d as in the baseline" % len(old_np), "every NetworkPolicy of the baseline, unchanged"))
+    return _out(checks, report)
+
+
+def _psa_text(labels: Optional[Mapping[str, str]]) -> str:
+    if not labels or "enforce" not in labels:
+        return "no enforce label"
+    return "%s@%s" % (labels["enforce"], labels.get("enforce-version", "latest"))
+
+
+def _out(checks: List[Check], report: Dict[str, Any]) -> Dict[str, Any]:
+    out = summarize(checks)
+    out["security"] = report
+    return out
+
+
+# -- against a cluster (the module's body; every judgement above is pure) -------------------------------------------
+BASELINE_NAMESPACE = "kube-system"
+BASELINE_NAME = "gpufleet-security-baseline"
+BASELINE_KEY = "baseline.json"
+
+
+def read_state(kube: Any) -> Dict[str, Any]:
+    """Today's state, read from the cluster (Secrets as metadata only)."""
+    roles, bindings = kube.rbac()
+    return snapshot(kube.namespaces(), roles, bindings, kube.secrets_of_type(LEGACY_TOKEN_TYPE),
+                    kube.network_policies())
+
+
+def cni_findings(workloads: Iterable[Any], apiserver: str, extra_support: Any = None,
+                 declared_versions: Any = None) -> List[Dict[str, Any]]:
+    """The NetworkPolicy-enforcing addons found (Calico, Cilium), judged against the control plane's minor now."""
+    result = addons.check_addons(workloads, [], apiserver, None, extra_support, declared_versions)
+    return [f for f in result["findings"] if addons.ADDONS[f["addon"]].get("network_policy")]
+
+
+def stored_baseline(kube: Any, target: str) -> Optional[Dict[str, Any]]:
+    """The baseline stored for ``target``; None when there is none, or one for another target."""
+    cm = kube.read_config_map(BASELINE_NAMESPACE, BASELINE_NAME)
+    if cm is None:
+        return None
+    text = (cm.get("data") or {}).get(BASELINE_KEY)
+    try:
+        doc = json.loads(text) if isinstance(text, str) else None
+    except ValueError:
+        doc = None
+    return check_baseline(doc, target)
+
+
+def store_baseline(kube: Any, doc: Mapping[str, Any]) -> None:
+    kube.put_config_map(BASELINE_NAMESPACE, BASELINE_NAME, {BASELINE_KEY: json.dumps(doc, sort_keys=True)},
+                        {"app.kubernetes.io/managed-by": "gpufleet", "gpufleet.io/target": str(doc["target"])})
+
+
+def run_probes(kube: Any, probes: Sequence[Mapping[str, str]]) -> List[Dict[str, Any]]:
+    """Each admission probe as a server-side dry run (nothing is created)."""
+    out = []
+    for probe in probes:
+        status, message = kube.dry_run_pod(probe["namespace"], probe_pod(probe))
+        out.append(judge_probe(probe, status, message))
+    return out
+
+
+def take_baseline(kube: Any, target: str, run_id: str, check_mode: bool) -> Dict[str, Any]:
+    """Store today's state as the baseline of ``target`` unless one is stored for it (a rerun keeps the first)."""
+    kept = stored_baseline(kube, target)
+    if kept is not None:
+        return {"changed": False, "baseline": {k: kept.get(k) for k in ("target", "taken", "run_id")},
+                "msg": "the security baseline of %s taken %s is kept" % (target, kept.get("taken"))}
+    doc = dict(read_state(kube), target=target, run_id=run_id, taken=now_rfc3339())
+    if not check_mode:
+        store_baseline(kube, doc)
+    return {"changed": True, "baseline": {k: doc[k] for k in ("target", "taken", "run_id")},
+            "msg": "security baseline of %s recorded (%d namespaces, %d ClusterRoles, %d NetworkPolicies)" % (
+                target, len(doc["psa"]), len(doc["rbac"]["roles"]), len(doc["network_policies"]))}
+
+
+def check(kube: Any, target: str, probes: Sequence[Mapping[str, str]], expected: Sequence[str],
+          require_baseline: bool, extra_support: Any = None, declared_versions: Any = None) -> Dict[str, Any]:
+    """Every check against the cluster now and the stored baseline of ``target``."""
+    before = stored_baseline(kube, target)
+    now = read_state(kube)
+    cni = cni_findings(kube.workload_images(), kube.server_version(), extra_support, declared_versions)
+    return judge(now, before, run_probes(kube, probes), cni, expected, require_baseline)
+
+
+def pin(kube: Any, target: str, version: str, namespaces: Sequence[str], bump: bool,
+        check_mode: bool) -> Dict[str, Any]:
+    """Pin enforce labels (playbooks/psa_pin.yml), and carry the change into a stored baseline of ``target``."""
+    psa = psa_state(kube.namespaces())
+    patches = pin_patches(psa, version, namespaces, bump)
+    if patches and not check_mode:
+        for name, labels in patches.items():
+            kube.patch_namespace(name, {"metadata": {"labels": labels}})
+        kept = stored_baseline(kube, target)
+        if kept is not None:
+            for name in patches:
+                kept["psa"].setdefault(name, {})["enforce-version"] = version
+            store_baseline(kube, kept)
+    return {"changed": bool(patches), "psa_changes": {n: version for n in patches},
+            "msg": "pinned %s to %s" % (", ".join(patches), version) if patches else
+            "every enforce label already pinned (psa_bump moves pinned ones)"}
+
+
+# -- PSA pinning (a deliberate, recorded step) ----------------------------------------------------------------------
+def pin_patches(psa: Mapping[str, Mapping[str, str]], version: str, namespaces: Optional[Sequence[str]] = None,
+                bump: bool = False) -> Dict[str, Dict[str, str]]:
+    """Label patches that pin every enforce label (or those of ``namespaces``) to ``version``: unpinned ones
+    always; pinned ones only with ``bump``. Namespaces without an enforce label are left alone."""
+    if not _PSA_VERSION.match(version or ""):
+        raise InputError("version: %r is not a Kubernetes minor such as v1.35" % version)
+    unknown = sorted(set(namespaces or []) - set(psa))
+    if unknown:
+        raise InputError("namespaces: no such namespace(s): %s" % ", ".join(unknown))
+    out = {}
+    for name, labels in sorted(psa.items()):
+        if namespaces and name not in namespaces:
+            continue
+        if "enforce" not in labels or labels["enforce"] == "privileged":
+            continue
+        if labels.get("enforce-version") == version:
+            continue
+        if bump or psa_problem(labels):
+            out[name] = {PSA + "enforce-version": version}
+    return out
+
+
+def markdown_lines(report: Mapping[str, Any]) -> List[str]:
+    """The security report as Markdown lines (the preflight report and the change record)."""
+    if not report:
+        return []
+    psa = _map(report.get("psa"))
+    lines = ["- Pod Security: %d pinned, %d unpinned%s, %d without an enforce label" % (
+        len(psa.get("pinned") or []), len(psa.get("unpinned") or []),
+        " (%s)" % "; ".join("%s: %s" % (u.get("namespace"), u.get("problem")) for u in psa.get("unpinned") or [])
+        if psa.get("unpinned") else "", len(psa.get("unlabelled") or []))]
+    if psa.get("changed"):
+        lines.append("- Pod Security changed since the baseline: %s" % "; ".join(psa["changed"]))
+    for probe in report.get("admission") or []:
+        lines.append("- admission probe %s (%s): %s" % (probe.get("namespace"), probe.get("image"),
+                                                        probe.get("detail")))
+    nets = _map(report.get("network_policies"))
+    lines.append("- NetworkPolicies: %s; CNI: %s" % (nets.get("count", 0), ", ".join(
+        "%s %s (%s)" % (c.get("addon"), c.get("version"), c.get("severity")) for c in nets.get("cni") or [])
+        or "none found"))
+    for key in ("missing", "changed", "added"):
+        if nets.get(key):
+            lines.append("- NetworkPolicies %s since the baseline: %s" % (key, ", ".join(nets[key])))
+    tokens = report.get("legacy_tokens") or []
+    lines.append("- legacy service-account token Secrets: %s" % (", ".join(tokens) or "none"))
+    rbac = _map(report.get("rbac"))
+    for kind in ("cluster_roles", "cluster_role_bindings"):
+        for change, names in sorted(_map(rbac.get(kind)).items()):
+            if names:
+                lines.append("- RBAC %s %s: %s" % (kind.replace("_", " "), change, ", ".join(names)))
+    for key, words in (("new_powerful_grants", "NEW powerful grant"), ("expected_powerful_grants",
+                                                                       "expected powerful grant")):
+        lines += ["- %s: %s" % (words, g) for g in rbac.get(key) or []]
+    base = report.get("baseline")
+    lines.append("- baseline: %s" % (base if isinstance(base, str) else "%s taken %s" % (
+        _map(base).get("target"), _map(base).get("taken"))))
+    return lines

@@ -1,0 +1,216 @@
+"""The security checks' pure judgements: PSA pinning, RBAC power and diff, legacy tokens, NetworkPolicies,
+admission probes, the baseline's shape, PSA pin patches."""
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from ansible_collections.gpufleet.upgrade.plugins.module_utils import security
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import InputError
+
+PSA = "pod-security.kubernetes.io/"
+
+
+def ns(name, **labels):
+    return {"metadata": {"name": name, "labels": {PSA + k.replace("_", "-"): v for k, v in labels.items()}}}
+
+
+ADMIN = {"metadata": {"name": "cluster-admin"}, "rules": [
+    {"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}, {"nonResourceURLs": ["*"], "verbs": ["*"]}]}
+VIEW = {"metadata": {"name": "view"}, "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]}],
+        "aggregationRule": {"clusterRoleSelectors": [{"matchLabels": {"rbac.example/aggregate-to-view": "true"}}]}}
+IMPERSONATOR = {"metadata": {"name": "impersonator"}, "rules": [
+    {"apiGroups": [""], "resources": ["users", "groups"], "verbs": ["impersonate"]}]}
+
+
+def crb(name, role, *subjects):
+    return {"metadata": {"name": name}, "roleRef": {"kind": "ClusterRole", "name": role},
+            "subjects": [dict(s) for s in subjects]}
+
+
+MASTERS = {"kind": "Group", "name": "system:masters"}
+CI_SA = {"kind": "ServiceAccount", "name": "ci", "namespace": "tools"}
+
+
+def state(namespaces=None, roles=None, bindings=None, secrets=None, policies=None):
+    return security.snapshot(
+        namespaces if namespaces is not None else [ns("training", enforce="baseline", enforce_version="v1.35")],
+        roles if roles is not None else [ADMIN, VIEW, IMPERSONATOR],
+        bindings if bindings is not None else [crb("cluster-admin", "cluster-admin", MASTERS)],
+        secrets or [], policies if policies is not None else [NETPOL])
+
+
+NETPOL = {"metadata": {"name": "deny", "namespace": "training"},
+          "spec": {"podSelector": {}, "policyTypes": ["Ingress"]}}
+CILIUM_OK = [{"addon": "cilium", "version": "1.19", "severity": "ok", "message": "ok", "where": "DaemonSet"}]
+
+
+def failed(result):
+    return sorted(c["name"] for c in result["checks"] if not c["passed"] and c["severity"] == "fail")
+
+
+@pytest.mark.parametrize("labels, problem", [
+    ({}, ""),
+    ({"enforce": "baseline", "enforce_version": "v1.35"}, ""),
+    ({"enforce": "privileged"}, ""),
+    ({"enforce": "restricted"}, "without enforce-version"),
+    ({"enforce": "baseline", "enforce_version": "latest"}, "latest"),
+    ({"enforce": "baseline", "enforce_version": "1.35"}, "not a Kubernetes minor"),
+    ({"enforce": "strict", "enforce_version": "v1.35"}, "not one of"),
+])
+def test_psa_problem(labels, problem):
+    found = security.psa_problem(security.psa_state([ns("a", **labels)])["a"])
+    assert (problem in found) if problem else found == ""
+
+
+def test_power_names_wildcards_and_escalation_verbs_only():
+    assert security.power(security._rules(ADMIN)) == ["* on * in every API group"]
+    assert security.power(security._rules(IMPERSONATOR)) == ["impersonate on groups,users"]
+    assert security.power(security._rules(VIEW)) == []
+
+
+def test_rbac_diff_flags_a_new_powerful_grant_and_records_changes():
+    before = state()
+    after = state(bindings=[crb("cluster-admin", "cluster-admin", MASTERS), crb("ci-admin", "cluster-admin", CI_SA)])
+    diff = security.rbac_diff(before["rbac"], after["rbac"])
+    assert diff["new_powerful_grants"] == ["ServiceAccount tools/ci bound to cluster-admin by ci-admin"]
+    assert diff["cluster_role_bindings"]["added"] == ["ci-admin"]
+
+
+def test_rbac_diff_expects_kubeadm_and_system_bindings():
+    group = {"kind": "Group", "name": "kubeadm:cluster-admins"}
+    after = state(bindings=[crb("cluster-admin", "cluster-admin", MASTERS),
+                            crb("kubeadm:cluster-admins", "cluster-admin", group)])
+    diff = security.rbac_diff(state()["rbac"], after["rbac"])
+    assert diff["new_powerful_grants"] == []
+    assert diff["expected_powerful_grants"] == [
+        "Group kubeadm:cluster-admins bound to cluster-admin by kubeadm:cluster-admins"]
+
+
+def test_a_bound_role_that_becomes_powerful_is_a_new_grant():
+    tame = {"metadata": {"name": "ops"}, "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}]}
+    wild = {"metadata": {"name": "ops"}, "rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]}
+    binding = [crb("ops", "ops", CI_SA)]
+    diff = security.rbac_diff(state(roles=[tame], bindings=binding)["rbac"],
+                              state(roles=[wild], bindings=binding)["rbac"])
+    assert diff["new_powerful_grants"] == ["ServiceAccount tools/ci bound to ops by ops"]
+    assert diff["cluster_roles"]["changed"] == ["ops"]
+
+
+def test_aggregated_role_rule_change_is_recorded():
+    grown = copy.deepcopy(VIEW)
+    grown["rules"].append({"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]})
+    diff = security.rbac_diff(state()["rbac"], state(roles=[ADMIN, grown, IMPERSONATOR])["rbac"])
+    assert diff["cluster_roles"]["changed"] == ["view"]
+    assert state()["rbac"]["roles"]["view"]["aggregated"] is True
+
+
+def test_legacy_tokens_read_metadata_only():
+    secret = {"type": security.LEGACY_TOKEN_TYPE, "metadata": {
+        "name": "t", "namespace": "ci", "annotations": {"kubernetes.io/service-account.name": "robot"},
+        "labels": {"kubernetes.io/legacy-token-last-used": "2026-10-01"}}, "data": {"token": "c2VjcmV0"}}
+    tokens = security.legacy_tokens([secret, {"type": "Opaque", "metadata": {"name": "x", "namespace": "ci"}}])
+    assert tokens == [{"namespace": "ci", "name": "t", "service_account": "robot", "last_used": "2026-10-01",
+                       "invalid_since": ""}]
+    assert "c2VjcmV0" not in repr(security.snapshot([], [], [], [secret], []))
+
+
+def test_clean_cell_passes_with_and_without_baseline():
+    now = state()
+    probe = security.judge_probe({"namespace": "inference", "image": "x:1", "expect": "signed"}, 422,
+                                 "ValidatingAdmissionPolicy 'signed' denied request")
+    assert security.judge(now, None, [probe], CILIUM_OK)["passed"]
+    result = security.judge(now, dict(now, target="v1.36.3"), [probe], CILIUM_OK)
+    assert result["passed"], result["failures"]
+    assert result["security"]["rbac"]["new_powerful_grants"] == []
+
+
+@pytest.mark.parametrize("after, check", [
+    (dict(namespaces=[ns("training", enforce="baseline", enforce_version="latest")]), "psa_pinned"),
+    (dict(namespaces=[ns("training", enforce="restricted", enforce_version="v1.35")]), "psa_unchanged"),
+    (dict(bindings=[crb("cluster-admin", "cluster-admin", MASTERS), crb("x", "impersonator", CI_SA)]),
+     "rbac_no_new_powerful_grant"),
+    (dict(secrets=[{"type": security.LEGACY_TOKEN_TYPE, "metadata": {"name": "n", "namespace": "ci"}}]),
+     "legacy_tokens_not_added"),
+    (dict(policies=[]), "network_policies_intact"),
+    (dict(policies=[dict(NETPOL, spec={"podSelector": {"matchLabels": {"a": "b"}}})]), "network_policies_intact"),
+])
+def test_each_fault_fails_its_check(after, check):
+    before = dict(state(), target="v1.36.3")
+    result = security.judge(state(**after), before, [], CILIUM_OK)
+    assert check in failed(result), result["failures"]
+    assert not result["passed"]
+
+
+def test_cni_out_of_support_fails_and_missing_cni_warns():
+    bad = [{"addon": "cilium", "version": "1.18", "severity": "block", "message": "Cilium 1.18 supports 1.30-1.33"}]
+    assert failed(security.judge(state(), None, [], bad)) == ["network_policy_cni"]
+    result = security.judge(state(), None, [], [])
+    assert result["passed"] and any("network_policy_cni" in w for w in result["warnings"])
+    quiet = security.judge(state(policies=[]), None, [], [])["checks"]
+    assert not any(c["name"] == "network_policy_cni" for c in quiet)
+
+
+def test_missing_baseline_fails_when_required():
+    assert failed(security.judge(state(), None, [], CILIUM_OK, require_baseline=True)) == ["security_baseline"]
+
+
+@pytest.mark.parametrize("status, message, passed, words", [
+    (422, "ValidatingAdmissionPolicy 'signed' denied", True, "refused"),
+    (201, "", False, "ADMITTED"),
+    (403, "violates PodSecurity restricted", False, "not by the expected policy"),
+    (404, "namespaces \"x\" not found", False, "could not probe"),
+    (0, "connection refused", False, "could not probe"),
+])
+def test_probe_verdicts(status, message, passed, words):
+    verdict = security.judge_probe({"namespace": "x", "image": "i:1", "expect": "signed"}, status, message)
+    assert verdict["passed"] is passed and words in verdict["detail"]
+
+
+def test_probe_pod_satisfies_restricted_psa():
+    pod = security.probe_pod({"namespace": "x", "image": "i:1", "expect": "e"})
+    ctx = pod["spec"]["containers"][0]["securityContext"]
+    assert pod["spec"]["securityContext"]["runAsNonRoot"] and ctx["capabilities"]["drop"] == ["ALL"]
+    assert ctx["allowPrivilegeEscalation"] is False
+
+
+@pytest.mark.parametrize("value, words", [
+    ("x", "a list"),
+    ([{"namespace": "a", "image": "i"}], "[0].expect: required"),
+    ([{"namespace": "A_B", "image": "i", "expect": "e"}], "not a namespace name"),
+    ([{"namespace": "a", "image": "i", "expect": "e", "extra": 1}], "unknown field(s) extra"),
+    (["a"], "a mapping"),
+])
+def test_bad_probes_name_the_field(value, words):
+    with pytest.raises(InputError, match=None) as exc:
+        security.parse_probes(value)
+    assert words in str(exc.value) and "gpufleet_security_admission_probes" in str(exc.value)
+
+
+def test_rbac_patterns():
+    assert security.parse_patterns(None) == ["system:*", "kubeadm:*"]
+    with pytest.raises(InputError, match="gpufleet_security_rbac_expected"):
+        security.parse_patterns([""])
+
+
+def test_baseline_for_another_target_is_ignored_and_a_broken_one_refused():
+    doc = dict(state(), target="v1.36.3")
+    assert security.check_baseline(doc, "v1.37.0") is None
+    assert security.check_baseline(doc, "v1.36.3")["target"] == "v1.36.3"
+    with pytest.raises(InputError, match="unreadable"):
+        security.check_baseline({"format": 99}, "v1.36.3")
+    with pytest.raises(InputError, match="lacks 'rbac'"):
+        security.check_baseline({k: v for k, v in doc.items() if k != "rbac"}, "v1.36.3")
+
+
+def test_pin_patches_pin_unpinned_and_bump_only_when_asked():
+    psa = security.psa_state([ns("a", enforce="baseline"), ns("b", enforce="baseline", enforce_version="v1.34"),
+                              ns("c"), ns("d", enforce="privileged")])
+    assert security.pin_patches(psa, "v1.35") == {"a": {PSA + "enforce-version": "v1.35"}}
+    assert set(security.pin_patches(psa, "v1.35", bump=True)) == {"a", "b"}
+    assert security.pin_patches(psa, "v1.35", ["b"]) == {}
+    with pytest.raises(InputError, match="no such namespace"):
+        security.pin_patches(psa, "v1.35", ["zz"])
+    with pytest.raises(InputError, match="not a Kubernetes minor"):
+        security.pin_patches(psa, "1.35")
