@@ -307,12 +307,32 @@ def test_upgrade_wave_halts_on_every_fault_resumes_and_finishes(cell, tmp_path):
     waves = {host: e["wave"] for p in record["plays"] for host, e in p["hosts"].items() if e.get("wave")}
     assert waves.get("gpu-a1", "").startswith("1 (canary") and waves.get("gpu-b2", "").startswith("3 (domain")
     assert "gpu-a1" in record["canary_scope"]
+    # The security checks ran after the control plane and after each of the three waves, against the baseline
+    # taken before the control plane moved (the apiserver's reconciled system: roles are recorded, not failed).
+    checked = [e for e in record["security"] if e["report"]]
+    labels = [e["wave"] for e in checked]
+    assert labels[0] == "" and [w.split(" ")[0] for w in labels[1:]] == ["1", "2", "3"], labels
+    assert all(e["passed"] for e in checked), checked
+    assert all(e["report"]["baseline"]["target"] == lab.to_version for e in checked)
 
     # 9. A second run on the finished cell changes nothing.
     again = run(lab, records, "upgrade_wave.yml")
     assert again.returncode == 0, again.stdout[-4000:]
     recap = re.findall(r"^(\S+)\s+: ok=\d+\s+changed=(\d+)", again.stdout, re.M)
     assert recap and all(changed == "0" for _, changed in recap), recap
+
+    # 9b. A security fault after a wave halts the next wave: a ServiceAccount bound to cluster-admin mid-window.
+    rbac = client.RbacAuthorizationV1Api(config.new_client_from_config(str(lab.kubeconfig)))
+    rbac.create_cluster_role_binding({"metadata": {"name": "story-escalation"}, "roleRef": {
+        "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+        "subjects": [{"kind": "ServiceAccount", "name": "default", "namespace": "training"}]})
+    try:
+        proc = run(lab, records, "node_pool.yml")
+    finally:
+        rbac.delete_cluster_role_binding("story-escalation")
+    assert_halted(proc, "Security after the wave", "check rbac_no_new_powerful_grant: measured ServiceAccount "
+                  "training/default bound to cluster-admin by story-escalation")
+    assert proc.stdout.count("TASK [Security after the wave") == 1, "a later wave ran after the halt"
 
     # 10. Gates only, on the finished cell: nothing changes, every gate passes.
     check = run(lab, records, "validate.yml")
