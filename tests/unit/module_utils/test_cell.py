@@ -163,3 +163,15 @@ def test_addon_inputs_are_read_and_checked_with_the_cell():
     assert cell().addons == {"support": [], "versions": {}}
     with pytest.raises(InputError, match=r"gpufleet_addon_support\[0\].source: required"):
         cell(cell_vars={"gpufleet_addon_support": [dict(rows[0], source="")]})
+
+
+def test_security_inputs_are_read_and_checked_with_the_cell():
+    probe = {"namespace": "inference", "image": "registry.example/app:latest", "expect": "require-signed"}
+    built = cell(cell_vars={"gpufleet_security_admission_probes": [probe],
+                            "gpufleet_security_rbac_expected": ["system:*"]})
+    assert built.security == {"admission_probes": [probe], "rbac_expected": ["system:*"]}
+    assert cell().security == {"admission_probes": [], "rbac_expected": ["system:*", "kubeadm:*"]}
+    with pytest.raises(InputError, match=r"gpufleet_security_admission_probes\[0\].expect: required"):
+        cell(cell_vars={"gpufleet_security_admission_probes": [dict(probe, expect=" ")]})
+    with pytest.raises(InputError, match="gpufleet_security_rbac_expected"):
+        cell(cell_vars={"gpufleet_security_rbac_expected": "system:*"})

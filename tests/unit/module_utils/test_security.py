@@ -214,3 +214,70 @@ def test_pin_patches_pin_unpinned_and_bump_only_when_asked():
         security.pin_patches(psa, "v1.35", ["zz"])
     with pytest.raises(InputError, match="not a Kubernetes minor"):
         security.pin_patches(psa, "1.35")
+
+
+class FakeKube:
+    """The reads and writes security.py makes, in memory."""
+
+    def __init__(self):
+        self.ns = [ns("training", enforce="baseline"), ns("inference", enforce="restricted", enforce_version="v1.35")]
+        self.cms = {}
+        self.patched = []
+
+    def rbac(self):
+        return [ADMIN, VIEW], [crb("cluster-admin", "cluster-admin", MASTERS)]
+
+    def namespaces(self):
+        return self.ns
+
+    def secrets_of_type(self, secret_type):
+        return []
+
+    def network_policies(self):
+        return [NETPOL]
+
+    def workload_images(self):
+        return [{"kind": "DaemonSet", "metadata": {"namespace": "kube-system", "name": "cilium"},
+                 "spec": {"template": {"spec": {"containers": [{"image": "quay.io/cilium/cilium:v1.19.3"}]}}}}]
+
+    def server_version(self):
+        return "v1.35.4"
+
+    def read_config_map(self, namespace, name):
+        return self.cms.get((namespace, name))
+
+    def put_config_map(self, namespace, name, data, labels):
+        self.cms[(namespace, name)] = {"data": data, "metadata": {"labels": labels}}
+
+    def dry_run_pod(self, namespace, body):
+        return 422, "ValidatingAdmissionPolicy 'signed' denied request"
+
+    def patch_namespace(self, name, body):
+        self.patched.append((name, body))
+        for n in self.ns:
+            if n["metadata"]["name"] == name:
+                n["metadata"]["labels"].update(body["metadata"]["labels"])
+
+
+def test_baseline_is_taken_once_per_target_and_not_in_check_mode():
+    kube = FakeKube()
+    assert security.take_baseline(kube, "v1.36.3", "run-1", check_mode=True)["changed"] and not kube.cms
+    first = security.take_baseline(kube, "v1.36.3", "run-1", check_mode=False)
+    assert first["changed"] and first["baseline"]["target"] == "v1.36.3"
+    again = security.take_baseline(kube, "v1.36.3", "run-2", check_mode=False)
+    assert not again["changed"] and again["baseline"]["run_id"] == "run-1"
+    assert security.take_baseline(kube, "v1.37.1", "run-3", check_mode=False)["changed"]  # another target
+
+
+def test_check_against_the_cluster_and_pin_carries_into_the_baseline():
+    kube = FakeKube()
+    security.take_baseline(kube, "v1.36.3", "run-1", check_mode=False)
+    probe = [{"namespace": "inference", "image": "x:1", "expect": "signed"}]
+    result = security.check(kube, "v1.36.3", probe, security.DEFAULT_RBAC_EXPECTED, True)
+    assert failed(result) == ["psa_pinned"], result["failures"]  # training's enforce follows the control plane
+    assert security.pin(kube, "v1.36.3", "v1.35", [], False, check_mode=True)["changed"] and not kube.patched
+    pinned = security.pin(kube, "v1.36.3", "v1.35", [], False, check_mode=False)
+    assert pinned["psa_changes"] == {"training": "v1.35"}
+    result = security.check(kube, "v1.36.3", probe, security.DEFAULT_RBAC_EXPECTED, True)
+    assert result["passed"], result["failures"]  # the baseline moved with the pin: psa_unchanged passes
+    assert [c["measured"] for c in result["checks"] if c["name"] == "network_policy_cni"] == ["cilium 1.19"]
