@@ -241,6 +241,13 @@ def security_objects(cfg: LabConfig) -> List[Dict[str, Any]]:
              "spec": {"tolerations": [{"operator": "Exists"}],
                       "containers": [{"name": "cilium-agent", "image": CILIUM_IMAGE}]}}}},
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "legacy-ci", "namespace": training.NS}},
+        # the identity the lab's AWX jobs use (tests/lab/awx_job.py asks a token for it), bound before any window
+        {"apiVersion": "v1", "kind": "ServiceAccount",
+         "metadata": {"name": "gpufleet-awx", "namespace": "kube-system"}},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+         "metadata": {"name": "gpufleet-awx"},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+         "subjects": [{"kind": "ServiceAccount", "name": "gpufleet-awx", "namespace": "kube-system"}]},
         {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/service-account-token",
          "metadata": {"name": "legacy-ci-token", "namespace": training.NS,
                       "annotations": {"kubernetes.io/service-account.name": "legacy-ci"}}},

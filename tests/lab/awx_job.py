@@ -60,16 +60,10 @@ class Job:
 
 def bearer_token(lab) -> str:
     """What an AWX admin pastes into the Kubernetes credential: a service account token (TokenRequest API)."""
-    api = config.new_client_from_config(str(lab.kubeconfig))
-    core, rbac = client.CoreV1Api(api), client.RbacAuthorizationV1Api(api)
+    # The service account and its binding are the lab's (`lab up`): made before any window, as an AWX admin's are;
+    # one bound mid-window is what the security checks stop a wave for.
+    core = client.CoreV1Api(config.new_client_from_config(str(lab.kubeconfig)))
     name = "gpufleet-awx"
-    if not [s for s in core.list_namespaced_service_account("kube-system").items if s.metadata.name == name]:
-        core.create_namespaced_service_account("kube-system", {"metadata": {"name": name}})
-    if not [b for b in rbac.list_cluster_role_binding().items if b.metadata.name == name]:
-        rbac.create_cluster_role_binding({
-            "metadata": {"name": name}, "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
-                                                    "name": "cluster-admin"},
-            "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": "kube-system"}]})
     token = core.create_namespaced_service_account_token(name, "kube-system", {"spec": {"expirationSeconds": 3600}})
     return token.status.token
 
