@@ -307,11 +307,13 @@ def test_upgrade_wave_halts_on_every_fault_resumes_and_finishes(cell, tmp_path):
     waves = {host: e["wave"] for p in record["plays"] for host, e in p["hosts"].items() if e.get("wave")}
     assert waves.get("gpu-a1", "").startswith("1 (canary") and waves.get("gpu-b2", "").startswith("3 (domain")
     assert "gpu-a1" in record["canary_scope"]
-    # The security checks ran after the control plane and after each of the three waves, against the baseline
-    # taken before the control plane moved (the apiserver's reconciled system: roles are recorded, not failed).
+    # The security checks ran in preflight, after the control plane and after each of the three waves, against
+    # the baseline taken before the control plane moved (the apiserver's reconciled system: roles are recorded).
     checked = [e for e in record["security"] if e["report"]]
-    labels = [e["wave"] for e in checked]
-    assert labels[0] == "" and [w.split(" ")[0] for w in labels[1:]] == ["1", "2", "3"], labels
+    labels = [(e["task"].split(" - ")[0].split(" (")[0], e["wave"].split(" ")[0]) for e in checked]
+    assert labels == [("Judge the security that must survive the upgrade", ""),
+                      ("Security after the control plane", ""), ("Security after the wave", "1"),
+                      ("Security after the wave", "2"), ("Security after the wave", "3")], labels
     assert all(e["passed"] for e in checked), checked
     assert all(e["report"]["baseline"]["target"] == lab.to_version for e in checked)
 
