@@ -310,7 +310,7 @@ def test_upgrade_wave_halts_on_every_fault_resumes_and_finishes(cell, tmp_path):
     # The security checks ran in preflight, after the control plane and after each of the three waves, against
     # the baseline taken before the control plane moved (the apiserver's reconciled system: roles are recorded).
     checked = [e for e in record["security"] if e["report"]]
-    labels = [(e["task"].split(" - ")[0].split(" (")[0], e["wave"].split(" ")[0]) for e in checked]
+    labels = [(e["task"].split(" : ")[-1].split(" - ")[0].split(" (")[0], e["wave"].split(" ")[0]) for e in checked]
     assert labels == [("Judge the security that must survive the upgrade", ""),
                       ("Security after the control plane", ""), ("Security after the wave", "1"),
                       ("Security after the wave", "2"), ("Security after the wave", "3")], labels
