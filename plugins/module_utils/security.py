@@ -438,8 +438,20 @@ def stored_baseline(kube: Any, target: str) -> Optional[Dict[str, Any]]:
     return check_baseline(doc, target)
 
 
+BASELINE_MAX_BYTES = 900 * 1024  # a ConfigMap holds at most 1 MiB, metadata included
+
+
 def store_baseline(kube: Any, doc: Mapping[str, Any]) -> None:
-    kube.put_config_map(BASELINE_NAMESPACE, BASELINE_NAME, {BASELINE_KEY: json.dumps(doc, sort_keys=True)},
+    text = json.dumps(doc, sort_keys=True)
+    if len(text) > BASELINE_MAX_BYTES:
+        raise InputError("the security baseline of %s is %d bytes, more than one ConfigMap holds (%d): the cell has "
+                         "%d namespaces, %d ClusterRoles, %d ClusterRoleBindings and %d NetworkPolicies. Nothing was "
+                         "stored; the checks cannot compare against a baseline in this cell (report it: the baseline "
+                         "needs to be split or compressed)" % (
+                             doc.get("target"), len(text), BASELINE_MAX_BYTES, len(doc.get("psa") or {}),
+                             len(_map(doc.get("rbac")).get("roles") or {}),
+                             len(_map(doc.get("rbac")).get("bindings") or {}), len(doc.get("network_policies") or {})))
+    kube.put_config_map(BASELINE_NAMESPACE, BASELINE_NAME, {BASELINE_KEY: text},
                         {"app.kubernetes.io/managed-by": "gpufleet", "gpufleet.io/target": str(doc["target"])})
 
 

@@ -281,3 +281,12 @@ def test_check_against_the_cluster_and_pin_carries_into_the_baseline():
     result = security.check(kube, "v1.36.3", probe, security.DEFAULT_RBAC_EXPECTED, True)
     assert result["passed"], result["failures"]  # the baseline moved with the pin: psa_unchanged passes
     assert [c["measured"] for c in result["checks"] if c["name"] == "network_policy_cni"] == ["cilium 1.19"]
+
+
+def test_a_baseline_too_big_for_a_configmap_is_refused_with_its_counts():
+    kube = FakeKube()
+    kube.network_policies = lambda: [{"metadata": {"name": "p%05d-%s" % (i, "x" * 40), "namespace": "ns"},
+                                      "spec": {"podSelector": {}}} for i in range(20000)]
+    with pytest.raises(InputError, match="more than one ConfigMap holds .* 20000 NetworkPolicies"):
+        security.take_baseline(kube, "v1.36.3", "run-1", check_mode=False)
+    assert not kube.cms
