@@ -215,19 +215,26 @@ class Kube:
     def namespaces(self) -> List[Dict[str, Any]]:
         return [self._plain(n) for n in self._call("list Namespaces", self.core.list_namespace).items]
 
-    def rbac(self) -> Tuple[List[Dict[str, Any]], List[Dict[str, Any]]]:
-        """(ClusterRoles, ClusterRoleBindings)."""
+    def rbac(self) -> Tuple[List[Dict[str, Any]], ...]:
+        """(ClusterRoles, ClusterRoleBindings, Roles, RoleBindings) - the last two of every namespace."""
         from kubernetes import client
         rbac = client.RbacAuthorizationV1Api(self.client)
-        return ([self._plain(r) for r in self._call("list ClusterRoles", rbac.list_cluster_role).items],
-                [self._plain(b) for b in self._call("list ClusterRoleBindings",
-                                                    rbac.list_cluster_role_binding).items])
+        return tuple([self._plain(r) for r in self._call("list %s" % what, fn).items] for what, fn in (
+            ("ClusterRoles", rbac.list_cluster_role), ("ClusterRoleBindings", rbac.list_cluster_role_binding),
+            ("Roles", rbac.list_role_for_all_namespaces),
+            ("RoleBindings", rbac.list_role_binding_for_all_namespaces)))
 
     def secrets_of_type(self, secret_type: str) -> List[Dict[str, Any]]:
-        """Secrets of one type, as metadata and type only: their data never leaves this method."""
+        """Secrets of one type: namespace, name, uid, labels and the service-account annotation only - their data
+        (and annotations such as kubectl's last-applied-configuration, which can hold it) never leave this method."""
         out = self._call("list Secrets of type %s" % secret_type, self.core.list_secret_for_all_namespaces,
                          field_selector="type=%s" % secret_type)
-        return [{"type": s.type, "metadata": self._plain(s.metadata)} for s in out.items]
+        keep = "kubernetes.io/service-account.name"
+        return [{"type": s.type, "metadata": {
+            "namespace": s.metadata.namespace, "name": s.metadata.name, "uid": s.metadata.uid,
+            "labels": dict(s.metadata.labels or {}),
+            "annotations": {keep: (s.metadata.annotations or {})[keep]} if keep in (s.metadata.annotations or {})
+            else {}}} for s in out.items]
 
     def network_policies(self) -> List[Dict[str, Any]]:
         from kubernetes import client

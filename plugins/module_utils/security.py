@@ -37,7 +37,6 @@ _PSA_VERSION = re.compile(r"^v1\.\d{1,3}$")
 LEGACY_TOKEN_TYPE = "kubernetes.io/service-account-token"
 BASELINE_FORMAT = 1
 DEFAULT_RBAC_EXPECTED = ("system:*", "kubeadm:*")
-POWER_VERBS = ("escalate", "bind", "impersonate")
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 
@@ -81,6 +80,11 @@ def parse_probes(value: Any, name: str = "gpufleet_security_admission_probes") -
             probe[field] = text.strip()
         if not _NAME.match(probe["namespace"]):
             raise InputError("%s.namespace: %r is not a namespace name" % (where, probe["namespace"]))
+        echoed = [probe["namespace"], probe["image"], PROBE_NAME, "forbidden", "denied", "admission webhook"]
+        if any(probe["expect"] in text or text in probe["expect"] for text in echoed):
+            raise InputError("%s.expect: %r is echoed in any refusal (the namespace, the image, the probe's name or "
+                             "the apiserver's own words); give text only the policy's refusal holds, such as its "
+                             "name" % (where, probe["expect"]))
         out.append(probe)
     return out
 
@@ -91,6 +95,10 @@ def parse_patterns(value: Any, name: str = "gpufleet_security_rbac_expected") ->
         return list(DEFAULT_RBAC_EXPECTED)
     if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) and v.strip() for v in value):
         raise InputError("%s: a list of binding-name patterns such as 'system:*' (got %r)" % (name, value))
+    for pattern in value:
+        if len(re.split(r"[*?\[]", pattern.strip(), maxsplit=1)[0]) < 3:
+            raise InputError("%s: %r would exempt almost every binding; start each pattern with at least three "
+                             "literal characters, such as 'system:*'" % (name, pattern))
     return [v.strip() for v in value]
 
 
@@ -113,8 +121,9 @@ def psa_state(namespaces: Iterable[Mapping[str, Any]]) -> Dict[str, Dict[str, st
     return out
 
 
-def psa_problem(labels: Mapping[str, str]) -> str:
-    """Why a namespace's enforce label is not pinned ('' when it is pinned or has no enforce label)."""
+def psa_problem(labels: Mapping[str, str], newest: str = "") -> str:
+    """Why a namespace's enforce label is not pinned ('' when it is pinned or has no enforce label). ``newest``
+    (vX.Y): the newest minor the cell runs or is going to; a pin above it is evaluated as latest."""
     level = labels.get("enforce")
     if level is None:
         return ""
@@ -129,7 +138,15 @@ def psa_problem(labels: Mapping[str, str]) -> str:
         return "enforce=%s at enforce-version=latest (it follows the control plane)" % level
     if not _PSA_VERSION.match(version):
         return "enforce-version %r is not a Kubernetes minor such as v1.35" % version
+    if newest and _minor_of(version) > _minor_of(newest):
+        return "enforce-version %s is newer than %s: evaluated as latest, it follows the control plane" % (
+            version, newest)
     return ""
+
+
+def _minor_of(version: str) -> Tuple[int, int]:
+    major, minor = version.lstrip("v").split(".")[:2]
+    return int(major), int(minor)
 
 
 # -- RBAC -----------------------------------------------------------------------------------------------------------
@@ -143,16 +160,45 @@ def _rules(role: Mapping[str, Any]) -> List[Dict[str, List[str]]]:
     return sorted(out, key=lambda r: json.dumps(r, sort_keys=True))
 
 
+# (API groups, resources, verbs, why): a rule matching any row makes its role powerful - as strong as
+# cluster-admin or a step from it (docs/reference.md section 11). "*" in a rule matches every group/resource/verb.
+POWER_TABLE: Tuple[Tuple[Tuple[str, ...], Tuple[str, ...], Tuple[str, ...], str], ...] = (
+    (("*",), ("*",), ("*",), "every verb on every resource of every API group"),
+    (("rbac.authorization.k8s.io",), ("roles", "clusterroles"), ("escalate", "bind"), "can grant itself more"),
+    (("rbac.authorization.k8s.io",), ("rolebindings", "clusterrolebindings"), ("create", "update", "patch"),
+     "can write role bindings"),
+    (("", "authentication.k8s.io"), ("users", "groups", "serviceaccounts", "uids", "userextras"), ("impersonate",),
+     "can impersonate"),
+    (("",), ("secrets",), ("get", "list", "watch"), "reads Secrets"),
+    (("",), ("pods/exec", "pods/attach", "nodes/proxy", "serviceaccounts/token"), ("create", "get"),
+     "runs code in pods or mints tokens"),
+    (("admissionregistration.k8s.io",), ("validatingwebhookconfigurations", "mutatingwebhookconfigurations",
+                                         "validatingadmissionpolicies", "validatingadmissionpolicybindings"),
+     ("create", "update", "patch", "delete"), "can switch admission policy off"),
+)
+# Subjects never exempt from the RBAC check, whatever their binding is called.
+BROAD_SUBJECTS = ("Group system:authenticated", "Group system:unauthenticated", "User system:anonymous",
+                  "Group system:serviceaccounts")
+
+
+def _matches(granted: Sequence[str], wanted: Sequence[str]) -> bool:
+    return "*" in granted or any(w in granted for w in wanted)
+
+
 def power(rules: Sequence[Mapping[str, List[str]]]) -> List[str]:
-    """Why a role is powerful: all verbs on all resources of all API groups, or escalate/bind/impersonate."""
+    """Why a role is powerful (rows of POWER_TABLE its rules match), empty when it is not."""
     why: List[str] = []
     for rule in rules:
-        verbs = set(rule.get("verbs") or [])
-        resources = rule.get("resources") or []
-        if "*" in verbs and "*" in resources and "*" in (rule.get("apiGroups") or []):
-            why.append("* on * in every API group")
+        if rule.get("nonResourceURLs") and not rule.get("resources"):
             continue
-        why += ["%s on %s" % (verb, ",".join(resources) or "-") for verb in POWER_VERBS if verb in verbs]
+        groups, resources, verbs = (rule.get(k) or [] for k in ("apiGroups", "resources", "verbs"))
+        for want_groups, want_resources, want_verbs, reason in POWER_TABLE:
+            if want_groups == ("*",):
+                if "*" in groups and "*" in resources and "*" in verbs:
+                    why.append(reason)
+            elif _matches(groups, want_groups) and _matches(resources, want_resources) and \
+                    _matches(verbs, want_verbs):
+                why.append(reason)
     return sorted(set(why))
 
 
@@ -164,33 +210,48 @@ def _subject(subject: Mapping[str, Any], binding_ns: str = "") -> str:
     return "%s %s" % (kind, name)
 
 
-def rbac_snapshot(cluster_roles: Iterable[Mapping[str, Any]],
-                  bindings: Iterable[Mapping[str, Any]]) -> Dict[str, Any]:
-    """A compact, comparable form: per ClusterRole its rules' digest, whether it is aggregated and why it is
-    powerful; per ClusterRoleBinding its role and subjects."""
-    roles: Dict[str, Any] = {}
-    for role in cluster_roles:
-        name = _meta(role).get("name")
-        if not isinstance(name, str):
-            raise InputError("a ClusterRole without metadata.name")
-        rules = _rules(role)
-        roles[name] = {"digest": _digest([rules, role.get("aggregationRule")]),
-                       "aggregated": bool(role.get("aggregationRule")), "power": power(rules),
-                       "rules": len(rules)}
+AUTOUPDATE = "rbac.authorization.kubernetes.io/autoupdate"
+
+
+def rbac_snapshot(cluster_roles: Iterable[Mapping[str, Any]], bindings: Iterable[Mapping[str, Any]],
+                  roles: Iterable[Mapping[str, Any]] = (),
+                  role_bindings: Iterable[Mapping[str, Any]] = ()) -> Dict[str, Any]:
+    """A compact, comparable form: per ClusterRole (by name) and Role (``NAMESPACE/NAME``) its rules' digest,
+    whether it is aggregated and why it is powerful; per ClusterRoleBinding (by name) and RoleBinding
+    (``NAMESPACE/NAME``) its role, its subjects and whether the apiserver reconciles it (autoupdate)."""
+    out_roles: Dict[str, Any] = {}
+    for kind, items in (("ClusterRole", cluster_roles), ("Role", roles)):
+        for role in items:
+            meta = _meta(role)
+            if not isinstance(meta.get("name"), str):
+                raise InputError("a %s without metadata.name" % kind)
+            key = meta["name"] if kind == "ClusterRole" else "%s/%s" % (meta.get("namespace", ""), meta["name"])
+            rules = _rules(role)
+            out_roles[key] = {"digest": _digest([rules, role.get("aggregationRule")]),
+                              "aggregated": bool(role.get("aggregationRule")), "power": power(rules),
+                              "rules": len(rules),
+                              "autoupdate": _map(meta.get("annotations")).get(AUTOUPDATE) == "true"}
     out_bindings: Dict[str, Any] = {}
-    for binding in bindings:
-        name = _meta(binding).get("name")
-        ref = _map(binding.get("roleRef"))
-        if not isinstance(name, str):
-            raise InputError("a ClusterRoleBinding without metadata.name")
-        subjects = binding.get("subjects") or []
-        out_bindings[name] = {"role": str(ref.get("name", "")),
-                              "subjects": sorted(_subject(s) for s in subjects if isinstance(s, Mapping))}
-    return {"roles": roles, "bindings": out_bindings}
+    for kind, items in (("ClusterRoleBinding", bindings), ("RoleBinding", role_bindings)):
+        for binding in items:
+            meta = _meta(binding)
+            ref = _map(binding.get("roleRef"))
+            if not isinstance(meta.get("name"), str):
+                raise InputError("a %s without metadata.name" % kind)
+            namespace = str(meta.get("namespace") or "") if kind == "RoleBinding" else ""
+            key = "%s/%s" % (namespace, meta["name"]) if namespace else meta["name"]
+            role_name = str(ref.get("name", ""))
+            if ref.get("kind") == "Role":
+                role_name = "%s/%s" % (namespace, role_name)
+            subjects = binding.get("subjects") or []
+            out_bindings[key] = {
+                "role": role_name, "autoupdate": _map(meta.get("annotations")).get(AUTOUPDATE) == "true",
+                "subjects": sorted(_subject(s, namespace) for s in subjects if isinstance(s, Mapping))}
+    return {"roles": out_roles, "bindings": out_bindings}
 
 
 def powerful_grants(snapshot: Mapping[str, Any]) -> Set[Tuple[str, str, str]]:
-    """(subject, role, binding) for every subject bound to a powerful ClusterRole."""
+    """(subject, role, binding) for every subject bound to a powerful role."""
     roles = snapshot.get("roles") or {}
     out = set()
     for name, binding in (snapshot.get("bindings") or {}).items():
@@ -200,20 +261,39 @@ def powerful_grants(snapshot: Mapping[str, Any]) -> Set[Tuple[str, str, str]]:
     return out
 
 
+def _expected(grant: Tuple[str, str, str], before: Mapping[str, Any], after: Mapping[str, Any],
+              expected: Sequence[str]) -> bool:
+    """A new grant an upgrade is expected to make: its binding's name matches a pattern and the apiserver
+    reconciles it (autoupdate) or kubeadm named it (``kubeadm:``); its subject is not everybody; and its role is
+    new, was powerful already, or is one the apiserver reconciles (autoupdate, a matching name) - a powerful rule
+    added to any other role is never expected."""
+    subject, role, binding = grant
+    name = binding.rsplit("/", 1)[-1]
+    if not any(fnmatch.fnmatchcase(name, p) for p in expected) or subject.startswith(BROAD_SUBJECTS):
+        return False
+    spec = (after.get("bindings") or {}).get(binding) or {}
+    if not (spec.get("autoupdate") or name.startswith("kubeadm:")):
+        return False
+    old_role = (before.get("roles") or {}).get(role)
+    if old_role is None or old_role.get("power"):
+        return True
+    new_role = (after.get("roles") or {}).get(role) or {}
+    return bool(new_role.get("autoupdate")) and any(fnmatch.fnmatchcase(role.rsplit("/", 1)[-1], p) for p in expected)
+
+
 def rbac_diff(before: Mapping[str, Any], after: Mapping[str, Any],
               expected: Sequence[str] = DEFAULT_RBAC_EXPECTED) -> Dict[str, Any]:
-    """What changed, for the record, and the new powerful grants outside the expected binding names."""
+    """What changed, for the record, and the new powerful grants the upgrade is not expected to make."""
     def changed(kind: str) -> Dict[str, List[str]]:
         old, new = before.get(kind) or {}, after.get(kind) or {}
         return {"added": sorted(set(new) - set(old)), "removed": sorted(set(old) - set(new)),
                 "changed": sorted(n for n in set(old) & set(new) if old[n] != new[n])}
     grants_before = {grant[:2] for grant in powerful_grants(before)}
-    new_grants = sorted({"%s bound to %s by %s" % (s, r, b) for s, r, b in powerful_grants(after)
-                         if (s, r) not in grants_before and not any(fnmatch.fnmatchcase(b, p) for p in expected)})
-    expected_new = sorted({"%s bound to %s by %s" % (s, r, b) for s, r, b in powerful_grants(after)
-                           if (s, r) not in grants_before and any(fnmatch.fnmatchcase(b, p) for p in expected)})
-    return {"cluster_roles": changed("roles"), "cluster_role_bindings": changed("bindings"),
-            "new_powerful_grants": new_grants, "expected_powerful_grants": expected_new}
+    fresh = [g for g in powerful_grants(after) if g[:2] not in grants_before]
+    text = "%s bound to %s by %s"
+    return {"roles": changed("roles"), "bindings": changed("bindings"),
+            "new_powerful_grants": sorted({text % g for g in fresh if not _expected(g, before, after, expected)}),
+            "expected_powerful_grants": sorted({text % g for g in fresh if _expected(g, before, after, expected)})}
 
 
 # -- legacy tokens, NetworkPolicies ---------------------------------------------------------------------------------
@@ -266,10 +346,14 @@ def probe_pod(probe: Mapping[str, str]) -> Dict[str, Any]:
 def judge_probe(probe: Mapping[str, str], status: int, message: str) -> Dict[str, Any]:
     """Refused with the expected text: passed. Admitted, or refused for another reason (namespace missing, the
     apiserver unreachable, a policy not named): failed, saying which."""
-    refused = status in (400, 403, 422)
-    named = probe["expect"] in (message or "")
+    text = message or ""
+    unprobed = "does not support dry run" in text or "cannot create resource" in text
+    refused = status in (400, 403, 422) and not unprobed
+    named = probe["expect"] in text and "denied" in text  # "denied request" (a policy), "denied the request" (webhook)
     if refused and named:
         why = "refused: %s" % message
+    elif unprobed:
+        why = "could not probe: %s (a webhook that refuses dry runs, or no RBAC to create pods there)" % message
     elif status in (200, 201):
         why = "ADMITTED (dry run): the image policy no longer refuses %s" % probe["image"]
     elif refused:
@@ -283,12 +367,13 @@ def judge_probe(probe: Mapping[str, str], status: int, message: str) -> Dict[str
 # -- baseline and judgement -----------------------------------------------------------------------------------------
 def snapshot(namespaces: Sequence[Mapping[str, Any]], cluster_roles: Sequence[Mapping[str, Any]],
              bindings: Sequence[Mapping[str, Any]], secrets: Sequence[Mapping[str, Any]],
-             policies: Sequence[Mapping[str, Any]]) -> Dict[str, Any]:
+             policies: Sequence[Mapping[str, Any]], roles: Sequence[Mapping[str, Any]] = (),
+             role_bindings: Sequence[Mapping[str, Any]] = ()) -> Dict[str, Any]:
     """Today's state in the baseline's shape."""
     return {"format": BASELINE_FORMAT,
             "psa": {n: {k: v for k, v in labels.items() if k in ("enforce", "enforce-version")}
                     for n, labels in psa_state(namespaces).items()},
-            "rbac": rbac_snapshot(cluster_roles, bindings),
+            "rbac": rbac_snapshot(cluster_roles, bindings, roles, role_bindings),
             "legacy_tokens": ["%s/%s" % (t["namespace"], t["name"]) for t in legacy_tokens(secrets)],
             "network_policies": netpol_snapshot(policies)}
 
@@ -310,15 +395,16 @@ def check_baseline(doc: Any, target: str) -> Optional[Dict[str, Any]]:
 
 def judge(now: Mapping[str, Any], before: Optional[Mapping[str, Any]], probes: Sequence[Mapping[str, Any]],
           cni: Sequence[Mapping[str, Any]], expected_rbac: Sequence[str] = DEFAULT_RBAC_EXPECTED,
-          require_baseline: bool = False, subject: str = "cluster") -> Dict[str, Any]:
+          require_baseline: bool = False, subject: str = "cluster", target: str = "") -> Dict[str, Any]:
     """The security checks (gate shape) and the report for the record.
 
     ``cni``: the CNI addons found, each an addon finding (addon, version, severity, message) judged against the
-    control plane's minor now."""
+    control plane's minor now. ``target`` (vX.Y.Z): a Pod Security pin above its minor follows the control plane."""
     checks: List[Check] = []
     report: Dict[str, Any] = {}
     psa = now.get("psa") or {}
-    unpinned = {n: psa_problem(labels) for n, labels in sorted(psa.items()) if psa_problem(labels)}
+    newest = "v%d.%d" % _minor_of(target) if target else ""
+    unpinned = {n: psa_problem(labels, newest) for n, labels in sorted(psa.items()) if psa_problem(labels, newest)}
     report["psa"] = {"unpinned": [{"namespace": n, "problem": p} for n, p in unpinned.items()],
                      "pinned": sorted(n for n, lab in psa.items() if "enforce" in lab and n not in unpinned),
                      "unlabelled": sorted(n for n, lab in psa.items() if "enforce" not in lab)}
@@ -331,6 +417,11 @@ def judge(now: Mapping[str, Any], before: Optional[Mapping[str, Any]], probes: S
         checks.append(Check("admission_refuses", "%s/%s" % (subject, probe["namespace"]), bool(probe["passed"]),
                             probe["detail"], "%s refused (%s)" % (probe["image"], probe["expect"])))
     report["admission"] = list(probes)
+    if not probes:
+        checks.append(Check("admission_probes", subject, False, "none configured",
+                            "at least one probe of the cell's image policy",
+                            "set gpufleet_security_admission_probes: without one nothing shows that admission still "
+                            "refuses what it must after the upgrade", severity="warn"))
 
     tokens = now.get("legacy_tokens") or []
     report["legacy_tokens"] = list(tokens)
@@ -339,26 +430,29 @@ def judge(now: Mapping[str, Any], before: Optional[Mapping[str, Any]], probes: S
                         "move their users to TokenRequest tokens" if tokens else "", severity="warn"))
 
     policies = now.get("network_policies") or {}
-    known_cni = [c for c in cni if c.get("severity") != "block"]
     if policies:
+        # only a documented "supports" passes; an open-ended or rule-only row is a warning, a block fails
         bad = [c for c in cni if c.get("severity") == "block"]
-        checks.append(Check("network_policy_cni", subject, not bad and bool(known_cni),
+        unsure = [c for c in cni if c.get("severity") not in ("ok", "block")]
+        detail = "; ".join(str(c.get("message")) for c in bad + unsure) or (
+            "" if cni else "%d NetworkPolicies with nothing known to enforce them" % len(policies))
+        checks.append(Check("network_policy_cni", subject, bool(cni) and not bad and not unsure,
                             "; ".join("%s %s" % (c.get("addon"), c.get("version") or "?") for c in cni) or
                             "no CNI gpufleet knows to enforce NetworkPolicy (Calico, Cilium)",
-                            "a CNI that enforces NetworkPolicy, supported at this control-plane minor",
-                            "; ".join(str(c.get("message")) for c in bad) or
-                            ("" if known_cni else "%d NetworkPolicies with nothing known to enforce them" %
-                             len(policies)),
-                            severity="fail" if bad else ("warn" if not known_cni else "fail")))
+                            "a CNI that enforces NetworkPolicy, supported at this control-plane minor", detail,
+                            severity="fail" if bad else ("warn" if unsure or not cni else "fail")))
     report["network_policies"] = {"count": len(policies), "cni": [
         {k: c.get(k) for k in ("addon", "version", "severity", "where")} for c in cni]}
 
     if before is None:
         report["baseline"] = "none"
         if require_baseline:
-            checks.append(Check("security_baseline", subject, False, "no baseline for this target",
+            checks.append(Check("security_baseline", subject, False,
+                                "no baseline of %s stored" % (target or "the target"),
                                 "a baseline taken before the control plane moved",
-                                "take it with security_checks state=baseline (control_plane.yml does)"))
+                                "control_plane.yml records it before its first host; it was never taken or it was "
+                                "removed. Rerun control_plane.yml (on a finished control plane it changes nothing "
+                                "else and records the cell as it is now: check the RBAC and policies first)"))
         return _out(checks, report)
 
     report["baseline"] = {k: before.get(k) for k in ("target", "taken", "run_id")}
@@ -413,9 +507,9 @@ BASELINE_KEY = "baseline.json"
 
 def read_state(kube: Any) -> Dict[str, Any]:
     """Today's state, read from the cluster (Secrets as metadata only)."""
-    roles, bindings = kube.rbac()
-    return snapshot(kube.namespaces(), roles, bindings, kube.secrets_of_type(LEGACY_TOKEN_TYPE),
-                    kube.network_policies())
+    cluster_roles, bindings, roles, role_bindings = kube.rbac()
+    return snapshot(kube.namespaces(), cluster_roles, bindings, kube.secrets_of_type(LEGACY_TOKEN_TYPE),
+                    kube.network_policies(), roles, role_bindings)
 
 
 def cni_findings(workloads: Iterable[Any], apiserver: str, extra_support: Any = None,
@@ -484,22 +578,27 @@ def check(kube: Any, target: str, probes: Sequence[Mapping[str, str]], expected:
     before = stored_baseline(kube, target)
     now = read_state(kube)
     cni = cni_findings(kube.workload_images(), kube.server_version(), extra_support, declared_versions)
-    return judge(now, before, run_probes(kube, probes), cni, expected, require_baseline)
+    return judge(now, before, run_probes(kube, probes), cni, expected, require_baseline, target=target)
 
 
 def pin(kube: Any, target: str, version: str, namespaces: Sequence[str], bump: bool,
         check_mode: bool) -> Dict[str, Any]:
     """Pin enforce labels (playbooks/psa_pin.yml), and carry the change into a stored baseline of ``target``."""
     psa = psa_state(kube.namespaces())
+    top = "v%d.%d" % _minor_of(target)
+    if _PSA_VERSION.match(version or "") and _minor_of(version) > _minor_of(top):
+        raise InputError("psa_version: %s is newer than the target %s; a pin above the control plane is evaluated "
+                         "as latest and follows it. Pin to %s or older" % (version, target, top))
     patches = pin_patches(psa, version, namespaces, bump)
     if patches and not check_mode:
-        for name, labels in patches.items():
-            kube.patch_namespace(name, {"metadata": {"labels": labels}})
+        # the baseline first: a pin that cannot be recorded changes no namespace
         kept = stored_baseline(kube, target)
         if kept is not None:
             for name in patches:
                 kept["psa"].setdefault(name, {})["enforce-version"] = version
             store_baseline(kube, kept)
+        for name, labels in patches.items():
+            kube.patch_namespace(name, {"metadata": {"labels": labels}})
     return {"changed": bool(patches), "psa_changes": {n: version for n in patches},
             "msg": "pinned %s to %s" % (", ".join(patches), version) if patches else
             "every enforce label already pinned (psa_bump moves pinned ones)"}
@@ -552,10 +651,10 @@ def markdown_lines(report: Mapping[str, Any]) -> List[str]:
     tokens = report.get("legacy_tokens") or []
     lines.append("- legacy service-account token Secrets: %s" % (", ".join(tokens) or "none"))
     rbac = _map(report.get("rbac"))
-    for kind in ("cluster_roles", "cluster_role_bindings"):
+    for kind in ("roles", "bindings"):
         for change, names in sorted(_map(rbac.get(kind)).items()):
             if names:
-                lines.append("- RBAC %s %s: %s" % (kind.replace("_", " "), change, ", ".join(names)))
+                lines.append("- RBAC %s %s: %s" % (kind, change, ", ".join(names)))
     for key, words in (("new_powerful_grants", "NEW powerful grant"), ("expected_powerful_grants",
                                                                        "expected powerful grant")):
         lines += ["- %s: %s" % (words, g) for g in rbac.get(key) or []]

@@ -24,6 +24,11 @@ IMPERSONATOR = {"metadata": {"name": "impersonator"}, "rules": [
     {"apiGroups": [""], "resources": ["users", "groups"], "verbs": ["impersonate"]}]}
 
 
+def autoupdate(obj):
+    obj["metadata"]["annotations"] = {"rbac.authorization.kubernetes.io/autoupdate": "true"}
+    return obj
+
+
 def crb(name, role, *subjects):
     return {"metadata": {"name": name}, "roleRef": {"kind": "ClusterRole", "name": role},
             "subjects": [dict(s) for s in subjects]}
@@ -65,8 +70,8 @@ def test_psa_problem(labels, problem):
 
 
 def test_power_names_wildcards_and_escalation_verbs_only():
-    assert security.power(security._rules(ADMIN)) == ["* on * in every API group"]
-    assert security.power(security._rules(IMPERSONATOR)) == ["impersonate on groups,users"]
+    assert "every verb on every resource of every API group" in security.power(security._rules(ADMIN))
+    assert security.power(security._rules(IMPERSONATOR)) == ["can impersonate"]
     assert security.power(security._rules(VIEW)) == []
 
 
@@ -75,17 +80,19 @@ def test_rbac_diff_flags_a_new_powerful_grant_and_records_changes():
     after = state(bindings=[crb("cluster-admin", "cluster-admin", MASTERS), crb("ci-admin", "cluster-admin", CI_SA)])
     diff = security.rbac_diff(before["rbac"], after["rbac"])
     assert diff["new_powerful_grants"] == ["ServiceAccount tools/ci bound to cluster-admin by ci-admin"]
-    assert diff["cluster_role_bindings"]["added"] == ["ci-admin"]
+    assert diff["bindings"]["added"] == ["ci-admin"]
 
 
 def test_rbac_diff_expects_kubeadm_and_system_bindings():
     group = {"kind": "Group", "name": "kubeadm:cluster-admins"}
     after = state(bindings=[crb("cluster-admin", "cluster-admin", MASTERS),
-                            crb("kubeadm:cluster-admins", "cluster-admin", group)])
+                            crb("kubeadm:cluster-admins", "cluster-admin", group),
+                            autoupdate(crb("system:controller:new", "cluster-admin", CI_SA))])
     diff = security.rbac_diff(state()["rbac"], after["rbac"])
     assert diff["new_powerful_grants"] == []
     assert diff["expected_powerful_grants"] == [
-        "Group kubeadm:cluster-admins bound to cluster-admin by kubeadm:cluster-admins"]
+        "Group kubeadm:cluster-admins bound to cluster-admin by kubeadm:cluster-admins",
+        "ServiceAccount tools/ci bound to cluster-admin by system:controller:new"]
 
 
 def test_a_bound_role_that_becomes_powerful_is_a_new_grant():
@@ -95,14 +102,14 @@ def test_a_bound_role_that_becomes_powerful_is_a_new_grant():
     diff = security.rbac_diff(state(roles=[tame], bindings=binding)["rbac"],
                               state(roles=[wild], bindings=binding)["rbac"])
     assert diff["new_powerful_grants"] == ["ServiceAccount tools/ci bound to ops by ops"]
-    assert diff["cluster_roles"]["changed"] == ["ops"]
+    assert diff["roles"]["changed"] == ["ops"]
 
 
 def test_aggregated_role_rule_change_is_recorded():
     grown = copy.deepcopy(VIEW)
     grown["rules"].append({"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]})
     diff = security.rbac_diff(state()["rbac"], state(roles=[ADMIN, grown, IMPERSONATOR])["rbac"])
-    assert diff["cluster_roles"]["changed"] == ["view"]
+    assert diff["roles"]["changed"] == ["view"]
     assert state()["rbac"]["roles"]["view"]["aggregated"] is True
 
 
@@ -141,6 +148,13 @@ def test_each_fault_fails_its_check(after, check):
     result = security.judge(state(**after), before, [], CILIUM_OK)
     assert check in failed(result), result["failures"]
     assert not result["passed"]
+
+
+def test_cni_without_a_documented_range_is_a_warning_not_a_pass():
+    open_ended = [{"addon": "cilium", "version": "1.20", "severity": "warn", "message": "no upper bound"}]
+    result = security.judge(state(), None, [], open_ended)
+    (cni,) = [c for c in result["checks"] if c["name"] == "network_policy_cni"]
+    assert cni["passed"] is False and cni["severity"] == "warn" and "no upper bound" in cni["detail"]
 
 
 def test_cni_out_of_support_fails_and_missing_cni_warns():
@@ -225,7 +239,7 @@ class FakeKube:
         self.patched = []
 
     def rbac(self):
-        return [ADMIN, VIEW], [crb("cluster-admin", "cluster-admin", MASTERS)]
+        return [ADMIN, VIEW], [crb("cluster-admin", "cluster-admin", MASTERS)], [], []
 
     def namespaces(self):
         return self.ns
@@ -290,3 +304,99 @@ def test_a_baseline_too_big_for_a_configmap_is_refused_with_its_counts():
     with pytest.raises(InputError, match="more than one ConfigMap holds .* 20000 NetworkPolicies"):
         security.take_baseline(kube, "v1.36.3", "run-1", check_mode=False)
     assert not kube.cms
+
+
+
+@pytest.mark.parametrize("rule, why", [
+    ({"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["*"], "verbs": ["*"]}, "can grant itself more"),
+    ({"apiGroups": [""], "resources": ["*"], "verbs": ["*"]}, "reads Secrets"),
+    ({"apiGroups": [""], "resources": ["secrets"], "verbs": ["list"]}, "reads Secrets"),
+    ({"apiGroups": ["*"], "resources": ["*"], "verbs": ["get", "list", "create", "delete"]}, "reads Secrets"),
+    ({"apiGroups": [""], "resources": ["serviceaccounts"], "verbs": ["*"]}, "can impersonate"),
+    ({"apiGroups": [""], "resources": ["pods/exec"], "verbs": ["create"]}, "runs code in pods"),
+    ({"apiGroups": [""], "resources": ["serviceaccounts/token"], "verbs": ["create"]}, "mints tokens"),
+    ({"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["clusterrolebindings"], "verbs": ["create"]},
+     "can write role bindings"),
+    ({"apiGroups": ["admissionregistration.k8s.io"], "resources": ["validatingadmissionpolicybindings"],
+      "verbs": ["delete"]}, "can switch admission policy off"),
+])
+def test_power_catches_grants_a_step_from_cluster_admin(rule, why):
+    assert any(why in w for w in security.power(security._rules({"rules": [rule]}))), rule
+
+
+def test_power_leaves_ordinary_rules_and_non_resource_urls_alone():
+    tame = [{"apiGroups": [""], "resources": ["pods", "configmaps"], "verbs": ["get", "list", "watch"]},
+            {"nonResourceURLs": ["*"], "verbs": ["*"]}]
+    assert security.power(security._rules({"rules": tame})) == []
+
+
+def test_a_binding_named_like_the_system_is_not_exempt_without_being_the_systems():
+    evil = crb("system:evil", "cluster-admin", CI_SA)  # no autoupdate: not the apiserver's
+    diff = security.rbac_diff(state()["rbac"], state(bindings=[crb("cluster-admin", "cluster-admin", MASTERS),
+                                                               evil])["rbac"])
+    assert diff["new_powerful_grants"] == ["ServiceAccount tools/ci bound to cluster-admin by system:evil"]
+
+
+def test_power_given_to_everybody_through_a_bootstrap_role_is_caught():
+    basic = autoupdate({"metadata": {"name": "system:basic-user"}, "rules": [
+        {"apiGroups": ["authorization.k8s.io"], "resources": ["selfsubjectreviews"], "verbs": ["create"]}]})
+    everyone = autoupdate(crb("system:basic-user", "system:basic-user", {"kind": "Group",
+                                                                         "name": "system:authenticated"}))
+    grown = copy.deepcopy(basic)
+    grown["rules"].append({"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]})
+    before = state(roles=[ADMIN, basic], bindings=[everyone])
+    diff = security.rbac_diff(before["rbac"], state(roles=[ADMIN, grown], bindings=[everyone])["rbac"])
+    assert diff["new_powerful_grants"] == ["Group system:authenticated bound to system:basic-user by system:basic-user"]
+
+
+def test_a_role_binding_to_cluster_admin_in_a_namespace_is_caught():
+    rb = {"metadata": {"name": "ops", "namespace": "kube-system"},
+          "roleRef": {"kind": "ClusterRole", "name": "cluster-admin"},
+          "subjects": [{"kind": "ServiceAccount", "name": "robot"}]}  # namespace from the binding
+    secret_reader = {"metadata": {"name": "peek", "namespace": "kube-system"},
+                     "rules": [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}]}
+    rb2 = {"metadata": {"name": "peek", "namespace": "kube-system"}, "roleRef": {"kind": "Role", "name": "peek"},
+           "subjects": [CI_SA]}
+    before = security.snapshot([], [ADMIN], [], [], [])
+    after = security.snapshot([], [ADMIN], [], [], [], roles=[secret_reader], role_bindings=[rb, rb2])
+    diff = security.rbac_diff(before["rbac"], after["rbac"])
+    assert diff["new_powerful_grants"] == [
+        "ServiceAccount kube-system/robot bound to cluster-admin by kube-system/ops",
+        "ServiceAccount tools/ci bound to kube-system/peek by kube-system/peek"]
+
+
+@pytest.mark.parametrize("message", [
+    'admission webhook "validate.kyverno.svc" does not support dry run',
+    'pods is forbidden: User "gpufleet" cannot create resource "pods" in API group "" in the namespace "signed"',
+])
+def test_a_probe_that_could_not_be_judged_is_not_a_pass(message):
+    verdict = security.judge_probe({"namespace": "x", "image": "i:1", "expect": "validate.kyverno"}, 400, message)
+    assert verdict["passed"] is False and "could not probe" in verdict["detail"]
+
+
+@pytest.mark.parametrize("expect", ["inference", "nginx", "forbidden", "gpufleet-admission-probe", "denied"])
+def test_a_probe_expecting_words_any_refusal_echoes_is_refused(expect):
+    with pytest.raises(InputError, match=r"\[0\]\.expect: .* is echoed in any refusal"):
+        security.parse_probes([{"namespace": "inference", "image": "docker.io/nginx:1", "expect": expect}])
+
+
+@pytest.mark.parametrize("pattern", ["*", "s*", "?ystem:*", "[s]ystem:*"])
+def test_rbac_patterns_need_a_literal_prefix(pattern):
+    with pytest.raises(InputError, match="at least three literal characters"):
+        security.parse_patterns([pattern])
+
+
+def test_a_pin_above_the_target_follows_the_control_plane():
+    labels = security.psa_state([ns("a", enforce="baseline", enforce_version="v1.99")])["a"]
+    assert "newer than v1.36" in security.psa_problem(labels, "v1.36")
+    assert security.psa_problem(labels) == ""
+    result = security.judge(state(namespaces=[ns("a", enforce="baseline", enforce_version="v1.99")]), None, [],
+                            CILIUM_OK, target="v1.36.3")
+    assert "psa_pinned" in failed(result)
+    with pytest.raises(InputError, match="psa_version: v1.37 is newer than the target v1.36.3"):
+        security.pin(FakeKube(), "v1.36.3", "v1.37", [], False, check_mode=True)
+
+
+def test_no_probe_configured_is_a_warning():
+    result = security.judge(state(), None, [], CILIUM_OK)
+    assert result["passed"] and any("admission_probes" in w for w in result["warnings"])
