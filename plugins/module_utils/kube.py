@@ -230,11 +230,12 @@ class Kube:
         out = self._call("list Secrets of type %s" % secret_type, self.core.list_secret_for_all_namespaces,
                          field_selector="type=%s" % secret_type)
         keep = "kubernetes.io/service-account.name"
-        return [{"type": s.type, "metadata": {
-            "namespace": s.metadata.namespace, "name": s.metadata.name, "uid": s.metadata.uid,
-            "labels": dict(s.metadata.labels or {}),
-            "annotations": {keep: (s.metadata.annotations or {})[keep]} if keep in (s.metadata.annotations or {})
-            else {}}} for s in out.items]
+
+        def reduced(meta: Any) -> Dict[str, Any]:
+            notes = meta.annotations or {}
+            return {"namespace": meta.namespace, "name": meta.name, "uid": meta.uid, "labels": dict(meta.labels or {}),
+                    "annotations": {keep: notes[keep]} if keep in notes else {}}
+        return [{"type": s.type, "metadata": reduced(s.metadata)} for s in out.items]
 
     def network_policies(self) -> List[Dict[str, Any]]:
         from kubernetes import client

@@ -9,10 +9,12 @@ security_checks module reads.
   playbooks/psa_pin.yml, recorded).
 - Signed-image admission: a probe pod with an undigested image, created as a server-side dry run in each probed
   namespace, must still be refused by admission, with a message naming the policy.
-- RBAC: ClusterRoles (their rules, aggregated ones included) and ClusterRoleBindings are compared with the baseline;
-  the diff goes to the change record. A subject newly bound to a powerful role (all verbs on all resources of all
-  groups, or escalate, bind or impersonate) fails, unless the binding's name matches an expected pattern (the
-  apiserver's ``system:*`` bootstrap policy and kubeadm's ``kubeadm:*``, which an upgrade reconciles).
+- RBAC: Roles and ClusterRoles (their rules, aggregated ones included) and their bindings are compared with the
+  baseline; the diff goes to the change record. A subject newly bound to a powerful role (POWER_TABLE: every verb on
+  every resource, escalate/bind, writing bindings, impersonation, reading Secrets, pods/exec, nodes/proxy, minting
+  tokens, switching admission off) fails, unless the apiserver reconciles the binding (autoupdate, a name matching
+  an expected pattern such as ``system:*``) or kubeadm named it (``kubeadm:``), its subject is not everybody, and
+  its role did not just become powerful outside the reconciled ones.
 - Legacy service-account token Secrets are flagged; one created since the baseline fails.
 - NetworkPolicies must be intact (none missing or changed since the baseline), and when there are any, the CNI
   that enforces them must support the control plane's minor (the addon matrix).
@@ -404,7 +406,12 @@ def judge(now: Mapping[str, Any], before: Optional[Mapping[str, Any]], probes: S
     report: Dict[str, Any] = {}
     psa = now.get("psa") or {}
     newest = "v%d.%d" % _minor_of(target) if target else ""
-    unpinned = {n: psa_problem(labels, newest) for n, labels in sorted(psa.items()) if psa_problem(labels, newest)}
+    problems = {n: psa_problem(labels, newest) for n, labels in sorted(psa.items())}
+    unpinned = {n: p for n, p in problems.items() if p}
+    for what, found in (("Namespace", psa), ("ClusterRole", _map(now.get("rbac")).get("roles"))):
+        if not found:  # every cluster has some: none read is a failed read, never "nothing to judge"
+            checks.append(Check("security_read", subject, False, "no %s could be read" % what,
+                                "the cluster's %ss" % what, "check the credentials' list rights"))
     report["psa"] = {"unpinned": [{"namespace": n, "problem": p} for n, p in unpinned.items()],
                      "pinned": sorted(n for n, lab in psa.items() if "enforce" in lab and n not in unpinned),
                      "unlabelled": sorted(n for n, lab in psa.items() if "enforce" not in lab)}
@@ -469,7 +476,8 @@ def judge(now: Mapping[str, Any], before: Optional[Mapping[str, Any]], probes: S
     report["rbac"] = diff
     checks.append(Check("rbac_no_new_powerful_grant", subject, not diff["new_powerful_grants"],
                         "; ".join(diff["new_powerful_grants"]) or "none",
-                        "no subject newly bound to a powerful ClusterRole (outside %s)" % ", ".join(expected_rbac)))
+                        "no subject newly bound to a powerful role (other than by the apiserver's reconciled "
+                        "bindings matching %s, or kubeadm's)" % ", ".join(expected_rbac)))
 
     new_tokens = sorted(set(tokens) - set(before.get("legacy_tokens") or []))
     report["legacy_tokens_new"] = new_tokens
@@ -585,10 +593,9 @@ def pin(kube: Any, target: str, version: str, namespaces: Sequence[str], bump: b
         check_mode: bool) -> Dict[str, Any]:
     """Pin enforce labels (playbooks/psa_pin.yml), and carry the change into a stored baseline of ``target``."""
     psa = psa_state(kube.namespaces())
-    top = "v%d.%d" % _minor_of(target)
-    if _PSA_VERSION.match(version or "") and _minor_of(version) > _minor_of(top):
+    if _PSA_VERSION.match(version or "") and _minor_of(version) > _minor_of(target):
         raise InputError("psa_version: %s is newer than the target %s; a pin above the control plane is evaluated "
-                         "as latest and follows it. Pin to %s or older" % (version, target, top))
+                         "as latest and follows it. Pin to v%d.%d or older" % ((version, target) + _minor_of(target)))
     patches = pin_patches(psa, version, namespaces, bump)
     if patches and not check_mode:
         # the baseline first: a pin that cannot be recorded changes no namespace

@@ -10,20 +10,25 @@ version_added: 0.3.0
 description:
   - O(state=baseline) records the cell's security state once per target, before the control plane moves, in the
     ConfigMap C(kube-system/gpufleet-security-baseline) - each namespace's Pod Security enforce level and version,
-    a digest of every ClusterRole's rules (aggregated ones included) and every ClusterRoleBinding's subjects, the
-    names of legacy service-account token Secrets and a digest of every NetworkPolicy. A baseline for the same
-    target is kept (a rerun never moves it); one for another target is replaced.
+    a digest of every Role's and ClusterRole's rules (aggregated ones included) and every binding's role and
+    subjects, the names of legacy service-account token Secrets and a digest of every NetworkPolicy. A baseline for
+    the same target is kept (a rerun never moves it); one for another target is replaced.
   - O(state=checked) judges the cluster now. Without a baseline - every namespace with a Pod Security C(enforce)
-    level must pin C(enforce-version) to a minor (missing or C(latest) follows the control plane and changes what
-    the namespace admits); each admission probe - a pod with an image the policy must refuse, created as a
-    server-side dry run - must be refused with the expected text; the CNI that enforces NetworkPolicies must
-    support the control plane's minor (the addon matrix); legacy token Secrets are a warning. Against the baseline
-    - enforce labels unchanged, no subject newly bound to a powerful ClusterRole (all verbs on all resources, or
-    escalate, bind, impersonate) outside the expected binding names, no new legacy token Secret, every
-    NetworkPolicy present and unchanged. The RBAC diff is returned for the change record.
+    level must pin C(enforce-version) to a minor no newer than the target (missing, C(latest) or newer follows the
+    control plane and changes what the namespace admits); each admission probe - a pod with an image the policy
+    must refuse, created as a server-side dry run - must be refused with the expected text (a webhook that refuses
+    dry runs, or no RBAC to create the pod, is a failure); the CNI that enforces NetworkPolicies must support the
+    control plane's minor (the addon matrix; open-ended support is a warning); legacy token Secrets are a warning.
+    Against the baseline - enforce labels unchanged; no subject newly bound to a powerful role (every verb on every
+    resource, escalate or bind, writing bindings, impersonation, reading Secrets, pods/exec, nodes/proxy, minting
+    tokens, switching admission off) other than through a binding the apiserver reconciles (autoupdate, a name
+    matching O(rbac_expected)) or kubeadm's, never to everybody; no new legacy token Secret; every NetworkPolicy
+    present and unchanged. No Namespace or ClusterRole read is a failure. The RBAC diff is returned for the change
+    record.
   - O(state=psa_pinned) pins the enforce labels that are not pinned (with O(psa_bump), also pinned ones) to
     O(psa_version), and updates a stored baseline of this target to match - the deliberate, recorded step.
-  - Secrets are read as metadata and type only; their data never reaches a result.
+  - Secrets are read as name, uid, labels and the service-account annotation only; their data never reaches a
+    result.
 options:
   state:
     description: What to do.
@@ -48,7 +53,9 @@ options:
   rbac_expected:
     description:
       - Binding-name patterns whose new powerful grants an upgrade is expected to make (the apiserver reconciles
-        its C(system:) bootstrap policy, kubeadm its C(kubeadm:) bindings); recorded, not failed.
+        its C(system:) bootstrap policy, kubeadm its C(kubeadm:) bindings); such a grant is recorded, not failed,
+        only when the binding also carries the apiserver's autoupdate annotation (or is kubeadm's) and its subject
+        is not everybody. Each pattern starts with at least three literal characters.
     type: list
     elements: str
     default: ["system:*", "kubeadm:*"]

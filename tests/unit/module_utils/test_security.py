@@ -400,3 +400,11 @@ def test_a_pin_above_the_target_follows_the_control_plane():
 def test_no_probe_configured_is_a_warning():
     result = security.judge(state(), None, [], CILIUM_OK)
     assert result["passed"] and any("admission_probes" in w for w in result["warnings"])
+
+
+@pytest.mark.parametrize("empty, what", [("namespaces", "Namespace"), ("roles", "ClusterRole")])
+def test_nothing_read_is_a_failure_not_nothing_to_judge(empty, what):
+    now = state(**{empty: []}) if empty == "namespaces" else state(roles=[])
+    result = security.judge(now, None, [], CILIUM_OK)
+    assert "security_read" in failed(result)
+    assert any("no %s could be read" % what in f for f in result["failures"])
