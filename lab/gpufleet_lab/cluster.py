@@ -8,6 +8,8 @@ import subprocess
 import time
 from typing import Any, Dict, List
 
+import yaml
+
 from gpufleet_lab import pki, procs
 from gpufleet_lab.config import LAB_DIR, LabConfig
 from gpufleet_lab.procs import LabError
@@ -173,9 +175,29 @@ def controllers_version(cfg: LabConfig) -> str:
         return ""
 
 
+# Pods with this annotation run a workload the lab simulates (workloads.py writes their result and ends them):
+# KWOK's stock pod-complete stage, which ends every Job pod at once with no result, leaves them alone.
+SIMULATED_WORKLOAD = "gpufleet-lab/workload"
+
+
+def kwok_stages(cfg: LabConfig) -> str:
+    """KWOK's stock stages (built with KWOK), with pod-complete skipping the pods workloads.py ends."""
+    docs = list(yaml.safe_load_all((cfg.bin_dir("kwok", cfg.kwok_version) / "stages.yaml").read_text()))
+    stages = [d for d in docs if d]
+    complete = [d for d in stages if d["metadata"]["name"] == "pod-complete"]
+    if len(complete) != 1:
+        raise LabError("KWOK's stages.yaml has %d pod-complete stages, expected 1" % len(complete))
+    complete[0]["spec"]["selector"]["matchExpressions"].append(
+        {"key": '.metadata.annotations["%s"]' % SIMULATED_WORKLOAD, "operator": "DoesNotExist"})
+    path = cfg.run / "kwok-stages.yaml"
+    path.write_text(yaml.safe_dump_all(stages, sort_keys=False))
+    return str(path)
+
+
 def start_kwok(cfg: LabConfig) -> None:
     if procs.pid_of(cfg.run, "kwok"):
         return
+    stages = kwok_stages(cfg)
     say("starting KWOK %s (keeps the lab's Node objects alive and moves pods through their lifecycle)" %
         cfg.kwok_version)
     argv = [str(cfg.bin_dir("kwok", cfg.kwok_version) / "kwok"),
@@ -183,7 +205,7 @@ def start_kwok(cfg: LabConfig) -> None:
             "--manage-all-nodes=false", "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
             "--node-ip=127.0.0.1", "--node-port=%d" % cfg.ports["kwok"], "--node-lease-duration-seconds=40",
             "--server-address=127.0.0.1:%d" % (cfg.ports["kwok"] + 1),
-            "--config=%s" % (cfg.bin_dir("kwok", cfg.kwok_version) / "stages.yaml")]
+            "--config=%s" % stages]
     procs.start(cfg.run, "kwok", argv)
 
 

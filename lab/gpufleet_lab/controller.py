@@ -7,6 +7,7 @@
    apiserver version), or set a Node's kubeletVersion (SIMULATION of the kubelet registering).
 3. Device-plugin SIMULATION: a GPU host whose state reports fewer GPUs gets that allocatable nvidia.com/gpu.
 4. Training-gang SIMULATION (JobSet pods, Kueue Workload activation, checkpoint-and-yield): see training.py.
+5. Canary-workload SIMULATION (the containers of gpufleet's canary gang and latency probe): see workloads.py.
 """
 from __future__ import annotations
 
@@ -137,15 +138,17 @@ async def requests_loop(cfg: LabConfig) -> None:
 
 async def training_loop(cfg: LabConfig) -> None:
     from gpufleet_lab.training import Training
-    sim = None
+    from gpufleet_lab.workloads import Workloads
+    sims: List = []
     while True:
         try:
-            if sim is None:
-                sim = await asyncio.to_thread(Training, cfg)
-            await asyncio.to_thread(sim.reconcile)
+            if not sims:
+                sims = [await asyncio.to_thread(Training, cfg), await asyncio.to_thread(Workloads, cfg)]
+            for sim in sims:
+                await asyncio.to_thread(sim.reconcile)
         except Exception:
             traceback.print_exc()
-            sim = None
+            sims = []
             await asyncio.sleep(2)
         await asyncio.sleep(1)
 

@@ -20,6 +20,8 @@ HOST_FAULTS: Dict[str, tuple] = {
     "ecc": ("an uncorrectable ECC error on GPU 4", "gpu"),
     "remap-pending": ("a pending row remap on GPU 6", "gpu"),
     "hostengine-down": ("dcgmi diag cannot reach nv-hostengine (runtime_error)", "gpu"),
+    "inference-slow": ("the simulated inference service on this host answers six times slower (the canary "
+                       "latency probe's p99 about 708 ms)", "gpu"),
     "checkpoint-never": ("the training gang never confirms a checkpoint while a rank runs on this host", "gpu"),
     "kubeadm-apply-fail": ("kubeadm upgrade apply/node fails on this host", "cp"),
     "snapshot-fail": ("etcdctl snapshot save fails (no space left on device)", "cp"),

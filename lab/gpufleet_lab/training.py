@@ -1,6 +1,12 @@
 """SIMULATION of what has no running controller in the lab: the JobSet controller (pods of a JobSet), Kueue's
 reaction to Workload.spec.active, and a training framework's checkpoint-and-yield protocol.
 
+JobSets outside the ``training`` namespace (gpufleet's canary gang) get what the real JobSet controller makes:
+one batch/v1 Job per replicated job and index, owned by the JobSet as its controller and labelled as JobSet labels
+them; the lab's real job controller and scheduler then create and place their pods, and the JobSet is marked
+Completed when every Job completed (Failed when one failed). The ``training`` namespace's gang keeps the older
+shortcut (pods owned by the JobSet directly) until the drain tests move to child Jobs.
+
 Protocol (what gpufleet's drain role asks, what the job answers):
 - gpufleet sets annotation ``gpufleet.io/checkpoint-requested: <token>`` on the JobSet;
 - after ``gpufleet-lab/checkpoint-seconds`` (default 5) the job writes a checkpoint and answers
@@ -54,6 +60,7 @@ class Training:
         self.cfg = cfg
         self.api = kube.api(cfg, "lab-controller")
         self.core = client.CoreV1Api(self.api)
+        self.batch = client.BatchV1Api(self.api)
         dyn = dynamic.DynamicClient(self.api)
         self.jobsets = dyn.resources.get(api_version="jobset.x-k8s.io/v1alpha2", kind="JobSet")
         self.workloads = dyn.resources.get(api_version="kueue.x-k8s.io/v1beta2", kind="Workload")
@@ -107,8 +114,53 @@ class Training:
         total = float(ann.get(LOST, "0")) + gpu_seconds
         self._patch_jobset(js.metadata.name, {"metadata": {"annotations": {LOST: "%.1f" % total}}})
 
+    # -- JobSets with real child Jobs -----------------------------------------------------------------------------
+    def reconcile_child_jobs(self) -> None:
+        try:
+            jobsets = self.jobsets.get().items
+        except ApiException as exc:
+            if exc.status == 404:
+                return
+            raise
+        for js in jobsets:
+            ns, name = js.metadata.namespace, js.metadata.name
+            if ns == NS or js.spec.suspend:
+                continue
+            done = {c.type for c in ((js.status.conditions if js.status else None) or []) if c.status == "True"}
+            if done & {"Completed", "Failed"}:
+                continue
+            jobs = self.batch.list_namespaced_job(ns, label_selector="%s=%s" % (JOBSET_LABEL, name)).items
+            have = {j.metadata.name for j in jobs}
+            for rj in js.spec.replicatedJobs:
+                for index in range(rj.replicas):
+                    job = "%s-%s-%d" % (name, rj.name, index)
+                    if job in have:
+                        continue
+                    labels = {JOBSET_LABEL: name, "jobset.sigs.k8s.io/replicatedjob-name": rj.name,
+                              "jobset.sigs.k8s.io/job-index": str(index)}
+                    spec = rj.template.spec.to_dict()
+                    meta = spec["template"].setdefault("metadata", {})
+                    meta["labels"] = dict(meta.get("labels") or {}, **labels)
+                    body = {"metadata": {"name": job, "labels": labels, "ownerReferences": [
+                        {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "name": name,
+                         "uid": js.metadata.uid, "controller": True}]}, "spec": spec}
+                    kube.tolerate(409, self.batch.create_namespaced_job, ns, body)
+            wanted = sum(rj.replicas for rj in js.spec.replicatedJobs)
+            states = [{c.type for c in (j.status.conditions or []) if c.status == "True"} for j in jobs]
+            if any("Failed" in s for s in states):
+                self._jobset_condition(ns, name, "Failed", "a child Job failed")
+            elif len(jobs) >= wanted and all("Complete" in s for s in states):
+                self._jobset_condition(ns, name, "Completed", "every child Job completed")
+
+    def _jobset_condition(self, ns: str, name: str, kind: str, message: str) -> None:
+        cond = {"type": kind, "status": "True", "reason": "AllJobsCompleted" if kind == "Completed" else "FailedJobs",
+                "message": message, "lastTransitionTime": rfc3339(now())}
+        self.jobsets.subresources["status"].patch(name=name, namespace=ns, body={"status": {"conditions": [cond]}},
+                                                  content_type="application/merge-patch+json")
+
     # -- one reconcile pass ---------------------------------------------------------------------------------------
     def reconcile(self) -> None:
+        self.reconcile_child_jobs()
         try:
             jobsets = self.jobsets.get(namespace=NS).items
         except ApiException as exc:

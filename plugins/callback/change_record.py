@@ -21,6 +21,8 @@ description:
   - The security checks (M(gpufleet.upgrade.security_checks)) have their own section - the baseline taken, Pod
     Security pinning, the admission probes, NetworkPolicies and their CNI, legacy tokens and the RBAC diff against
     the baseline - beside their checks in the gates table.
+  - So do the canary workloads (M(gpufleet.upgrade.canary_workload)) - each training gang's bus bandwidth and each
+    inference service's latency, on which canary nodes, how long it took and what was kept for inspection.
   - The records are written owner-only (0600, in a 0700 directory). Under ansible-runner (an AWX job, or the
     runner CLI) a copy also goes to the job's artifact directory (C(AWX_ISOLATED_DATA_DIR)/gpufleet/change-records).
 requirements:
@@ -86,7 +88,8 @@ class CallbackModule(CallbackBase):
                        "operator": getpass.getuser(), "objective": "", "target_version": "", "version_diff": {},
                        "canary_scope": [], "plays": [], "gates": [], "failures": [], "rollback_triggers": [],
                        "cell": "", "run_id": "", "break_glass": [], "opt_outs": [],
-                       "gangs": {"resumed": [], "stay_stopped": []}, "security": []}
+                       "gangs": {"resumed": [], "stay_stopped": []}, "security": [],
+                       "canary_workloads": []}
         self._started = time.time()
 
     def v2_playbook_on_play_start(self, play):
@@ -177,6 +180,8 @@ class CallbackModule(CallbackBase):
                     "task": result._task.get_name(), "wave": wave, "passed": res.get("passed"),
                     "report": res.get("security") or {}, "psa_changes": res.get("psa_changes") or {},
                     "baseline": res.get("baseline") or {}})
+            if action.endswith(".canary_workload") and isinstance(res.get("canary"), list):
+                self.record["canary_workloads"] += [dict(r, wave=wave) for r in res["canary"] if isinstance(r, dict)]
             for line in res.get("opt_outs") or []:
                 opt_out = {"host": host, "opt_out": str(line)}
                 if opt_out not in self.record["opt_outs"]:
@@ -358,6 +363,23 @@ def markdown(rec):
         lines += [_cell(line) for line in security.markdown_lines(entry["report"])]
     if not rec.get("security"):
         lines.append("- not checked by this run")
+    lines += ["", "## Canary workloads", ""]
+    for run in rec.get("canary_workloads") or []:
+        if run.get("busbw"):
+            figures = "bus bandwidth %s" % ", ".join("%s: %s GB/s" % (k, "-" if v is None else "%.1f" % v)
+                                                     for k, v in sorted(run["busbw"].items()))
+        elif run.get("latency"):
+            figures = "p99 %.1f ms, p50 %.1f ms, %d errors of %d requests" % tuple(
+                run["latency"].get(k, 0) for k in ("p99_ms", "p50_ms", "errors", "requests"))
+        else:
+            figures = "no result"
+        lines.append("- %s %s on %s (pool %s): **%s** in %.0f s - %s%s%s" % (
+            run.get("workload"), run.get("name"), ",".join(run.get("nodes") or []), run.get("pool"),
+            "passed" if run.get("passed") else "FAILED", run.get("seconds") or 0, _cell(figures),
+            ("; kept: %s" % ", ".join(run["kept"])) if run.get("kept") else "",
+            (" - %s" % _cell(run["note"])) if run.get("note") else ""))
+    if not rec.get("canary_workloads"):
+        lines.append("- none ran")
     lines += ["", "## Gates", "", "| host | check | subject | measured | baseline | result |",
               "|---|---|---|---|---|---|"]
     for gate in rec["gates"]:

@@ -86,6 +86,18 @@ SCHEMA: Dict[str, Field] = {
                                       "more)"),
         "kubelet_config": Field("map[str]", default={}),
     }),
+    # what the canary workloads (gpufleet_canary_workloads) are judged by; required only for a configured workload
+    "canary": Field("section", default={}, fields={
+        "training_busbw_gbps": Field("map[float]", low=0.001, high=100000,
+                                     why="the canary gang's all-reduce bus bandwidth in GB/s per message size, "
+                                         "above 0"),
+        "training_tolerance_pct": Field("float", default=10.0, low=0, high=50,
+                                        why="above 50% a halved bus bandwidth would pass"),
+        "inference_p99_ms": Field("float", low=0.001, high=600000,
+                                  why="the p99 latency ceiling in milliseconds, above 0"),
+        "inference_max_error_pct": Field("float", default=0.0, low=0, high=100,
+                                         why="a percentage of the probe's requests"),
+    }),
     "opt_out": Field("section", default={}, fields={
         "nccl": REASON,
         "ecc": REASON,
@@ -245,6 +257,8 @@ def validate(doc: Any, source: str = "baseline") -> Dict[str, Any]:
         if _data_check_off(nccl["args"]):
             raise _fail(source, "nccl.args", ": %s turns data checking off (-c 0): #wrong would read N/A and "
                         "wrong results would pass; drop it" % " ".join(nccl["args"]))
+    for key in out["canary"].get("training_busbw_gbps") or {}:
+        _size(key, source, "canary.training_busbw_gbps.%s" % key)
     for key in opt["xids"]:
         xid = str(key)
         if not xid.isdigit() or int(xid) not in FATAL_XIDS:

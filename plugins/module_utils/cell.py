@@ -18,7 +18,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, Dict, List, Mapping, Sequence
 
-from ansible_collections.gpufleet.upgrade.plugins.module_utils import addons, security, variables
+from ansible_collections.gpufleet.upgrade.plugins.module_utils import addons, canary, security, variables
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.variables import to_bool as _bool
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import GpufleetError, InputError
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.planner import (
@@ -88,6 +88,7 @@ class Cell:
     apiserver_urls: Dict[str, str] = field(default_factory=dict)
     addons: Dict[str, Any] = field(default_factory=dict)
     security: Dict[str, Any] = field(default_factory=dict)
+    canary_workloads: Dict[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> Dict[str, Any]:
         return asdict(self)
@@ -312,6 +313,13 @@ def build(groups: Mapping[str, Sequence[str]], host_vars: Mapping[str, Mapping[s
         earlier = list(cp) + [n for w in gpu_waves for n in w["nodes"]]
         gpu_waves.append(dict(wave, index=index, earlier=earlier, label="%d (%s: %s)" % (
             index, wave["kind"], ",".join(wave["failure_domains"]))))
+    workloads = canary.parse_inputs(cell_vars.get(canary.VAR))
+    gaps = canary.baseline_gaps(workloads, pools)
+    if gaps:
+        raise InputError("%s. Nothing was changed." % "; ".join(gaps))
+    for wave in gpu_waves:  # what each canary wave runs on its nodes before the next wave (none elsewhere)
+        wave["canary_runs"] = canary.canary_runs(workloads, wave["nodes"], host_pool) if wave["kind"] == "canary" \
+            else []
     glass = _break_glass(cell_vars, host_vars, name, canonical)
     return Cell(
         name=name, target=canonical, target_minor=target.minor_str, run_id=run_id(name, canonical),
@@ -331,6 +339,7 @@ def build(groups: Mapping[str, Sequence[str]], host_vars: Mapping[str, Mapping[s
         addons=addons.parse_inputs(cell_vars.get("gpufleet_addon_support"), cell_vars.get("gpufleet_addon_versions")),
         security=security.parse_inputs(cell_vars.get("gpufleet_security_admission_probes"),
                                        cell_vars.get("gpufleet_security_rbac_expected")),
+        canary_workloads=workloads,
         apiserver_urls={h: _url(host_vars[h].get("gpufleet_apiserver_url"), "%s: gpufleet_apiserver_url" % h)
                         for h in cp})
 

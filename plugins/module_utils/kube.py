@@ -112,6 +112,7 @@ class Kube:
         self.custom = client.CustomObjectsApi(self.client)
         from kubernetes.client.rest import ApiException
         self.ApiException = ApiException
+        self._dynamic: Any = None
 
     def _plain(self, obj: Any) -> Any:
         return self.client.sanitize_for_serialization(obj)
@@ -302,6 +303,65 @@ class Kube:
         return dict(self._call("patch %s %s/%s" % (plural, namespace, name),
                                self.custom.patch_namespaced_custom_object, group, version, namespace, plural, name,
                                body))
+
+
+    # generic objects through the dynamic client (kinds gpufleet creates: canary workloads)
+    def _resource(self, api_version: str, kind: str) -> Any:
+        if self._dynamic is None:
+            from kubernetes import dynamic
+            self._dynamic = self._call("discover the API", dynamic.DynamicClient, self.client)
+        from kubernetes.dynamic.exceptions import ResourceNotFoundError
+        try:
+            return self._dynamic.resources.get(api_version=api_version, kind=kind)
+        except ResourceNotFoundError as exc:
+            raise KubeError("%s %s is not served by this cluster (is its CRD installed?)" % (
+                api_version, kind)) from exc
+
+    def get_object(self, api_version: str, kind: str, namespace: str, name: str) -> Optional[Dict[str, Any]]:
+        """The object, or None when there is none."""
+        res = self._resource(api_version, kind)
+        try:
+            return dict(self._call("read %s %s/%s" % (kind, namespace, name), res.get, name=name,
+                                   namespace=namespace).to_dict())
+        except KubeError as exc:
+            if exc.details.get("status") == 404:
+                return None
+            raise
+
+    def create_object(self, body: Dict[str, Any]) -> Dict[str, Any]:
+        meta = body["metadata"]
+        res = self._resource(body["apiVersion"], body["kind"])
+        return dict(self._call("create %s %s/%s" % (body["kind"], meta.get("namespace"), meta["name"]), res.create,
+                               body=body, namespace=meta.get("namespace")).to_dict())
+
+    def delete_object(self, api_version: str, kind: str, namespace: str, name: str) -> bool:
+        """Delete the object and, in the background, what it owns; False when it was already gone."""
+        res = self._resource(api_version, kind)
+        try:
+            self._call("delete %s %s/%s" % (kind, namespace, name), res.delete, name=name, namespace=namespace,
+                       body={"propagationPolicy": "Background"})
+        except KubeError as exc:
+            if exc.details.get("status") == 404:
+                return False
+            raise
+        return True
+
+    def list_pods(self, namespace: str, selector: str) -> List[Dict[str, Any]]:
+        return [self._plain(p) for p in self._call("list pods %s in %s" % (selector, namespace),
+                                                   self.core.list_namespaced_pod, namespace,
+                                                   label_selector=selector).items]
+
+    def ensure_namespace(self, name: str, labels: Dict[str, str]) -> bool:
+        """Create the namespace when it is missing (True); an existing one is left as it is."""
+        try:
+            self._call("read Namespace %s" % name, self.core.read_namespace, name)
+            return False
+        except KubeError as exc:
+            if exc.details.get("status") != 404:
+                raise
+        self._call("create Namespace %s" % name, self.core.create_namespace,
+                   {"metadata": {"name": name, "labels": labels}})
+        return True
 
 
 def connect(module: Any) -> Kube:

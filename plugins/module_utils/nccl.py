@@ -244,13 +244,13 @@ def judge_runs(runs: Sequence[Mapping[str, Any]], baseline: Mapping[str, Any], n
         floor = base * (1.0 - tolerance)
         if len(values) < len(runs):
             medians[size] = None
-            checks.append(Check("nccl_busbw", "%s size %s" % (subject, _human(size)), False,
+            checks.append(Check("nccl_busbw", "%s size %s" % (subject, human_size(size)), False,
                                 "not measured in %d of %d run(s)" % (len(runs) - len(values), len(runs)),
                                 ">= %.2f GB/s" % floor, "size not in the run or no finite bandwidth; widen -b/-e"))
             continue
         med = statistics.median(values)
         medians[size] = med
-        checks.append(Check("nccl_busbw", "%s size %s" % (subject, _human(size)), med >= floor, round(med, 2),
+        checks.append(Check("nccl_busbw", "%s size %s" % (subject, human_size(size)), med >= floor, round(med, 2),
                             ">= %.2f GB/s (%.2f - %g%%)" % (floor, base, tolerance * 100),
                             "median of %d run(s)" % len(values)))
     summary = summarize(checks)
@@ -258,7 +258,7 @@ def judge_runs(runs: Sequence[Mapping[str, Any]], baseline: Mapping[str, Any], n
     return summary
 
 
-def _human(size: int) -> str:
+def human_size(size: int) -> str:
     for unit, factor in (("G", 1024 ** 3), ("M", 1024 ** 2), ("K", 1024)):
         if size >= factor and size % factor == 0:
             return "%d%s" % (size // factor, unit)

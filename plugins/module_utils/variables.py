@@ -84,6 +84,11 @@ VARIABLES: Tuple[Var, ...] = (
     Var("gpufleet_security_rbac_expected", "list", NONE, "cell", CELL_PLAYBOOKS,
         "Binding-name patterns whose new powerful RBAC grants an upgrade is expected to make; unset: system:* and "
         "kubeadm:* (the apiserver's bootstrap policy, kubeadm's bindings)."),
+    Var("gpufleet_canary_workloads", "dict", NONE, "cell", CELL_PLAYBOOKS,
+        "Work run on the canary nodes before later waves: {namespace (gpufleet-canary), timeout (900 s), training: "
+        "{image, command, args, env, gpus_per_node, pod_annotations, tolerations}, inference: {image, port, "
+        "readiness_path, path, requests, gpus_per_replica, probe: {image, command, ...}}}; judged by each pool "
+        "baseline's canary section. Unset: the canary waves run no workload."),
     Var("gpufleet_observed_kubectl", "str", NONE, "cell", ("plan",),
         "Offline plan only: the kubectl version in use."),
     # -- break glass ---------------------------------------------------------------------------------------------
@@ -144,6 +149,8 @@ VARIABLES: Tuple[Var, ...] = (
     Var("gpufleet_waves", "list", NONE, "internal", ("node_pool",), "The waves of this run (from the cell)."),
     Var("gpufleet_wave_order", "group", NONE, "internal", ("node_pool",), "The in-memory group of wave hosts."),
     Var("gpufleet_wave_nodes", "list", NONE, "internal", ("node_pool",), "Set per host: the nodes of its wave."),
+    Var("gpufleet_wave_canary_runs", "list", NONE, "internal", ("node_pool",),
+        "Set per host: the canary workloads its wave runs (the cell's gpu_waves[].canary_runs)."),
     Var("gpufleet_wave_earlier", "list", NONE, "internal", ("node_pool",),
         "Set per host: the nodes that must be finished before its wave."),
     Var("gpufleet_pending", "list", NONE, "internal", ("node_pool",), "Nodes not finished when the run started."),

@@ -98,7 +98,8 @@ cell:
       type: list
       elements: dict
     gpu_waves:
-      description: The GPU node waves, numbered from 1, each with a C(label).
+      description: The GPU node waves, numbered from 1, each with a C(label) and C(canary_runs) (the canary
+        workloads a canary wave runs, each workload, pool and nodes; empty for other waves).
       type: list
       elements: dict
     break_glass:
@@ -128,4 +129,8 @@ cell:
         records - C(gpufleet_out_dir), else the environment's C(GPUFLEET_OUT_DIR), else C(out) in the directory
         ansible-playbook runs in (never inside the installed collection).
       type: str
+    canary_workloads:
+      description: The checked C(gpufleet_canary_workloads) with defaults (namespace, timeout, training,
+        inference), or empty when none is configured; every pool baseline holds the figures they are judged by.
+      type: dict
 """

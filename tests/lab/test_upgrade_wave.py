@@ -319,6 +319,12 @@ def test_upgrade_wave_halts_on_every_fault_resumes_and_finishes(cell, tmp_path):
                       ("Security after the wave", "2"), ("Security after the wave", "3")], labels
     assert all(e["report"]["baseline"]["target"] == lab.to_version for e in checked)
 
+    # The canary wave ran work on gpu-a1 before the later waves (in whichever run got the canary through its
+    # gates): the training gang's all-reduce and the inference service's latency, both judged and passed.
+    canaries = [(r["workload"], tuple(r["nodes"]), r["passed"]) for path in sorted(records.glob("*.json"))
+                for r in json.loads(path.read_text()).get("canary_workloads") or []]
+    assert canaries[-2:] == [("training", ("gpu-a1",), True), ("inference", ("gpu-a1",), True)], canaries
+
     # 9. A second run on the finished cell changes nothing.
     again = run(lab, records, "upgrade_wave.yml")
     assert again.returncode == 0, again.stdout[-4000:]

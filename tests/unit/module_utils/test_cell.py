@@ -175,3 +175,17 @@ def test_security_inputs_are_read_and_checked_with_the_cell():
         cell(cell_vars={"gpufleet_security_admission_probes": [dict(probe, expect=" ")]})
     with pytest.raises(InputError, match="gpufleet_security_rbac_expected"):
         cell(cell_vars={"gpufleet_security_rbac_expected": "system:*"})
+
+
+def test_canary_workloads_are_read_with_the_cell_and_planned_on_canary_waves_only():
+    workloads = {"training": {"image": "registry.example/nccl:1"}}
+    with_figures = {"h100-train": pool_baseline(canary={"training_busbw_gbps": {"8G": 400.0}})}
+    built = cell(cell_vars={"gpufleet_canary_workloads": workloads}, baselines=with_figures)
+    assert built.canary_workloads["training"]["image"] == "registry.example/nccl:1"
+    assert [w["canary_runs"] for w in built.gpu_waves] == [
+        [{"workload": "training", "pool": "h100-train", "nodes": ["gpu-a1"]}], [], []]
+    assert cell().canary_workloads == {} and all(w["canary_runs"] == [] for w in cell().gpu_waves)
+    with pytest.raises(InputError, match=r"pool h100-train: baseline canary.training_busbw_gbps is not set"):
+        cell(cell_vars={"gpufleet_canary_workloads": workloads})
+    with pytest.raises(InputError, match=r"gpufleet_canary_workloads: .*image"):
+        cell(cell_vars={"gpufleet_canary_workloads": {"training": {}}}, baselines=with_figures)
