@@ -56,7 +56,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
 @pytest.hookimpl(tryfirst=True)  # before -m selects: a lab test without its own mark is still a lab test
 def pytest_collection_modifyitems(config, items):
     """Everything under tests/lab needs the lab (marked, so `-m "not lab"` never runs it in parallel against a live
-    lab). The upgrade-wave story comes after the other lab tests: it starts from a fresh lab and leaves a fresh one.
+    lab). The canary tests move the control plane, so they come after the tests that need the lab on `from`; the
+    upgrade-wave story comes after them: it starts from a fresh lab and leaves a fresh one.
     The jobs in the execution-environment image come last, on that fresh lab (they only read the cluster), which the
     Molecule phase of `make test` then uses without another reset: by then the checks branch of `make test` has
     built the image, out of the lab tests' path (the story asks for it only at its finishing run)."""
@@ -64,7 +65,7 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if lab_dir in pathlib.Path(str(item.fspath)).parents:
             item.add_marker(pytest.mark.lab)
-    late = {"test_upgrade_wave.py": 1, "test_awx_runner.py": 2}
+    late = {"test_canary.py": 1, "test_upgrade_wave.py": 2, "test_awx_runner.py": 3}
     items.sort(key=lambda item: late.get(pathlib.Path(str(item.fspath)).name, 0))
 
 

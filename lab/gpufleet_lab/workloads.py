@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import re
 from typing import Any, Dict, List, Optional, Tuple
 
 from kubernetes import client
@@ -41,13 +42,22 @@ def nccl_result(cfg: LabConfig, node: str, args: List[str]) -> Tuple[int, str]:
     return proc.returncode, proc.stdout if proc.returncode == 0 else (proc.stderr or proc.stdout)
 
 
-def from_header(text: str) -> str:
-    """all_reduce_perf's output from its column header on (the part the canary contract puts in 4096 bytes)."""
-    lines = text.splitlines()
-    for i, line in enumerate(lines):
-        if line.startswith("#") and "size" in line and "count" in line and "type" in line:
-            return "\n".join(lines[i:]) + "\n"
-    return text
+RANK = re.compile(r"^#\s+Rank\s+\d+(?P<rest>\s+Group.*)$")
+
+
+def gang_output(runs: List[str], slowest: str) -> str:
+    """What rank 0 of the gang writes: from "# Using devices" on, with every host's rank lines (renumbered across
+    the gang, as one job over all nodes prints them), then the slowest host's table and footer."""
+    ranks = [m.group("rest") for text in runs for m in map(RANK.match, text.splitlines()) if m]
+    lines = slowest.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.startswith("# Using devices")), None)
+    if start is None:
+        return slowest
+    end = start + 1
+    while end < len(lines) and RANK.match(lines[end]):
+        end += 1
+    head = ["#  Rank %2d%s" % (i, rest) for i, rest in enumerate(ranks)]
+    return "\n".join([lines[start]] + head + lines[end:]) + "\n"
 
 
 def avg_busbw(text: str) -> float:
@@ -125,4 +135,4 @@ class Workloads:
                     self._end(pod, failed[0][0], failed[0][1])
                 else:
                     slowest = min(runs, key=lambda r: avg_busbw(r[1]))
-                    self._end(pod, 0, from_header(slowest[1]))
+                    self._end(pod, 0, gang_output([r[1] for r in runs], slowest[1]))

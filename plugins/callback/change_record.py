@@ -22,7 +22,7 @@ description:
     Security pinning, the admission probes, NetworkPolicies and their CNI, legacy tokens and the RBAC diff against
     the baseline - beside their checks in the gates table.
   - So do the canary workloads (M(gpufleet.upgrade.canary_workload)) - each training gang's bus bandwidth and each
-    inference service's latency, on which canary nodes, how long it took and what was kept for inspection.
+    inference service's latency, on which canary nodes, how long it took, and why one that failed did not finish.
   - The records are written owner-only (0600, in a 0700 directory). Under ansible-runner (an AWX job, or the
     runner CLI) a copy also goes to the job's artifact directory (C(AWX_ISOLATED_DATA_DIR)/gpufleet/change-records).
 requirements:
@@ -373,10 +373,9 @@ def markdown(rec):
                 run["latency"].get(k, 0) for k in ("p99_ms", "p50_ms", "errors", "requests"))
         else:
             figures = "no result"
-        lines.append("- %s %s on %s (pool %s): **%s** in %.0f s - %s%s%s" % (
+        lines.append("- %s %s on %s (pool %s): **%s** in %.0f s - %s%s" % (
             run.get("workload"), run.get("name"), ",".join(run.get("nodes") or []), run.get("pool"),
             "passed" if run.get("passed") else "FAILED", run.get("seconds") or 0, _cell(figures),
-            ("; kept: %s" % ", ".join(run["kept"])) if run.get("kept") else "",
             (" - %s" % _cell(run["note"])) if run.get("note") else ""))
     if not rec.get("canary_workloads"):
         lines.append("- none ran")

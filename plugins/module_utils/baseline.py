@@ -91,6 +91,9 @@ SCHEMA: Dict[str, Field] = {
         "training_busbw_gbps": Field("map[float]", low=0.001, high=100000,
                                      why="the canary gang's all-reduce bus bandwidth in GB/s per message size, "
                                          "above 0"),
+        "training_nodes": Field("int", default=2, low=1, high=1024,
+                                why="the canary nodes the gang's figures were measured across (1: a single-node "
+                                    "gang, which measures NVLink and not the network between nodes)"),
         "training_tolerance_pct": Field("float", default=10.0, low=0, high=50,
                                         why="above 50% a halved bus bandwidth would pass"),
         "inference_p99_ms": Field("float", low=0.001, high=600000,

@@ -14,8 +14,8 @@ canary nodes by name, so nothing else lands there before the canaries pass.
 
 Results come back through each container's termination message (``/dev/termination-log``, at most 4096 bytes,
 read from the pod's status: no log access is needed, and it is how a Job reports a small result):
-- training: rank 0 (JobSet job index 0) writes all_reduce_perf's output from its column header to the end (or its
-  ``-J`` JSON report);
+- training: rank 0 (JobSet job index 0) writes all_reduce_perf's output from its ``# Using devices`` line to the
+  end - the rank lines (how many ranks on how many hosts), the table and the footer - or its ``-J`` JSON report;
 - latency probe: one JSON object ``{"requests": N, "errors": N, "p50_ms": X, "p99_ms": X}``.
 
 The inputs (``gpufleet_canary_workloads``) are checked with ansible-core's argument-spec validator.
@@ -166,7 +166,8 @@ def _pinned(nodes: Sequence[str], selector: Mapping[str, str]) -> Dict[str, Any]
 
 
 def _labels(kind: str, run_id: str) -> Dict[str, str]:
-    return {"app.kubernetes.io/managed-by": "gpufleet", LABEL: kind, "gpufleet.io/run-id": run_id[:63]}
+    return {"app.kubernetes.io/managed-by": "gpufleet", LABEL: kind,
+            "gpufleet.io/run-id": run_id[:63].rstrip("-_.") or "none"}
 
 
 def training_jobset(name: str, namespace: str, nodes: Sequence[str], spec: Mapping[str, Any], gpus: int,
@@ -271,11 +272,13 @@ def rank_zero(pods: Sequence[Mapping[str, Any]]) -> Optional[Mapping[str, Any]]:
     return None
 
 
-def judge_training(pods: Sequence[Mapping[str, Any]], nodes: Sequence[str], baseline: Mapping[str, Any],
+def judge_training(pods: Sequence[Mapping[str, Any]], nodes: Sequence[str], gpus: int, baseline: Mapping[str, Any],
                    subject: str) -> Dict[str, Any]:
-    """The training canary's gate from its finished pods: every rank ran on its own canary node and exited 0, and
-    rank 0's all-reduce result holds the baseline's ``canary.training_busbw_gbps`` (within
-    ``canary.training_tolerance_pct``), with no wrong elements or NCCL errors."""
+    """The training canary's gate from its finished pods: every rank ran on its own canary node and exited 0; rank
+    0's all-reduce result shows ``len(nodes) x gpus`` ranks on ``len(nodes)`` hosts (the collective spanned every
+    node: a one-node result passes a multi-node figure without touching the network) and holds the baseline's
+    ``canary.training_busbw_gbps`` (within ``canary.training_tolerance_pct``), with no wrong elements or NCCL
+    errors."""
     checks: List[Check] = []
     placed = sorted(str((p.get("spec") or {}).get("nodeName") or "") for p in pods)
     checks.append(Check("canary_training_placement", subject, placed == sorted(nodes), ",".join(placed) or "none",
@@ -304,9 +307,14 @@ def judge_training(pods: Sequence[Mapping[str, Any]], nodes: Sequence[str], base
         checks.append(Check("canary_training_busbw", subject, False, "unreadable result",
                             "all_reduce_perf output", "%s (rank 0's termination message, %d bytes%s)" % (
                                 exc.msg, len(message.encode()),
-                                "; it is at the kubelet's limit: write from the column header on, or -J JSON"
+                                "; it is at the kubelet's limit: write from '# Using devices' on, or -J JSON"
                                 if len(message.encode()) >= MESSAGE_LIMIT else "")))
         return dict(summarize(checks), busbw={})
+    want = "%d ranks on %d hosts" % (len(nodes) * gpus, len(nodes))
+    got = "%d ranks on %d hosts" % (parsed["ranks"], len(parsed["hosts"]))
+    checks.append(Check("canary_training_span", subject, got == want, got, want,
+                        "the result lists no ranks: write from all_reduce_perf's '# Using devices' line on"
+                        if not parsed["ranks"] else "the all-reduce must span every canary node with all its GPUs"))
     policy = {"nccl": {"busbw_gbps": canary.get("training_busbw_gbps") or {},
                        "tolerance_pct": canary.get("training_tolerance_pct", 10.0), "min_runs": 1},
               "opt_out": {}}
@@ -354,9 +362,11 @@ def parse_latency(message: str) -> Dict[str, float]:
 
 
 def judge_inference(ready: int, replicas: int, placed: Sequence[str], nodes: Sequence[str],
-                    probe: Optional[Mapping[str, Any]], baseline: Mapping[str, Any], subject: str) -> Dict[str, Any]:
-    """The inference canary's gate: every replica ready on its own canary node, the probe exited 0, its p99
-    latency at most ``canary.inference_p99_ms`` and its error rate at most ``canary.inference_max_error_pct``."""
+                    probe: Optional[Mapping[str, Any]], baseline: Mapping[str, Any], subject: str,
+                    requests: int = 1) -> Dict[str, Any]:
+    """The inference canary's gate: every replica ready on its own canary node, the probe exited 0 having sent at
+    least ``requests`` requests, its p99 latency at most ``canary.inference_p99_ms`` and its error rate at most
+    ``canary.inference_max_error_pct``."""
     canary = baseline.get("canary") or {}
     checks = [Check("canary_inference_ready", subject, ready == replicas, "%d/%d ready" % (ready, replicas),
                     "%d/%d ready" % (replicas, replicas), "the Deployment's readiness probe"),
@@ -376,6 +386,8 @@ def judge_inference(ready: int, replicas: int, placed: Sequence[str], nodes: Seq
             checks.append(Check("canary_inference_probe", subject, False, "unreadable result",
                                 "JSON {%s}" % ", ".join(LATENCY_KEYS), exc.msg))
     if latency:
+        checks.append(Check("canary_inference_requests", subject, latency["requests"] >= requests,
+                            int(latency["requests"]), ">= %d" % requests, "the requests the probe was asked to send"))
         ceiling = float(canary.get("inference_p99_ms") or 0)
         checks.append(Check("canary_inference_p99_ms", subject, latency["p99_ms"] <= ceiling,
                             round(latency["p99_ms"], 2), "<= %.2f ms" % ceiling,
@@ -415,7 +427,7 @@ def _condition(obj: Optional[Mapping[str, Any]], names: Sequence[str]) -> str:
 
 
 def _clear(kube: Any, objects: Sequence[Mapping[str, Any]], clock: _Clock) -> None:
-    """Delete what an earlier try left (kept for inspection when it failed) and wait until it and its pods are gone."""
+    """Delete what an earlier try left (one cut short) and wait until it and its pods are gone."""
     for obj in objects:
         meta = obj["metadata"]
         kube.delete_object(obj["apiVersion"], obj["kind"], meta["namespace"], meta["name"])
@@ -441,15 +453,21 @@ def _wait(clock: _Clock, probe: Any) -> Any:
         clock.sleep(min(POLL_SECONDS, max(clock.left(), 0.0)))
 
 
+def _failed(judged: Dict[str, Any], check: Check) -> None:
+    judged["checks"].append(check.as_dict())
+    judged["failures"].append(check.message())
+    judged["passed"] = False
+
+
 def _result(kind: str, pool: str, nodes: Sequence[str], name: str, namespace: str, judged: Dict[str, Any],
             clock: _Clock, objects: Sequence[Mapping[str, Any]], kube: Any, note: str = "") -> Dict[str, Any]:
-    kept = not judged["passed"]
-    if not kept:
-        for obj in objects:
-            kube.delete_object(obj["apiVersion"], obj["kind"], namespace, obj["metadata"]["name"])
+    """The run's record. Its objects are deleted whether it passed or not: kept ones would stand in the next try's
+    way (a kept JobSet looks like a gang to stop, a kept Deployment's pods come back to the drained canaries);
+    the checks and the note carry what was seen."""
+    for obj in objects:
+        kube.delete_object(obj["apiVersion"], obj["kind"], namespace, obj["metadata"]["name"])
     record = {"workload": kind, "pool": pool, "nodes": list(nodes), "namespace": namespace, "name": name,
-              "passed": judged["passed"], "seconds": clock.elapsed(),
-              "kept": ["%s %s/%s" % (o["kind"], namespace, o["metadata"]["name"]) for o in objects] if kept else []}
+              "passed": judged["passed"], "seconds": clock.elapsed()}
     for key in ("busbw", "latency"):
         if key in judged:
             record[key] = judged.pop(key)
@@ -457,8 +475,6 @@ def _result(kind: str, pool: str, nodes: Sequence[str], name: str, namespace: st
         record["note"] = note
     msg = "%s canary on %s: %s in %.0f s" % (kind, ",".join(nodes), "passed" if judged["passed"] else "FAILED",
                                              record["seconds"])
-    if kept:
-        msg += "; kept for inspection: %s (the next try replaces them)" % ", ".join(record["kept"])
     return dict(judged, changed=True, canary=record, msg=msg)
 
 
@@ -482,14 +498,18 @@ def run_training(kube: Any, nodes: Sequence[str], pool: str, baseline: Mapping[s
     pods = kube.list_pods(namespace, selector)
     note = ""
     if not finished:
-        note = "JobSet %s/%s did not finish within %d s: %s" % (namespace, name, workloads["timeout"],
-                                                               waiting_reason(pods, len(nodes)))
-    judged = judge_training(pods, nodes, baseline, "%s canary gang" % pool)
-    if note:
-        judged["checks"].append(Check("canary_training_finished", "%s canary gang" % pool, False, "timed out",
-                                      "finished within %d s" % workloads["timeout"], note).as_dict())
-        judged["failures"].append(note)
-        judged["passed"] = False
+        js = kube.get_object(body["apiVersion"], "JobSet", namespace, name) or {}
+        note = "JobSet %s/%s did not finish within %d s%s: %s" % (
+            namespace, name, workloads["timeout"], " (it is suspended: is it queued by Kueue? run the canary "
+            "namespace outside Kueue's management)" if (js.get("spec") or {}).get("suspend") else "",
+            waiting_reason(pods, len(nodes)))
+    gpus = int(body["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"][0]
+               ["resources"]["limits"]["nvidia.com/gpu"])
+    subject = "%s canary gang" % pool
+    judged = judge_training(pods, nodes, gpus, baseline, subject)
+    if not finished or finished == "Failed":
+        _failed(judged, Check("canary_training_finished", subject, False, "timed out" if not finished else "Failed",
+                              "Completed within %d s" % workloads["timeout"], note or "the JobSet failed"))
     return _result("training", pool, nodes, name, namespace, judged, clk, [body], kube, note)
 
 
@@ -526,16 +546,18 @@ def run_inference(kube: Any, nodes: Sequence[str], pool: str, baseline: Mapping[
                                                               waiting_reason(pods, len(nodes)))
     else:
         kube.create_object(job)
-        finished = _wait(clk, lambda: _condition(kube.get_object("batch/v1", "Job", namespace, job["metadata"]["name"]),
-                                                 ("Complete", "Failed")))
+        finished = _wait(clk, lambda: _condition(kube.get_object("batch/v1", "Job", namespace,
+                                                                 job["metadata"]["name"]), ("Complete", "Failed")))
         probes = kube.list_pods(namespace, "%s=%s" % (GANG_LABEL, job["metadata"]["name"]))
         probe = probes[-1] if probes else None
         if not finished:
             note = "latency probe Job %s/%s did not finish within %d s: %s" % (
                 namespace, job["metadata"]["name"], workloads["timeout"], waiting_reason(probes, 1))
-    judged = judge_inference(ready_count, len(nodes), placed, nodes, probe, baseline, subject)
+    judged = judge_inference(ready_count, len(nodes), placed, nodes, probe, baseline, subject,
+                             int(workloads["inference"]["requests"]))
     if note:
-        judged["failures"].append(note)
+        _failed(judged, Check("canary_inference_finished", subject, False, "timed out",
+                              "finished within %d s" % workloads["timeout"], note))
     return _result("inference", pool, nodes, name, namespace, judged, clk, objects + [job], kube, note)
 
 
@@ -565,20 +587,46 @@ def plan_runs(runs: Sequence[Mapping[str, Any]], pools: Mapping[str, Any], value
         kind = run["workload"]
         require(workloads, kind, run["nodes"], baseline_gaps({kind: workloads.get(kind)},
                                                              {pool: {"baseline": baseline}}))
-        nodes = [n for n in run["nodes"] if pending is None or n in pending]
+        if kind == "training":
+            span = span_problem(pool, run["nodes"], baseline)
+            if span:
+                raise InputError(span + ". Nothing was changed.")
+            # the gang spans every canary node of the pool, or it would not measure what the baseline holds
+            nodes = list(run["nodes"]) if pending is None or set(run["nodes"]) & set(pending) else []
+        else:
+            nodes = [n for n in run["nodes"] if pending is None or n in pending]
         if nodes:
             out.append({"workload": kind, "pool": pool, "nodes": nodes, "baseline": baseline})
     return {"workloads": workloads, "runs": out}
 
 
-def canary_runs(workloads: Mapping[str, Any], wave_nodes: Sequence[str], host_pool: Mapping[str, str]
-                ) -> List[Dict[str, Any]]:
-    """What a canary wave runs: each configured workload on each pool's nodes of the wave (training first)."""
-    pools: Dict[str, List[str]] = {}
+def span_problem(pool: str, nodes: Sequence[str], baseline: Mapping[str, Any]) -> str:
+    """Why the training canary of ``pool`` on ``nodes`` would not measure what the baseline's figures are for
+    ('' when it would): they were measured across ``canary.training_nodes`` nodes."""
+    want = int((baseline.get("canary") or {}).get("training_nodes") or 2)
+    if len(nodes) == want:
+        return ""
+    return ("pool %s: the training canary's figures (baseline canary.training_busbw_gbps) are for a gang of %d "
+            "node(s), but the pool has %d canary node(s) in its wave (%s); mark %d canaries with gpufleet_canary, "
+            "or measure the figures across %d and set canary.training_nodes: %d" % (
+                pool, want, len(nodes), ",".join(nodes), want, len(nodes), len(nodes)))
+
+
+def canary_runs(workloads: Mapping[str, Any], wave_nodes: Sequence[str], host_pool: Mapping[str, str],
+                pools: Optional[Mapping[str, Mapping[str, Any]]] = None) -> List[Dict[str, Any]]:
+    """What a canary wave runs: each configured workload on each pool's nodes of the wave (training first).
+    With ``pools`` (pool -> {baseline}), a training gang whose size is not the one its figures are for is
+    refused (:func:`span_problem`)."""
+    by_pool: Dict[str, List[str]] = {}
     for node in wave_nodes:
-        pools.setdefault(host_pool[node], []).append(node)
+        by_pool.setdefault(host_pool[node], []).append(node)
+    kinds = [kind for kind in ("training", "inference") if workloads.get(kind)]
+    problems = [span_problem(pool, nodes, pools[pool]["baseline"]) for pool, nodes in sorted(by_pool.items())
+                if pools is not None and "training" in kinds]
+    if any(problems):
+        raise InputError("%s. Nothing was changed." % "; ".join(p for p in problems if p))
     return [{"workload": kind, "pool": pool, "nodes": nodes}
-            for kind in ("training", "inference") if workloads.get(kind) for pool, nodes in sorted(pools.items())]
+            for kind in kinds for pool, nodes in sorted(by_pool.items())]
 
 
 def objects_of(run: Mapping[str, Any], workloads: Mapping[str, Any], run_id: str) -> List[Dict[str, Any]]:
@@ -594,6 +642,20 @@ def objects_of(run: Mapping[str, Any], workloads: Mapping[str, Any], run_id: str
         probe_job(name + "-probe", namespace, name, workloads["inference"], run_id)]
 
 
+def remove(kube: Any, plan: Mapping[str, Any], run_id: str, check_mode: bool = False, clock: Any = None,
+           sleep: Any = None) -> Dict[str, Any]:
+    """Delete every object the planned runs create (what a try cut short left), and wait until they are gone."""
+    objects = [obj for run in plan["runs"] for obj in objects_of(run, plan["workloads"], run_id)]
+    found = [o for o in objects if kube.get_object(o["apiVersion"], o["kind"], o["metadata"]["namespace"],
+                                                   o["metadata"]["name"]) is not None]
+    names = ["%s %s/%s" % (o["kind"], o["metadata"]["namespace"], o["metadata"]["name"]) for o in found]
+    if found and not check_mode:
+        _clear(kube, found, _Clock(float(plan["workloads"]["timeout"]), clock or time.monotonic,
+                                   sleep or time.sleep))
+    return {"changed": bool(found), "removed": names,
+            "msg": "removed %s" % ", ".join(names) if names else "no canary workload object left from a try"}
+
+
 def run_all(kube: Any, plan: Mapping[str, Any], run_id: str, check_mode: bool = False,
             clock: Any = None, sleep: Any = None) -> Dict[str, Any]:
     """Run every planned workload (all of them, so one failure does not hide another) and merge their gates."""
@@ -602,9 +664,9 @@ def run_all(kube: Any, plan: Mapping[str, Any], run_id: str, check_mode: bool = 
     records: List[Dict[str, Any]] = []
     msgs: List[str] = []
     if not check_mode:
-        # what earlier tries kept goes first, all of it: a kept inference replica holds a GPU the gang needs
-        kept = [obj for run in plan["runs"] for obj in objects_of(run, plan["workloads"], run_id)]
-        _clear(kube, kept, _Clock(float(plan["workloads"]["timeout"]), clock or time.monotonic, sleep or time.sleep))
+        # what earlier tries left goes first, all of it: a left inference replica holds a GPU the gang needs
+        left = [obj for run in plan["runs"] for obj in objects_of(run, plan["workloads"], run_id)]
+        _clear(kube, left, _Clock(float(plan["workloads"]["timeout"]), clock or time.monotonic, sleep or time.sleep))
     for run in plan["runs"]:
         fn = run_training if run["workload"] == "training" else run_inference
         res = fn(kube, run["nodes"], run["pool"], run["baseline"], plan["workloads"], run_id, check_mode,

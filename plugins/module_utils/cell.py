@@ -318,8 +318,8 @@ def build(groups: Mapping[str, Sequence[str]], host_vars: Mapping[str, Mapping[s
     if gaps:
         raise InputError("%s. Nothing was changed." % "; ".join(gaps))
     for wave in gpu_waves:  # what each canary wave runs on its nodes before the next wave (none elsewhere)
-        wave["canary_runs"] = canary.canary_runs(workloads, wave["nodes"], host_pool) if wave["kind"] == "canary" \
-            else []
+        wave["canary_runs"] = canary.canary_runs(workloads, wave["nodes"], host_pool, pools) \
+            if wave["kind"] == "canary" else []
     glass = _break_glass(cell_vars, host_vars, name, canonical)
     return Cell(
         name=name, target=canonical, target_minor=target.minor_str, run_id=run_id(name, canonical),

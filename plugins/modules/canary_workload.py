@@ -13,20 +13,31 @@ description:
     name (one pod per node).
   - A training run starts a JobSet gang (C(jobset.x-k8s.io/v1alpha2)), one rank per canary node with all its
     GPUs, whose image runs the multi-node NCCL all-reduce across them. Rank 0 (job index 0) writes
-    all_reduce_perf's output from its column header on (or its C(-J) JSON) to its termination message. Judged -
-    every rank on its own canary node and exited 0, no wrong elements, no NCCL error, and the bus bandwidth at each
-    size of the baseline's C(canary.training_busbw_gbps) within C(canary.training_tolerance_pct) (default 10).
+    all_reduce_perf's output from its C(# Using devices) line on (or its C(-J) JSON) to its termination message.
+    Judged - every rank on its own canary node and exited 0, the result showing nodes x GPUs ranks on as many hosts
+    as nodes, no wrong elements, no NCCL error, and the bus bandwidth at each size of the baseline's
+    C(canary.training_busbw_gbps) within C(canary.training_tolerance_pct) (default 10). The gang must be the size
+    the figures were measured with (C(canary.training_nodes), default 2); it always spans every canary node of its
+    run, even on a rerun where some of them are finished.
   - An inference run serves a Deployment (one replica per canary node, a readiness probe) and its Service, then
     runs a latency probe Job that sends requests through the Service and writes one JSON object with the keys
     C(requests), C(errors), C(p50_ms) and C(p99_ms) to its termination message. Judged - every replica ready on its
-    own node, the probe exited 0, p99 at most the baseline's C(canary.inference_p99_ms), error rate at most
-    C(canary.inference_max_error_pct) (default 0).
-  - Objects from an earlier try are deleted first. A passing workload's objects are deleted; a failing one's are
-    kept for inspection and named in the message. A workload that does not finish within the timeout fails with
-    what its pods were waiting for.
+    own node, the probe exited 0 having sent at least the requests asked, p99 at most the baseline's
+    C(canary.inference_p99_ms), error rate at most C(canary.inference_max_error_pct) (default 0).
+  - Objects from an earlier try are deleted first; each run's objects are deleted when it ends, passed or not (the
+    checks carry what was seen). A workload that does not finish within the timeout fails with what its pods were
+    waiting for.
   - The namespace is created when missing, without a Pod Security label (the cluster default applies); create it
-    beforehand with the labels the images need).
+    beforehand with the labels the images need.
 options:
+  state:
+    description:
+      - C(present) runs the workloads and judges them; C(absent) only deletes the objects they create (left by a
+        try that was cut short), and waits until they and their pods are gone - run before the canaries are
+        drained, so none of them is drained or comes back.
+    type: str
+    choices: [present, absent]
+    default: present
   runs:
     description:
       - The workloads to run, each C(workload) (C(training) or C(inference)), C(pool) and C(nodes) (the canary
@@ -93,11 +104,16 @@ failures:
   elements: str
 canary:
   description:
-    - One record per run - workload, pool, nodes, namespace, name, passed, seconds, kept (objects kept for
-      inspection), busbw (size -> GB/s) or latency (requests, errors, p50_ms, p99_ms), note.
-  returned: success or gate failure
+    - One record per run - workload, pool, nodes, namespace, name, passed, seconds, busbw (size -> GB/s) or
+      latency (requests, errors, p50_ms, p99_ms), note (why it did not finish).
+  returned: state is present
   type: list
   elements: dict
+removed:
+  description: The objects deleted (kind namespace/name).
+  returned: state is absent
+  type: list
+  elements: str
 """
 
 from ansible.module_utils.basic import AnsibleModule
@@ -109,6 +125,7 @@ from ansible_collections.gpufleet.upgrade.plugins.module_utils.module_support im
 def main():
     module = AnsibleModule(
         argument_spec=dict(
+            state=dict(type="str", choices=["present", "absent"], default="present"),
             runs=dict(type="list", elements="dict", required=True, options=dict(
                 workload=dict(type="str", choices=["training", "inference"], required=True),
                 pool=dict(type="str", required=True),
@@ -124,7 +141,10 @@ def main():
 
     def body():
         p = module.params
-        plan = canary.plan_runs(p["runs"], p["pools"], p["workloads"], p["pending"])
+        absent = p["state"] == "absent"
+        plan = canary.plan_runs(p["runs"], p["pools"], p["workloads"], None if absent else p["pending"])
+        if absent:
+            return canary.remove(kube.connect(module), plan, p["run_id"], module.check_mode)
         if not plan["runs"]:
             return {"changed": False, "passed": True, "canary": [],
                     "msg": "no canary workload left to run: every node of these runs is finished"}

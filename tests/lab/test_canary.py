@@ -1,6 +1,9 @@
 """The canary workloads against the lab: a JobSet gang (real child Jobs, placed by the real scheduler on a cordoned
 KWOK node it tolerates) and an inference Deployment with its latency probe, judged against the lab pool's
-baseline. The lab plays the containers (lab/gpufleet_lab/workloads.py): its host faults make each judgement fail."""
+baseline. The lab plays the containers (lab/gpufleet_lab/workloads.py): its host faults make each judgement fail.
+Then the canary wave itself (canary.yml, after control_plane.yml): a failing canary workload holds the canary with
+its reason and leaves no object behind, and the rerun passes. This moves the control plane (tests/conftest.py runs
+this file after the tests that need the lab on `from`; the story starts from a reset)."""
 from __future__ import annotations
 
 import pytest
@@ -9,6 +12,7 @@ from kubernetes import client, config
 from tests.lab.conftest import lab_cli
 from tests.lab.test_security import latest_record, run
 
+ANN = "gpufleet.io/upgrade-"
 pytestmark = pytest.mark.lab
 NS = "gpufleet-canary"
 
@@ -53,13 +57,12 @@ def test_canaries_run_work_on_the_cordoned_node_and_clean_up(lab, apis, node):
     assert {"canary_training_busbw", "canary_training_placement", "canary_inference_ready",
             "canary_inference_p99_ms"} <= gates
     # passed: nothing kept (the JobSet's child Jobs and pods go with it)
-    assert not runs["training"]["kept"] and not runs["inference"]["kept"]
     assert not apis["custom"].list_namespaced_custom_object("jobset.x-k8s.io", "v1alpha2", NS, "jobsets")["items"]
     assert not apis["apps"].list_namespaced_deployment(NS).items
     assert "## Canary workloads" in next(iter(sorted(apis["records"].glob("*.md")))).read_text()
 
 
-def test_a_slow_fabric_and_a_slow_service_fail_their_canary_and_keep_the_objects(lab, apis, node):
+def test_a_slow_fabric_and_a_slow_service_fail_their_canary_and_leave_nothing(lab, apis, node):
     lab_cli("fault", node, "nccl-slow")
     lab_cli("fault", node, "inference-slow")
     proc, record = canary(lab, apis, node)
@@ -68,12 +71,41 @@ def test_a_slow_fabric_and_a_slow_service_fail_their_canary_and_keep_the_objects
     assert {"canary_training_busbw", "canary_inference_p99_ms"} <= failed, failed
     assert "canary_training_placement" not in failed and "canary_inference_ready" not in failed
     runs = {r["workload"]: r for r in record["canary_workloads"]}
-    assert runs["training"]["kept"] and runs["inference"]["kept"]
-    jobs = apis["batch"].list_namespaced_job(NS, label_selector="jobset.sigs.k8s.io/jobset-name").items
-    assert [[(o.kind, o.controller) for o in j.metadata.owner_references] for j in jobs] == [[("JobSet", True)]]
-    assert "FAILED" in proc.stdout and "kept for inspection" in proc.stdout
+    assert not runs["training"]["passed"] and not runs["inference"]["passed"]
+    assert runs["training"]["busbw"]["8G"] < 470 * 0.9 and runs["inference"]["latency"]["p99_ms"] > 250
+    assert "FAILED" in proc.stdout
+    assert not apis["batch"].list_namespaced_job(NS).items and not apis["apps"].list_namespaced_deployment(NS).items
 
     lab_cli("clear", node)
-    proc, record = canary(lab, apis, node)  # the kept objects are replaced, and pass now
+    proc, record = canary(lab, apis, node)
     assert proc.returncode == 0, proc.stdout[-4000:]
     assert all(r["passed"] for r in record["canary_workloads"])
+
+
+def test_a_failing_canary_workload_holds_the_canary_wave_and_the_rerun_passes(lab, apis, node):
+    """Through node_pool.yml (canary.yml): the canary gpu-a1 is drained, upgraded and gated; its inference canary
+    fails (inference-slow): gpu-a1 stays cordoned with the canary's reason, nothing of the workloads is left, the
+    rerun drains nothing new, runs both workloads and puts gpu-a1 back in service."""
+    records = apis["records"]
+    proc = run(lab, records, "playbooks/control_plane.yml")
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    lab_cli("fault", "gpu-a1", "inference-slow")
+    try:
+        proc = run(lab, records, "playbooks/canary.yml")
+    finally:
+        lab_cli("clear", "gpu-a1")
+    assert proc.returncode != 0
+    a1 = apis["core"].read_node("gpu-a1")
+    reason = (a1.metadata.annotations or {}).get(ANN + "reason", "")
+    assert a1.spec.unschedulable and (a1.metadata.annotations or {}).get(ANN + "phase") == "failed", reason
+    assert "canary workloads on gpu-a1" in reason and "canary_inference_p99_ms" in reason, reason
+    runs = {r["workload"]: r["passed"] for r in latest_record(records)["canary_workloads"]}
+    assert runs == {"training": True, "inference": False}
+    assert not apis["batch"].list_namespaced_job(NS).items and not apis["apps"].list_namespaced_deployment(NS).items
+
+    proc = run(lab, records, "playbooks/canary.yml")
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    a1 = apis["core"].read_node("gpu-a1")
+    assert not a1.spec.unschedulable and (a1.metadata.annotations or {}).get(ANN + "phase") == "done"
+    assert [(r["workload"], r["passed"]) for r in latest_record(records)["canary_workloads"]] == [
+        ("training", True), ("inference", True)]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 
 import pytest
 
@@ -17,17 +18,23 @@ WORKLOADS = {
     "inference": {"image": "registry.example/serve:1", "port": 8000,
                   "probe": {"image": "registry.example/probe:1"}},
 }
-CANARY = {"training_busbw_gbps": {"1G": 450.0, "8G": 470.0}, "inference_p99_ms": 250}
+CANARY = {"training_busbw_gbps": {"1G": 450.0, "8G": 470.0}, "inference_p99_ms": 250, "training_nodes": 2}
 
 
 def baseline(**canary_fields):
     return pool_baseline(canary=dict(CANARY, **canary_fields))
 
 
-def from_header(name):
+def gang(name, hosts=("n1", "n2"), ranks=True):
+    """all_reduce_perf output of a gang over ``hosts`` (8 GPUs each) as rank 0 writes it: from "# Using devices"
+    on, the fixture's rank lines repeated per host and renumbered, then its table and footer."""
     lines = fixture_text("nccl", name).splitlines()
-    start = next(i for i, line in enumerate(lines) if "size" in line and "count" in line and "type" in line)
-    return "\n".join(lines[start:]) + "\n"
+    start = next(i for i, line in enumerate(lines) if line.startswith("# Using devices"))
+    rank_lines = [line for line in lines if re.match(r"^#\s+Rank\s", line)]
+    body = [line for line in lines[start + 1:] if not re.match(r"^#\s+Rank\s", line)]
+    head = ["#  Rank %2d Group  0 Pid  1000 on %10s device %2d [0000:18:00] NVIDIA H100 80GB HBM3" % (
+        h * len(rank_lines) + i, host, i) for h, host in enumerate(hosts) for i in range(len(rank_lines))]
+    return "\n".join([lines[start]] + (head if ranks else []) + body) + "\n"
 
 
 def pod(name, node, exit_code=0, message="", index=None, ready=False, phase=None):
@@ -84,15 +91,21 @@ def test_baseline_canary_section_is_checked():
     assert "canary.training_busbw_gbps" in err.value.msg
     with pytest.raises(BaselineError):
         pool_baseline(canary={"inference_p99_ms": 0})
-    assert pool_baseline()["canary"] == {"training_tolerance_pct": 10.0, "inference_max_error_pct": 0.0}
+    assert pool_baseline()["canary"] == {"training_nodes": 2, "training_tolerance_pct": 10.0,
+                                         "inference_max_error_pct": 0.0}
 
 
 def test_plan_refuses_before_anything_and_keeps_pending_nodes():
     pools = {"p": {"baseline": baseline()}, "bare": {"baseline": pool_baseline()}}
     runs = [{"workload": "training", "pool": "p", "nodes": ["n1", "n2"]}]
-    plan = canary.plan_runs(runs, pools, WORKLOADS, pending=["n2"])
-    assert plan["runs"][0]["nodes"] == ["n2"]
+    serve = [{"workload": "inference", "pool": "p", "nodes": ["n1", "n2"]}]
+    # the gang always spans every canary node of the pool; the service runs on the nodes still to do
+    assert canary.plan_runs(runs + serve, pools, WORKLOADS, pending=["n2"])["runs"][0]["nodes"] == ["n1", "n2"]
+    assert canary.plan_runs(runs + serve, pools, WORKLOADS, pending=["n2"])["runs"][1]["nodes"] == ["n2"]
     assert canary.plan_runs(runs, pools, WORKLOADS, pending=["zz"])["runs"] == []
+    with pytest.raises(InputError) as err:
+        canary.plan_runs([dict(runs[0], nodes=["n1"])], pools, WORKLOADS)
+    assert "a gang of 2 node(s), but the pool has 1 canary node(s)" in err.value.msg
     for bad, words in (([dict(runs[0], pool="zz")], "no baseline"), ([dict(runs[0], pool="bare")], "canary."),
                        ([dict(runs[0], nodes=["n1", "n1"])], "each canary node once"), ([], "empty")):
         with pytest.raises(InputError) as err:
@@ -104,12 +117,17 @@ def test_plan_refuses_before_anything_and_keeps_pending_nodes():
 
 
 def test_canary_runs_per_workload_and_pool():
-    runs = canary.canary_runs(canary.parse_inputs(WORKLOADS), ["a1", "b1", "a2"], {"a1": "pa", "a2": "pa", "b1": "pb"})
+    hosts = {"a1": "pa", "a2": "pa", "b1": "pb"}
+    runs = canary.canary_runs(canary.parse_inputs(WORKLOADS), ["a1", "b1", "a2"], hosts)
     assert runs == [{"workload": "training", "pool": "pa", "nodes": ["a1", "a2"]},
                     {"workload": "training", "pool": "pb", "nodes": ["b1"]},
                     {"workload": "inference", "pool": "pa", "nodes": ["a1", "a2"]},
                     {"workload": "inference", "pool": "pb", "nodes": ["b1"]}]
     assert canary.canary_runs({}, ["a1"], {"a1": "pa"}) == []
+    pools = {"pa": {"baseline": baseline()}, "pb": {"baseline": baseline(training_nodes=1)}}
+    assert len(canary.canary_runs(canary.parse_inputs(WORKLOADS), ["a1", "b1", "a2"], hosts, pools)) == 4
+    with pytest.raises(InputError, match="pool pa: .* a gang of 2 node"):
+        canary.canary_runs(canary.parse_inputs(WORKLOADS), ["a1", "b1"], hosts, pools)
 
 
 # -- the objects -------------------------------------------------------------------------------------------------------
@@ -149,17 +167,17 @@ def test_object_names_fit():
 
 # -- judging -----------------------------------------------------------------------------------------------------------
 def test_training_passes_on_a_good_gang():
-    pods = [pod("r0", "n1", message=from_header("allreduce-8gpu-run1.txt"), index=0), pod("r1", "n2", index=1)]
-    out = canary.judge_training(pods, ["n1", "n2"], baseline(), "pool gang")
+    pods = [pod("r0", "n1", message=gang("allreduce-8gpu-run1.txt"), index=0), pod("r1", "n2", index=1)]
+    out = canary.judge_training(pods, ["n1", "n2"], 8, baseline(), "pool gang")
     assert out["passed"], out["failures"]
     assert out["busbw"] == {"1G": 477.76, "8G": 480.0}
 
 
 @pytest.mark.parametrize("change, check", [
     (lambda p: p[0]["status"]["containerStatuses"][0]["state"]["terminated"].update(
-        message=from_header("allreduce-8gpu-slow.txt")), "canary_training_busbw"),
+        message=gang("allreduce-8gpu-slow.txt")), "canary_training_busbw"),
     (lambda p: p[0]["status"]["containerStatuses"][0]["state"]["terminated"].update(
-        message=from_header("allreduce-8gpu-wrong.txt")), "canary_training_wrong_elements"),
+        message=gang("allreduce-8gpu-wrong.txt")), "canary_training_wrong_elements"),
     (lambda p: p[0]["status"]["containerStatuses"][0]["state"]["terminated"].update(message=""),
      "canary_training_busbw"),
     (lambda p: p[0]["status"]["containerStatuses"][0]["state"]["terminated"].update(
@@ -170,16 +188,27 @@ def test_training_passes_on_a_good_gang():
     (lambda p: p[0]["metadata"]["labels"].pop(canary.JOB_INDEX), "canary_training_busbw"),
 ])
 def test_training_fails_closed(change, check):
-    pods = [pod("r0", "n1", message=from_header("allreduce-8gpu-run1.txt"), index=0), pod("r1", "n2", index=1)]
+    pods = [pod("r0", "n1", message=gang("allreduce-8gpu-run1.txt"), index=0), pod("r1", "n2", index=1)]
     change(pods)
-    out = canary.judge_training(pods, ["n1", "n2"], baseline(), "pool gang")
+    out = canary.judge_training(pods, ["n1", "n2"], 8, baseline(), "pool gang")
     assert not out["passed"]
     assert any(c["name"].endswith(check) and not c["passed"] for c in out["checks"]), out["failures"]
 
 
 def test_training_tolerance_comes_from_the_canary_section():
-    pods = [pod("r0", "n1", message=from_header("allreduce-8gpu-slow.txt"), index=0)]
-    assert canary.judge_training(pods, ["n1"], baseline(training_tolerance_pct=30), "g")["passed"]
+    pods = [pod("r0", "n1", message=gang("allreduce-8gpu-slow.txt", hosts=["n1"]), index=0)]
+    assert canary.judge_training(pods, ["n1"], 8, baseline(training_tolerance_pct=30), "g")["passed"]
+
+
+@pytest.mark.parametrize("message, measured", [
+    (gang("allreduce-8gpu-run1.txt", hosts=["n1"]), "8 ranks on 1 hosts"),      # one node's NVLink only
+    (gang("allreduce-8gpu-run1.txt", ranks=False), "0 ranks on 0 hosts"),       # the rank lines left out
+])
+def test_a_result_that_does_not_span_every_canary_node_fails(message, measured):
+    pods = [pod("r0", "n1", message=message, index=0), pod("r1", "n2", index=1)]
+    out = canary.judge_training(pods, ["n1", "n2"], 8, baseline(), "gang")
+    span = next(c for c in out["checks"] if c["name"] == "canary_training_span")
+    assert not out["passed"] and not span["passed"] and span["measured"] == measured
 
 
 LATENCY = {"requests": 200, "errors": 0, "p50_ms": 40.0, "p99_ms": 120.0}
@@ -217,6 +246,12 @@ def test_inference_error_budget_from_baseline():
     assert out["passed"]
 
 
+def test_a_probe_that_sent_fewer_requests_than_asked_fails():
+    out = canary.judge_inference(1, 1, ["n1"], ["n1"], probe(dict(LATENCY, requests=1)), baseline(), "svc",
+                                 requests=200)
+    assert [c["name"] for c in out["checks"] if not c["passed"]] == ["canary_inference_requests"]
+
+
 @pytest.mark.parametrize("text, words", [
     ("", "no result"), ("[1]", "not a JSON object"), ('{"requests": 1}', "lacks errors"),
     ('{"requests": 1, "errors": 0, "p50_ms": NaN, "p99_ms": 1}', "finite"),
@@ -241,10 +276,13 @@ def test_waiting_reason_says_what_the_scheduler_said():
 
 # -- the run loop against a fake cluster ----------------------------------------------------------------------------
 class FakeKube:
-    """Objects by (kind, name); a JobSet completes at once with the given rank pods."""
+    """Objects by (kind, name). A created JobSet ends with ``jobset`` (its condition, '' = never) and has
+    ``rank_pods``; a Deployment gets ``ready`` ready replicas on ``serving``; a probe Job completes with ``probe``."""
 
-    def __init__(self, rank_pods, finish=True):
-        self.objects, self.rank_pods, self.finish, self.calls = {}, rank_pods, finish, []
+    def __init__(self, rank_pods=(), jobset="Completed", ready=None, probe=None, serving=("n1", "n2")):
+        self.objects, self.calls = {}, []
+        self.rank_pods, self.jobset, self.ready = list(rank_pods), jobset, ready
+        self.probe, self.serving = probe, serving
 
     def ensure_namespace(self, name, labels):
         self.calls.append(("ns", name))
@@ -252,9 +290,14 @@ class FakeKube:
     def create_object(self, body):
         self.calls.append(("create", body["kind"], body["metadata"]["name"]))
         obj = copy.deepcopy(body)
-        if body["kind"] == "JobSet" and self.finish:
-            obj["status"] = {"conditions": [{"type": "Completed", "status": "True"}]}
-        self.objects[(body["kind"], body["metadata"]["name"])] = obj
+        kind = body["kind"]
+        if kind == "JobSet" and self.jobset:
+            obj["status"] = {"conditions": [{"type": self.jobset, "status": "True"}]}
+        if kind == "Deployment":
+            obj["status"] = {"readyReplicas": len(self.serving) if self.ready is None else self.ready}
+        if kind == "Job" and self.probe is not None:
+            obj["status"] = {"conditions": [{"type": "Complete", "status": "True"}]}
+        self.objects[(kind, body["metadata"]["name"])] = obj
         return obj
 
     def get_object(self, api_version, kind, namespace, name):
@@ -265,8 +308,16 @@ class FakeKube:
         return self.objects.pop((kind, name), None) is not None
 
     def list_pods(self, namespace, selector):
-        return self.rank_pods if selector.endswith("-train-p") and ("JobSet", selector.split("=")[1]) in self.objects \
-            else []
+        name = selector.split("=")[1]
+        if ("JobSet", name) in self.objects:
+            return self.rank_pods
+        if ("Deployment", name) in self.objects:
+            count = len(self.serving) if self.ready is None else self.ready
+            return [pod("s%d" % i, n, exit_code=None, ready=True, phase="Running")
+                    for i, n in enumerate(self.serving[:count])]
+        if ("Job", name) in self.objects and self.probe is not None:
+            return [probe(self.probe)]
+        return []
 
 
 class Clock:
@@ -280,43 +331,69 @@ class Clock:
         self.now += seconds
 
 
-def test_run_training_passes_and_cleans_up():
-    kube = FakeKube([pod("r0", "n1", message=from_header("allreduce-8gpu-run1.txt"), index=0)])
-    plan = canary.plan_runs([{"workload": "training", "pool": "p", "nodes": ["n1"]}], {"p": {"baseline": baseline()}},
-                            WORKLOADS)
+RANKS = [pod("r0", "n1", message=gang("allreduce-8gpu-run1.txt"), index=0), pod("r1", "n2", index=1)]
+BOTH = [{"workload": "training", "pool": "p", "nodes": ["n1", "n2"]},
+        {"workload": "inference", "pool": "p", "nodes": ["n1", "n2"]}]
+
+
+def run_all(kube, runs=BOTH, **workloads):
+    plan = canary.plan_runs(runs, {"p": {"baseline": baseline()}}, dict(WORKLOADS, **workloads))
     clock = Clock()
-    out = canary.run_all(kube, plan, "run", clock=clock, sleep=clock.sleep)
-    assert out["passed"] and out["canary"][0]["busbw"] and not out["canary"][0]["kept"]
+    return canary.run_all(kube, plan, "run", clock=clock, sleep=clock.sleep), clock
+
+
+def test_both_workloads_pass_and_leave_nothing_behind():
+    kube = FakeKube(RANKS, probe=LATENCY)
+    out, _ = run_all(kube)
+    assert out["passed"], out["failures"]
+    assert out["canary"][0]["busbw"] == {"1G": 477.76, "8G": 480.0} and out["canary"][1]["latency"] == LATENCY
     assert ("create", "JobSet", "gpufleet-canary-train-p") in kube.calls and not kube.objects
 
 
-def test_run_training_times_out_and_keeps_the_objects():
-    kube = FakeKube([], finish=False)
-    plan = canary.plan_runs([{"workload": "training", "pool": "p", "nodes": ["n1"]}], {"p": {"baseline": baseline()}},
-                            dict(WORKLOADS, timeout=60))
-    clock = Clock()
-    out = canary.run_all(kube, plan, "run", clock=clock, sleep=clock.sleep)
-    assert out["passed"] is False and clock.now >= 60
-    assert out["canary"][0]["kept"] == ["JobSet gpufleet-canary/gpufleet-canary-train-p"]
-    assert "did not finish within 60 s" in out["canary"][0]["note"] and "0 of 1 pod(s) created" in out["msg"]
+@pytest.mark.parametrize("fake, check", [
+    (dict(jobset=""), "canary_training_finished"),                   # never finishes: timed out
+    (dict(jobset="Failed"), "canary_training_finished"),             # the JobSet failed
+    (dict(ready=1), "canary_inference_ready"),                       # one replica never ready
+    (dict(probe=None), "canary_inference_finished"),                 # the probe never finishes
+    (dict(probe=dict(LATENCY, p99_ms=900.0)), "canary_inference_p99_ms"),
+])
+def test_a_workload_that_fails_or_never_finishes_fails_and_is_deleted_all_the_same(fake, check):
+    kube = FakeKube(RANKS, **dict(dict(probe=LATENCY), **fake))
+    out, _ = run_all(kube, timeout=60)
+    assert out["passed"] is False
+    assert any(c["name"] == check and not c["passed"] for c in out["checks"]), out["checks"]
+    assert not kube.objects  # nothing kept to be drained, or to come back onto the canaries
+
+
+def test_a_timeout_says_what_the_pods_waited_for():
+    out, clock = run_all(FakeKube([], jobset=""), runs=BOTH[:1], timeout=60)
+    assert clock.now >= 60 and "did not finish within 60 s" in out["canary"][0]["note"]
+    assert "0 of 2 pod(s) created" in out["msg"]
 
 
 def test_check_mode_creates_nothing():
     kube = FakeKube([])
-    plan = canary.plan_runs([{"workload": "inference", "pool": "p", "nodes": ["n1"]}], {"p": {"baseline": baseline()}},
-                            WORKLOADS)
+    plan = canary.plan_runs(BOTH, {"p": {"baseline": baseline()}}, WORKLOADS)
     out = canary.run_all(kube, plan, "run", check_mode=True)
     assert kube.calls == [] and out["passed"] is None and "would serve" in out["msg"]
 
 
-def test_what_every_earlier_try_kept_goes_before_the_first_workload_starts():
-    kube = FakeKube([pod("r0", "n1", message=from_header("allreduce-8gpu-run1.txt"), index=0)])
-    kube.objects[("Deployment", "gpufleet-canary-serve-p")] = {"kept": True}  # holds a GPU the gang needs
-    plan = canary.plan_runs([{"workload": "training", "pool": "p", "nodes": ["n1"]},
-                             {"workload": "inference", "pool": "p", "nodes": ["n1"]}],
-                            {"p": {"baseline": baseline()}}, WORKLOADS)
-    clock = Clock()
-    canary.run_all(kube, plan, "run", clock=clock, sleep=clock.sleep)
+def test_what_an_earlier_try_left_goes_before_the_first_workload_starts():
+    kube = FakeKube(RANKS, probe=LATENCY)
+    kube.objects[("Deployment", "gpufleet-canary-serve-p")] = {"left": True}  # holds a GPU the gang needs
+    run_all(kube)
     order = [c for c in kube.calls if c[0] in ("create", "delete")]
     assert order.index(("delete", "Deployment", "gpufleet-canary-serve-p")) < order.index(
         ("create", "JobSet", "gpufleet-canary-train-p"))
+
+
+def test_absent_removes_what_a_cut_short_try_left():
+    kube = FakeKube([])
+    kube.objects[("JobSet", "gpufleet-canary-train-p")] = {"left": True}
+    plan = canary.plan_runs(BOTH, {"p": {"baseline": baseline()}}, WORKLOADS)
+    assert canary.remove(kube, plan, "run", check_mode=True)["removed"] == [
+        "JobSet gpufleet-canary/gpufleet-canary-train-p"] and kube.objects
+    out = canary.remove(kube, plan, "run")
+    assert out["changed"] and not kube.objects
+    assert canary.remove(kube, plan, "run") == {"changed": False, "removed": [],
+                                                "msg": "no canary workload object left from a try"}

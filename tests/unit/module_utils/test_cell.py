@@ -179,7 +179,7 @@ def test_security_inputs_are_read_and_checked_with_the_cell():
 
 def test_canary_workloads_are_read_with_the_cell_and_planned_on_canary_waves_only():
     workloads = {"training": {"image": "registry.example/nccl:1"}}
-    with_figures = {"h100-train": pool_baseline(canary={"training_busbw_gbps": {"8G": 400.0}})}
+    with_figures = {"h100-train": pool_baseline(canary={"training_busbw_gbps": {"8G": 400.0}, "training_nodes": 1})}
     built = cell(cell_vars={"gpufleet_canary_workloads": workloads}, baselines=with_figures)
     assert built.canary_workloads["training"]["image"] == "registry.example/nccl:1"
     assert [w["canary_runs"] for w in built.gpu_waves] == [
@@ -187,5 +187,8 @@ def test_canary_workloads_are_read_with_the_cell_and_planned_on_canary_waves_onl
     assert cell().canary_workloads == {} and all(w["canary_runs"] == [] for w in cell().gpu_waves)
     with pytest.raises(InputError, match=r"pool h100-train: baseline canary.training_busbw_gbps is not set"):
         cell(cell_vars={"gpufleet_canary_workloads": workloads})
+    with pytest.raises(InputError, match=r"a gang of 2 node\(s\), but the pool has 1 canary node\(s\) in its wave"):
+        cell(cell_vars={"gpufleet_canary_workloads": workloads},
+             baselines={"h100-train": pool_baseline(canary={"training_busbw_gbps": {"8G": 400.0}})})
     with pytest.raises(InputError, match=r"gpufleet_canary_workloads: .*image"):
         cell(cell_vars={"gpufleet_canary_workloads": {"training": {}}}, baselines=with_figures)
