@@ -32,7 +32,7 @@ from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
 from ansible_collections.gpufleet.upgrade.plugins.module_utils import nccl
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.checks import Check, summarize
-from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import InputError, ParseError
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import GpufleetError, InputError, ParseError
 
 VAR = "gpufleet_canary_workloads"
 JOBSET = ("jobset.x-k8s.io", "v1alpha2", "jobsets")
@@ -90,6 +90,20 @@ def parse_inputs(value: Any, name: str = VAR) -> Dict[str, Any]:
         for key in ("path", "readiness_path"):
             if not str(inference[key]).startswith("/"):
                 raise InputError("%s.inference.%s: %r must start with '/'" % (name, key, inference[key]))
+    for kind, spec in (("training", out.get("training")), ("inference", out.get("inference")),
+                       ("inference.probe", (out.get("inference") or {}).get("probe"))):
+        for key in ("env", "pod_annotations"):
+            bad = sorted(str(k) for k, v in ((spec or {}).get(key) or {}).items()
+                         if isinstance(v, (dict, list)) or v is None)
+            if bad:
+                raise InputError("%s.%s.%s.%s: give a plain value (a string); %s" % (
+                    name, kind, key, bad[0], "gpufleet puts literal values only, never a secret: mount one with "
+                    "the image's own configuration" if key == "env" else "annotation values are strings"))
+        for i, tol in enumerate((spec or {}).get("tolerations") or []):
+            unknown = sorted(set(tol) - {"key", "operator", "value", "effect", "tolerationSeconds"})
+            if unknown:
+                raise InputError("%s.%s.tolerations[%d]: unknown field(s) %s; a toleration has key, operator, value, "
+                                 "effect, tolerationSeconds" % (name, kind, i, ", ".join(unknown)))
     for kind in ("training", "inference"):
         spec = out.get(kind)
         for key in ("gpus_per_node", "gpus_per_replica"):
@@ -642,18 +656,35 @@ def objects_of(run: Mapping[str, Any], workloads: Mapping[str, Any], run_id: str
         probe_job(name + "-probe", namespace, name, workloads["inference"], run_id)]
 
 
-def remove(kube: Any, plan: Mapping[str, Any], run_id: str, check_mode: bool = False, clock: Any = None,
-           sleep: Any = None) -> Dict[str, Any]:
-    """Delete every object the planned runs create (what a try cut short left), and wait until they are gone."""
+def prepare(kube: Any, plan: Mapping[str, Any], run_id: str, check_mode: bool = False, clock: Any = None,
+            sleep: Any = None) -> Dict[str, Any]:
+    """Before the canaries are drained: delete every object the planned runs create (what a try cut short left)
+    and wait until they are gone, then create each as a server-side dry run - the API (JobSet) served, the
+    objects valid, admission (Pod Security, policies) and RBAC allowing them - so a workload that cannot run is
+    refused before anything on the canaries changes."""
     objects = [obj for run in plan["runs"] for obj in objects_of(run, plan["workloads"], run_id)]
+    namespace = plan["workloads"]["namespace"]
+    created = False if check_mode else kube.ensure_namespace(namespace, {"app.kubernetes.io/managed-by": "gpufleet"})
     found = [o for o in objects if kube.get_object(o["apiVersion"], o["kind"], o["metadata"]["namespace"],
                                                    o["metadata"]["name"]) is not None]
     names = ["%s %s/%s" % (o["kind"], o["metadata"]["namespace"], o["metadata"]["name"]) for o in found]
     if found and not check_mode:
         _clear(kube, found, _Clock(float(plan["workloads"]["timeout"]), clock or time.monotonic,
                                    sleep or time.sleep))
-    return {"changed": bool(found), "removed": names,
-            "msg": "removed %s" % ", ".join(names) if names else "no canary workload object left from a try"}
+    refused = []
+    for obj in objects if not check_mode or kube.get_object("v1", "Namespace", "", namespace) else []:
+        try:
+            kube.create_object(obj, dry_run=True)
+        except GpufleetError as exc:
+            refused.append(exc.msg)
+    if refused:
+        raise InputError("the canary workloads cannot run (checked with a server-side dry run before the canaries "
+                         "are drained; nothing on them changed): %s. Fix gpufleet_canary_workloads, the namespace "
+                         "%s (Pod Security, policies) or the credentials' RBAC" % ("; ".join(refused), namespace))
+    return {"changed": bool(found) or bool(created), "removed": names, "checked": len(objects),
+            "msg": "%s; %d object(s) pass a server-side dry run" % (
+                "removed %s" % ", ".join(names) if names else "no canary workload object left from a try",
+                len(objects))}
 
 
 def run_all(kube: Any, plan: Mapping[str, Any], run_id: str, check_mode: bool = False,

@@ -328,11 +328,15 @@ class Kube:
                 return None
             raise
 
-    def create_object(self, body: Dict[str, Any]) -> Dict[str, Any]:
+    def create_object(self, body: Dict[str, Any], dry_run: bool = False) -> Dict[str, Any]:
+        """Create the object; with ``dry_run`` as a server-side dry run (validation, admission, RBAC; nothing is
+        stored)."""
         meta = body["metadata"]
         res = self._resource(body["apiVersion"], body["kind"])
-        return dict(self._call("create %s %s/%s" % (body["kind"], meta.get("namespace"), meta["name"]), res.create,
-                               body=body, namespace=meta.get("namespace")).to_dict())
+        extra = {"dry_run": "All"} if dry_run else {}
+        return dict(self._call("%screate %s %s/%s" % ("dry-run " if dry_run else "", body["kind"],
+                                                      meta.get("namespace"), meta["name"]),
+                               res.create, body=body, namespace=meta.get("namespace"), **extra).to_dict())
 
     def delete_object(self, api_version: str, kind: str, namespace: str, name: str) -> bool:
         """Delete the object and, in the background, what it owns; False when it was already gone."""

@@ -32,11 +32,13 @@ description:
 options:
   state:
     description:
-      - C(present) runs the workloads and judges them; C(absent) only deletes the objects they create (left by a
-        try that was cut short), and waits until they and their pods are gone - run before the canaries are
-        drained, so none of them is drained or comes back.
+      - C(present) runs the workloads and judges them. C(prepared) - run before the canaries are drained - deletes
+        the objects they create (left by a try that was cut short) and waits until they and their pods are gone,
+        so none of them is drained or comes back, then creates each as a server-side dry run (the JobSet API
+        served, the objects valid, admission and RBAC allowing them), so a workload that cannot run is refused
+        before anything on the canaries changes; it creates the namespace when missing.
     type: str
-    choices: [present, absent]
+    choices: [present, prepared]
     default: present
   runs:
     description:
@@ -111,7 +113,7 @@ canary:
   elements: dict
 removed:
   description: The objects deleted (kind namespace/name).
-  returned: state is absent
+  returned: state is prepared
   type: list
   elements: str
 """
@@ -125,7 +127,7 @@ from ansible_collections.gpufleet.upgrade.plugins.module_utils.module_support im
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            state=dict(type="str", choices=["present", "absent"], default="present"),
+            state=dict(type="str", choices=["present", "prepared"], default="present"),
             runs=dict(type="list", elements="dict", required=True, options=dict(
                 workload=dict(type="str", choices=["training", "inference"], required=True),
                 pool=dict(type="str", required=True),
@@ -141,10 +143,10 @@ def main():
 
     def body():
         p = module.params
-        absent = p["state"] == "absent"
-        plan = canary.plan_runs(p["runs"], p["pools"], p["workloads"], None if absent else p["pending"])
-        if absent:
-            return canary.remove(kube.connect(module), plan, p["run_id"], module.check_mode)
+        prepared = p["state"] == "prepared"
+        plan = canary.plan_runs(p["runs"], p["pools"], p["workloads"], None if prepared else p["pending"])
+        if prepared:
+            return canary.prepare(kube.connect(module), plan, p["run_id"], module.check_mode)
         if not plan["runs"]:
             return {"changed": False, "passed": True, "canary": [],
                     "msg": "no canary workload left to run: every node of these runs is finished"}

@@ -68,6 +68,10 @@ def test_inputs_fill_defaults_and_unset_means_none():
     ({"namespace": "Bad_NS", "training": {"image": "i"}}, "namespace"),
     ({"timeout": 5, "training": {"image": "i"}}, "timeout"),
     ({"namespace": "x"}, "neither training nor inference"),
+    ({"training": {"image": "i", "env": {"TOKEN": {"valueFrom": {"secretKeyRef": {}}}}}}, "training.env.TOKEN"),
+    ({"training": {"image": "i", "tolerations": [{"key": "k", "operater": "Exists"}]}}, "tolerations[0]"),
+    ({"inference": {"image": "i", "port": 80, "probe": {"image": "p", "pod_annotations": {"a": None}}}},
+     "inference.probe.pod_annotations.a"),
     (["training"], "expected a mapping"),
 ])
 def test_bad_inputs_name_the_field(value, words):
@@ -280,14 +284,21 @@ class FakeKube:
     ``rank_pods``; a Deployment gets ``ready`` ready replicas on ``serving``; a probe Job completes with ``probe``."""
 
     def __init__(self, rank_pods=(), jobset="Completed", ready=None, probe=None, serving=("n1", "n2")):
-        self.objects, self.calls = {}, []
+        self.objects, self.calls, self.refuse = {}, [], ""
         self.rank_pods, self.jobset, self.ready = list(rank_pods), jobset, ready
         self.probe, self.serving = probe, serving
 
     def ensure_namespace(self, name, labels):
         self.calls.append(("ns", name))
+        return False
 
-    def create_object(self, body):
+    def create_object(self, body, dry_run=False):
+        if self.refuse and body["kind"] == self.refuse:
+            raise InputError("dry-run create %s: HTTP 404 the server could not find the requested resource" % (
+                body["kind"]))
+        if dry_run:
+            self.calls.append(("dry-run", body["kind"], body["metadata"]["name"]))
+            return body
         self.calls.append(("create", body["kind"], body["metadata"]["name"]))
         obj = copy.deepcopy(body)
         kind = body["kind"]
@@ -387,13 +398,24 @@ def test_what_an_earlier_try_left_goes_before_the_first_workload_starts():
         ("create", "JobSet", "gpufleet-canary-train-p"))
 
 
-def test_absent_removes_what_a_cut_short_try_left():
+def test_prepare_removes_what_a_cut_short_try_left_and_dry_runs_every_object():
     kube = FakeKube([])
     kube.objects[("JobSet", "gpufleet-canary-train-p")] = {"left": True}
     plan = canary.plan_runs(BOTH, {"p": {"baseline": baseline()}}, WORKLOADS)
-    assert canary.remove(kube, plan, "run", check_mode=True)["removed"] == [
-        "JobSet gpufleet-canary/gpufleet-canary-train-p"] and kube.objects
-    out = canary.remove(kube, plan, "run")
-    assert out["changed"] and not kube.objects
-    assert canary.remove(kube, plan, "run") == {"changed": False, "removed": [],
-                                                "msg": "no canary workload object left from a try"}
+    clock = Clock()
+    out = canary.prepare(kube, plan, "run", clock=clock, sleep=clock.sleep)
+    assert out["changed"] and out["removed"] == ["JobSet gpufleet-canary/gpufleet-canary-train-p"] and not kube.objects
+    assert [c[1] for c in kube.calls if c[0] == "dry-run"] == ["JobSet", "Deployment", "Service", "Job"]
+    assert not [c for c in kube.calls if c[0] == "create"]
+    again = canary.prepare(kube, plan, "run", clock=clock, sleep=clock.sleep)
+    assert not again["changed"] and again["removed"] == []
+
+
+def test_prepare_refuses_a_workload_the_apiserver_would_refuse_before_the_drain():
+    kube = FakeKube([])
+    kube.refuse = "JobSet"  # the JobSet CRD is not installed
+    plan = canary.plan_runs(BOTH, {"p": {"baseline": baseline()}}, WORKLOADS)
+    with pytest.raises(InputError) as err:
+        canary.prepare(kube, plan, "run")
+    assert "cannot run" in err.value.msg and "dry-run create JobSet" in err.value.msg
+    assert "before the canaries are drained" in err.value.msg
