@@ -173,10 +173,10 @@ def _container(name: str, spec: Mapping[str, Any], env: Mapping[str, str], gpus:
 
 def _pinned(nodes: Sequence[str], selector: Mapping[str, str]) -> Dict[str, Any]:
     """Affinity: only the given nodes (by name, not by a hostname label that may differ), one pod per node."""
-    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-                {"matchFields": [{"key": "metadata.name", "operator": "In", "values": list(nodes)}]}]}},
-            "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
-                {"labelSelector": {"matchLabels": dict(selector)}, "topologyKey": "kubernetes.io/hostname"}]}}
+    by_name = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": list(nodes)}]}
+    apart = {"labelSelector": {"matchLabels": dict(selector)}, "topologyKey": "kubernetes.io/hostname"}
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [by_name]}},
+            "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [apart]}}
 
 
 def _labels(kind: str, run_id: str) -> Dict[str, str]:
@@ -352,8 +352,8 @@ def parse_latency(message: str) -> Dict[str, float]:
     try:
         doc = json.loads(message)
     except ValueError as exc:
-        raise ParseError("the latency probe's result is not JSON (%s at position %d)" % (exc.__class__.__name__,
-                                                                                        getattr(exc, "pos", 0)))
+        raise ParseError("the latency probe's result is not JSON (%s at position %d)" % (
+            exc.__class__.__name__, getattr(exc, "pos", 0)))
     if not isinstance(doc, dict):
         raise ParseError("the latency probe's result is a %s, not a JSON object" % type(doc).__name__)
     missing = [k for k in LATENCY_KEYS if k not in doc]
@@ -500,8 +500,8 @@ def run_training(kube: Any, nodes: Sequence[str], pool: str, baseline: Mapping[s
     body = objects_of({"workload": "training", "pool": pool, "nodes": nodes, "baseline": baseline}, workloads,
                       run_id)[0]
     if check_mode:
-        return {"changed": True, "msg": "check mode: would run JobSet %s/%s on %s" % (namespace, name,
-                                                                                       ",".join(nodes))}
+        return {"changed": True, "msg": "check mode: would run JobSet %s/%s on %s" % (
+            namespace, name, ",".join(nodes))}
     clk = _Clock(float(workloads["timeout"]), clock or time.monotonic, sleep or time.sleep)
     kube.ensure_namespace(namespace, {"app.kubernetes.io/managed-by": "gpufleet"})
     _clear(kube, [body], clk)
@@ -556,8 +556,8 @@ def run_inference(kube: Any, nodes: Sequence[str], pool: str, baseline: Mapping[
     placed = [str((p.get("spec") or {}).get("nodeName") or "") for p in pods if _pod_ready(p)]
     note, probe = "", None
     if ready_count < len(nodes):
-        note = "Deployment %s/%s not ready within %d s: %s" % (namespace, name, workloads["timeout"],
-                                                              waiting_reason(pods, len(nodes)))
+        note = "Deployment %s/%s not ready within %d s: %s" % (
+            namespace, name, workloads["timeout"], waiting_reason(pods, len(nodes)))
     else:
         kube.create_object(job)
         finished = _wait(clk, lambda: _condition(kube.get_object("batch/v1", "Job", namespace,

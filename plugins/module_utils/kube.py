@@ -304,7 +304,6 @@ class Kube:
                                self.custom.patch_namespaced_custom_object, group, version, namespace, plural, name,
                                body))
 
-
     # generic objects through the dynamic client (kinds gpufleet creates: canary workloads)
     def _resource(self, api_version: str, kind: str) -> Any:
         if self._dynamic is None:

@@ -48,6 +48,21 @@ options:
     type: list
     elements: dict
     required: true
+    suboptions:
+      workload:
+        description: Which workload.
+        type: str
+        choices: [training, inference]
+        required: true
+      pool:
+        description: The pool of the nodes (names the objects; its baseline judges the result).
+        type: str
+        required: true
+      nodes:
+        description: The canary nodes of that pool (Node names).
+        type: list
+        elements: str
+        required: true
   pending:
     description: Only these nodes (the wave's nodes still to do on a rerun); a run whose nodes are all outside
       them is left out. Omitted - every node of every run.
