@@ -11,6 +11,8 @@ export PATH := $(BIN):$(PATH)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 MODULES := $(sort $(basename $(notdir $(wildcard plugins/modules/*.py))))
 FILTERS := $(sort $(basename $(notdir $(wildcard plugins/filter/*.yml))))
+space := $(subst ,, )
+comma := ,
 TESTS := $(sort $(basename $(notdir $(wildcard plugins/test/*.yml))))
 
 .PHONY: setup plan wave test lint unit lab-tests sanity docs docs-gen bench freeze clean-venv venv-path lab-up lab-down lab-reset \
@@ -58,11 +60,8 @@ lint: setup
 	$(BIN)/ansible-lint --profile production
 
 docs: setup
-	@for m in $(MODULES); do $(BIN)/ansible-doc -t module gpufleet.upgrade.$$m >/dev/null || { echo "ansible-doc failed for $$m"; exit 1; }; done
-	@for f in $(FILTERS); do $(BIN)/ansible-doc -t filter gpufleet.upgrade.$$f >/dev/null || { echo "ansible-doc failed for filter $$f"; exit 1; }; done
-	@for t in $(TESTS); do $(BIN)/ansible-doc -t test gpufleet.upgrade.$$t >/dev/null || { echo "ansible-doc failed for test $$t"; exit 1; }; done
-	@$(BIN)/ansible-doc -t callback gpufleet.upgrade.change_record >/dev/null || { echo "ansible-doc failed for the change_record callback"; exit 1; }
-	@echo "ansible-doc renders $(words $(MODULES)) modules, $(words $(FILTERS)) filters, $(words $(TESTS)) test and the change_record callback"
+	@$(BIN)/python bin/docs-check module:$(subst $(space),$(comma),$(MODULES)) filter:$(subst $(space),$(comma),$(FILTERS)) \
+	  test:$(subst $(space),$(comma),$(TESTS)) callback:change_record
 
 # Lab-free tests (unit, module, integration, Galaxy build, fresh-machine set-up), in parallel on every core.
 unit: setup
