@@ -54,7 +54,7 @@ test: setup
 	@$(PHASE) molecule $(M) molecule MOLECULE_LAB_RESET=0 MOLECULE_NO_CLUSTER=
 
 lint: setup
-	$(BIN)/ruff check plugins tests benchmarks lab
+	$(BIN)/ruff check plugins tests benchmarks lab bin/docs-check
 	$(BIN)/mypy
 	$(BIN)/yamllint -s .
 	$(BIN)/ansible-lint --profile production
