@@ -11,8 +11,6 @@ export PATH := $(BIN):$(PATH)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 MODULES := $(sort $(basename $(notdir $(wildcard plugins/modules/*.py))))
 FILTERS := $(sort $(basename $(notdir $(wildcard plugins/filter/*.yml))))
-space := $(subst ,, )
-comma := ,
 TESTS := $(sort $(basename $(notdir $(wildcard plugins/test/*.yml))))
 
 .PHONY: setup plan wave test lint unit lab-tests sanity docs docs-gen bench freeze clean-venv venv-path lab-up lab-down lab-reset \
@@ -60,8 +58,7 @@ lint: setup
 	$(BIN)/ansible-lint --profile production
 
 docs: setup
-	@$(BIN)/python bin/docs-check module:$(subst $(space),$(comma),$(MODULES)) filter:$(subst $(space),$(comma),$(FILTERS)) \
-	  test:$(subst $(space),$(comma),$(TESTS)) callback:change_record
+	@$(BIN)/python bin/docs-check $(MODULES:%=module:%) $(FILTERS:%=filter:%) $(TESTS:%=test:%) callback:change_record
 
 # Lab-free tests (unit, module, integration, Galaxy build, fresh-machine set-up), in parallel on every core.
 unit: setup
