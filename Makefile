@@ -102,14 +102,8 @@ lab-status: setup
 # Every Molecule scenario: molecule/*/ and roles/*/molecule/*/, on lab hosts. Needs the lab's images and apt
 # repository (`make lab-up` once); role scenarios that talk to etcd need the lab running.
 LAB_CACHE ?= $(or $(GPUFLEET_LAB_CACHE),$(CACHE)/lab)
-export GPUFLEET_LAB_CACHE := $(LAB_CACHE)# bin/lab and the paths below read one cache
-export GPUFLEET_LAB_APT := $(LAB_CACHE)/apt/current
-export GPUFLEET_LAB_PKI := $(LAB_CACHE)/run/pki
-export GPUFLEET_ROOT := $(CURDIR)
-export GPUFLEET_LAB_RUN := $(LAB_CACHE)/run
-# The lab's two versions (lab/lab.yml `versions`), for Molecule scenarios that act on the lab's cluster.
-export GPUFLEET_LAB_FROM := $(shell awk '/^  from:/{print $$2; exit}' lab/lab.yml)
-export GPUFLEET_LAB_TO := $(shell awk '/^  to:/{print $$2; exit}' lab/lab.yml)
+export GPUFLEET_LAB_CACHE := $(LAB_CACHE)# bin/lab and Molecule read one cache; tests/molecule-run takes the lab
+# cell's paths, addresses and versions from `bin/lab env`
 # Scenarios that need no cluster (gpu_stack: host packages only) or only read it run two at a time first; those
 # that change it (cordon, drain, upgrade the control plane or a kubelet) then run one at a time.
 # MOLECULE_LAB_RESET=0 skips the reset when the lab is known fresh (make test: the lab tests leave it so);

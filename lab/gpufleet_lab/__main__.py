@@ -1,13 +1,16 @@
 """lab: the gpufleet lab CLI.
 
   lab up               build what is missing (cached), start the control plane and the hosts, write inventories/lab/
-  lab down             stop everything the lab started (state is kept for the next up)
+  lab down [--all]     stop everything the lab cell started (state is kept for the next up); --all: every cell
   lab reset            down, then forget all state: the next up starts on the `from` version again
   lab status           what runs, at which version
   lab fault HOST KIND  inject a fault (lab fault --list for the kinds)
   lab clear HOST       clear every fault on HOST
   lab ee               build the execution-environment image (ansible-builder, layer-cached) and print its name
+  lab env              the selected cell's paths and ports as shell assignments (Molecule scenarios read them)
 
+GPUFLEET_LAB_CELL picks the cell (lab/lab.yml `cells`; default: the first, `lab`): each cell is a cell of the same
+shape with its own etcd, apiservers, controllers, KWOK, hosts and ports, so tests can run on two at once.
 GPUFLEET_LAB_CACHE moves the cache (default ~/.cache/gpufleet/lab). GPUFLEET_LAB_STOP_BEFORE_BUILD=1 makes `up` set up
 and check the first build that is needed and stop before its downloads (the fresh-machine test).
 """
@@ -28,6 +31,7 @@ say = cluster.say
 
 def up(cfg: config.LabConfig) -> None:
     started = time.time()
+    say("cell %s: apiservers behind 127.0.0.1:%d, state in %s" % (cfg.cell, cfg.ports["apiserver_lb"], cfg.run))
     if os.environ.get("GPUFLEET_LAB_STOP_BEFORE_BUILD") and cluster.build(cfg, dry_run=True):
         say("stopping before the first build (GPUFLEET_LAB_STOP_BEFORE_BUILD): the set-up got this far")
         return
@@ -64,6 +68,7 @@ def up(cfg: config.LabConfig) -> None:
 
 
 def down(cfg: config.LabConfig) -> None:
+    say("cell %s: stopping" % cfg.cell)
     hosts.stop_hosts(cfg)
     for name in ["lab-controller", "s3", "kwok", "scheduler", "controller-manager"] + [
             "apiserver-" + h for h in cfg.control_plane] + ["etcd"]:
@@ -84,11 +89,24 @@ def status(cfg: config.LabConfig) -> int:
     return 0 if running else 3
 
 
+def shell_env(cfg: config.LabConfig) -> str:
+    """What Molecule scenarios and scripts read about the selected cell, as `export NAME=value` lines."""
+    import shlex
+    values = {"GPUFLEET_LAB_CELL": cfg.cell, "GPUFLEET_LAB_CACHE": cfg.cache, "GPUFLEET_LAB_RUN": cfg.run,
+              "GPUFLEET_LAB_PKI": cfg.pki, "GPUFLEET_LAB_APT": cfg.cache / "apt" / "current",
+              "GPUFLEET_LAB_KUBECONFIG": cfg.kubeconfig, "GPUFLEET_LAB_ETCD": "https://127.0.0.1:%d" % cfg.ports["etcd"], "GPUFLEET_LAB_INVENTORY": cfg.inventory,
+              "GPUFLEET_LAB_FROM": cfg.from_version, "GPUFLEET_LAB_TO": cfg.to_version}
+    values.update(("GPUFLEET_LAB_APISERVER_%d" % (i + 1), "https://127.0.0.1:%d" % cfg.apiserver_port(h))
+                  for i, h in enumerate(cfg.control_plane))
+    return "".join("export %s=%s\n" % (k, shlex.quote(str(v))) for k, v in values.items())
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="lab", description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     sub = parser.add_subparsers(dest="cmd", required=True)
-    for name in ("up", "down", "reset", "status", "controller", "ee"):
+    for name in ("up", "reset", "status", "controller", "ee", "env"):
         sub.add_parser(name)
+    sub.add_parser("down").add_argument("--all", action="store_true", help="every cell of lab/lab.yml")
     fault = sub.add_parser("fault")
     fault.add_argument("host", nargs="?")
     fault.add_argument("kind", nargs="?")
@@ -96,12 +114,19 @@ def main(argv=None) -> int:
     clear = sub.add_parser("clear")
     clear.add_argument("host")
     args = parser.parse_args(argv)
-    cfg = config.load()
     try:
-        if args.cmd == "up":
+        cfg = config.load()
+    except config.ConfigError as exc:
+        print("lab: error: %s" % exc, file=sys.stderr)
+        return 2
+    try:
+        if args.cmd == "env":
+            print(shell_env(cfg), end="")
+        elif args.cmd == "up":
             up(cfg)
         elif args.cmd == "down":
-            down(cfg)
+            for each in ([config.load(cell=c) for c in config.cells()] if args.all else [cfg]):
+                down(each)
         elif args.cmd == "reset":
             down(cfg)
             shutil.rmtree(cfg.run, ignore_errors=True)

@@ -10,6 +10,12 @@ import yaml
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 LAB_DIR = REPO / "lab"
+DEFAULT_CELL = "lab"
+CELL_PORT_STEP = 100  # cell N of lab.yml's `cells` takes every port of `ports` + N x 100
+
+
+class ConfigError(Exception):
+    """A lab setting that cannot be used (the message names the variable and the fix)."""
 
 
 @dataclass
@@ -31,6 +37,8 @@ class LabConfig:
     cache: pathlib.Path
     run: pathlib.Path
     inventory: pathlib.Path
+    out_dir: pathlib.Path
+    cell: str = DEFAULT_CELL
     extra: Dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -71,10 +79,34 @@ class LabConfig:
         return ""
 
 
-def load(path: pathlib.Path = LAB_DIR / "lab.yml") -> LabConfig:
+def cell_layout(doc: Dict[str, Any], cell: str, cache: pathlib.Path) -> Dict[str, Any]:
+    """Where cell ``cell`` of lab.yml's ``cells`` lives: its index, ports, run directory, inventory and outputs.
+    The first cell is the lab users know (run/, inventories/lab, ./out); every other one is a twin of the same shape
+    with its own processes, hosts and ports, its state and inventory under run-CELL/ outside the checkout."""
+    cells = list(doc.get("cells") or [DEFAULT_CELL])
+    if cell not in cells:
+        raise ConfigError("GPUFLEET_LAB_CELL=%s is not a lab cell: use one of %s (lab/lab.yml `cells`)" % (
+            cell, ", ".join(cells)))
+    index = cells.index(cell)
+    ports = {k: int(v) + CELL_PORT_STEP * index for k, v in doc["ports"].items()}
+    if index == 0:
+        return {"ports": ports, "run": cache / "run", "inventory": REPO / "inventories" / "lab",
+                "out_dir": REPO / "out"}
+    run = cache / ("run-" + cell)
+    return {"ports": ports, "run": run, "inventory": run / "inventory", "out_dir": run / "out"}
+
+
+def cells(path: pathlib.Path = LAB_DIR / "lab.yml") -> List[str]:
+    return list(yaml.safe_load(path.read_text()).get("cells") or [DEFAULT_CELL])
+
+
+def load(path: pathlib.Path = LAB_DIR / "lab.yml", cell: str = "") -> LabConfig:
+    """The lab's settings for ``cell`` (default: $GPUFLEET_LAB_CELL, else the first of lab.yml's `cells`)."""
     doc = yaml.safe_load(path.read_text())
     cache = pathlib.Path(os.environ.get("GPUFLEET_LAB_CACHE", str(pathlib.Path.home() / ".cache/gpufleet/lab")))
-    run = pathlib.Path(os.environ.get("GPUFLEET_LAB_RUN", str(cache / "run")))
+    cell = cell or os.environ.get("GPUFLEET_LAB_CELL") or DEFAULT_CELL
+    layout = cell_layout(doc, cell, cache)
+    run = layout["run"]
     return LabConfig(
         from_version=os.environ.get("GPUFLEET_LAB_FROM", doc["versions"]["from"]),
         to_version=os.environ.get("GPUFLEET_LAB_TO", doc["versions"]["to"]),
@@ -88,10 +120,12 @@ def load(path: pathlib.Path = LAB_DIR / "lab.yml") -> LabConfig:
         gpus_per_node=int(doc["gpu"]["count"]),
         gpu_product=doc["gpu"]["product"],
         drivers=dict(doc["gpu"]["drivers"]),
-        ports={k: int(v) for k, v in doc["ports"].items()},
+        ports=layout["ports"],
         image_tag=doc["image_tag"],
         cache=cache,
         run=run,
-        inventory=REPO / "inventories" / "lab",
+        inventory=layout["inventory"],
+        out_dir=layout["out_dir"],
+        cell=cell,
         extra=doc.get("extra") or {},
     )

@@ -79,7 +79,7 @@ def handle_request(cfg: LabConfig, body: Dict) -> Dict:
         if host not in cfg.hosts:
             return {"error": "%s is not a lab host" % host}
         from gpufleet_lab import hosts
-        hosts.podman("pause", hosts.container(host))
+        hosts.podman("pause", hosts.container(cfg, host))
         return {"ok": True, "paused": host}
     state = cluster.load_state(cfg)
     if version not in cfg.versions:

@@ -82,7 +82,7 @@ def inject(cfg: LabConfig, host: str, kind: str) -> str:
             raise LabError("fault %s applies to %s hosts only" % (kind, "GPU" if scope == "gpu" else "control-plane"))
         _edit(cfg, host, lambda s: s.setdefault("faults", {}).__setitem__(kind, True))
     elif kind == "unreachable":
-        hosts.podman("pause", hosts.container(host))
+        hosts.podman("pause", hosts.container(cfg, host))
     elif kind == "pdb-block":
         _pdb_block(cfg, host)
     else:
@@ -95,7 +95,7 @@ def clear(cfg: LabConfig, host: str) -> None:
         raise LabError("unknown host %r" % host)
     _edit(cfg, host, lambda s: s.__setitem__("faults", {}))
     if hosts.host_status(cfg).get(host) == "paused":
-        hosts.podman("unpause", hosts.container(host))
+        hosts.podman("unpause", hosts.container(cfg, host))
     core = client.CoreV1Api(kube.api(cfg))
     policy = client.PolicyV1Api(kube.api(cfg))
     name = "pdb-block-" + host

@@ -10,12 +10,12 @@ import pathlib
 import socket
 import subprocess
 import time
-from typing import Dict, List, Tuple
+from typing import Any, Dict, List, Tuple
 
 import yaml
 
 from gpufleet_lab import packages
-from gpufleet_lab.config import LAB_DIR, LabConfig
+from gpufleet_lab.config import DEFAULT_CELL, LAB_DIR, REPO, LabConfig
 from gpufleet_lab.procs import LabError
 
 PREFIX = "gpufleet-lab-"
@@ -97,8 +97,10 @@ def initial_host_state(cfg: LabConfig, host: str) -> Dict:
             "services": services, "boot_time": time.time()}
 
 
-def container(host: str) -> str:
-    return PREFIX + host
+def container(cfg: LabConfig, host: str) -> str:
+    """The podman container that is ``host`` of the lab's cell: gpufleet-lab-HOST in the first cell (lab.yml
+    `cells`), gpufleet-CELL-HOST in its twins, so the cells' hosts of the same name live side by side."""
+    return (PREFIX if cfg.cell == DEFAULT_CELL else "gpufleet-%s-" % cfg.cell) + host
 
 
 def container_state(name: str) -> Tuple[str, str]:
@@ -143,7 +145,7 @@ def wait_sshd(cfg: LabConfig, host: str, timeout: float = 30) -> None:
             pass
         if time.time() > deadline:
             raise LabError("host %s: sshd on 127.0.0.1:%d did not answer within %ds; see `podman logs %s`" % (
-                host, ssh_port(cfg, host), timeout, container(host)))
+                host, ssh_port(cfg, host), timeout, container(cfg, host)))
         time.sleep(0.3)
 
 
@@ -158,7 +160,7 @@ def ensure_hosts(cfg: LabConfig) -> None:
     (cfg.run / "requests").mkdir(parents=True, exist_ok=True)
     public_key = ssh_key(cfg).with_suffix(".pub")
     for host in cfg.hosts:
-        name = container(host)
+        name = container(cfg, host)
         role = "cp" if host in cfg.control_plane else "gpu"
         status, image = container_state(name)
         if status != "absent" and image == images[role]:
@@ -174,7 +176,7 @@ def ensure_hosts(cfg: LabConfig) -> None:
         statefile = hostdir / "state.json"
         if not statefile.exists():
             statefile.write_text(json.dumps(initial_host_state(cfg, host), indent=2))
-        args = ["run", "-d", "--name", name, "--hostname", host, "--network", "host", "--label", "gpufleet-lab=1",
+        args = ["run", "-d", "--name", name, "--hostname", host, "--network", "host", "--label", "gpufleet-lab=" + cfg.cell,
                 "-e", "GPUFLEET_SIM_HOST=%s" % host,
                 "-v", "%s:/var/lib/gpufleet-lab" % hostdir,
                 "-v", "%s:/var/lib/gpufleet-lab/cluster:ro" % (cfg.run / "cluster"),
@@ -195,14 +197,14 @@ def ensure_hosts(cfg: LabConfig) -> None:
 
 def ensure_backup_host(cfg: LabConfig, host: str, public_key: pathlib.Path) -> None:
     """A machine off the cell that keeps copies of the encrypted etcd snapshots: the plain host image, sshd only."""
-    name, image = container(host), "localhost/gpufleet-lab-host:%s" % cfg.image_tag
+    name, image = container(cfg, host), "localhost/gpufleet-lab-host:%s" % cfg.image_tag
     if container_state(name) == ("running", image):
         return
     podman("rm", "-f", "-t", "2", name, check=False)
     say("starting backup host %s (%s, sshd on 127.0.0.1:%d)" % (host, image, ssh_port(cfg, host)))
     sshd = sshd_command(cfg, host)
     sshd[-1] = "ssh-keygen -A >/dev/null && " + sshd[-1]
-    podman("run", "-d", "--name", name, "--hostname", host, "--network", "host", "--label", "gpufleet-lab=1",
+    podman("run", "-d", "--name", name, "--hostname", host, "--network", "host", "--label", "gpufleet-lab=" + cfg.cell,
            "-v", "%s:/root/.ssh/authorized_keys:ro" % public_key, image, *sshd)
 
 
@@ -217,7 +219,10 @@ def prune_images(keep: List[str]) -> None:
 
 
 def stop_hosts(cfg: LabConfig) -> None:
-    names = podman("ps", "-a", "--filter", "label=gpufleet-lab=1", "--format", "{{.Names}}", check=False).stdout.split()
+    # this cell's hosts only (the label's value is the cell; hosts of earlier labs carry gpufleet-lab=1)
+    mine = {container(cfg, h) for h in cfg.machines}
+    listed = podman("ps", "-a", "--filter", "label=gpufleet-lab", "--format", "{{.Names}}", check=False).stdout.split()
+    names = [n for n in listed if n in mine]
     if names:
         say("removing hosts %s" % ", ".join(names))
         podman("rm", "-f", "-t", "2", *names, check=False)
@@ -226,14 +231,16 @@ def stop_hosts(cfg: LabConfig) -> None:
 def host_status(cfg: LabConfig) -> Dict[str, str]:
     out = {}
     for host in cfg.machines:
-        out[host] = container_state(container(host))[0]
+        out[host] = container_state(container(cfg, host))[0]
     return out
 
 
-def snapshot_copies(cfg: LabConfig) -> Dict[str, str]:
-    """Where the etcd_snapshot role ships its encrypted snapshots in the lab: the backup host and the lab's S3
-    server (its lab-only keys: a real cell's come from an AWX credential or the environment)."""
-    out = {"etcd_snapshot_s3_bucket": cfg.s3["bucket"], "etcd_snapshot_s3_prefix": "lab/",
+def etcd_vars(cfg: LabConfig) -> Dict[str, Any]:
+    """The etcd group's cell-specific settings: the cell's etcd member, and where the etcd_snapshot role ships its
+    encrypted snapshots in the lab - the backup host and the lab's S3 server (its lab-only keys: a real cell's come
+    from an AWX credential or the environment). The rest is in inventories/lab/group_vars/etcd.yml."""
+    out: Dict[str, Any] = {"etcd_snapshot_endpoints": ["https://127.0.0.1:%d" % cfg.ports["etcd"]],
+                           "etcd_snapshot_s3_bucket": cfg.s3["bucket"], "etcd_snapshot_s3_prefix": "lab/",
            "etcd_snapshot_s3_endpoint_url": "http://127.0.0.1:%d" % cfg.ports["s3"],
            "etcd_snapshot_s3_access_key": cfg.s3["access_key"], "etcd_snapshot_s3_secret_key": cfg.s3["secret_key"]}
     if cfg.backup_hosts:
@@ -258,7 +265,7 @@ def write_inventory(cfg: LabConfig, cluster_uid: str) -> pathlib.Path:
                  # absolute paths: the controller (implicit localhost) has no inventory_dir to build them from
                  "gpufleet_kubeconfig": str(cfg.inventory / "kubeconfig"),
                  "gpufleet_baseline_dir": str(cfg.inventory / "baselines"),
-                 "gpufleet_out_dir": str(cfg.inventory.parent.parent / "out"),
+                 "gpufleet_out_dir": str(cfg.out_dir),
                  # the cell's identity, as an operator records it (gpufleet.upgrade.cluster_identity checks it)
                  "gpufleet_cluster_uid": cluster_uid},
         "children": {
@@ -266,12 +273,18 @@ def write_inventory(cfg: LabConfig, cluster_uid: str) -> pathlib.Path:
                 h: {"ansible_port": ssh_port(cfg, h),
                     "gpufleet_apiserver_url": "https://127.0.0.1:%d" % cfg.apiserver_port(h)}
                 for h in cfg.control_plane}},
-            "etcd": {"children": {"kube_control_plane": {}}, "vars": snapshot_copies(cfg)},
+            "etcd": {"children": {"kube_control_plane": {}}, "vars": etcd_vars(cfg)},
             "gpu_nodes": {"children": gpu_children},
             # off the cell: copies of the encrypted etcd snapshots (the etcd group's vars above name the host)
             "backup_hosts": {"hosts": {h: {"ansible_port": ssh_port(cfg, h)} for h in cfg.backup_hosts}},
         }}}
     cfg.inventory.mkdir(parents=True, exist_ok=True)
+    shared = REPO / "inventories" / "lab"
+    if cfg.inventory != shared:  # a twin cell: the committed settings and baselines are the lab cell's own
+        for name in ("group_vars", "baselines"):
+            link = cfg.inventory / name
+            if not link.is_symlink():
+                link.symlink_to(shared / name)
     path = cfg.inventory / "hosts.yml"
     header = "---\n# Written by `lab up` (lab/gpufleet_lab/hosts.py); regenerated on every up. Do not edit.\n"
     path.write_text(header + yaml.safe_dump(inventory, sort_keys=False))

@@ -38,7 +38,7 @@ def nccl_result(cfg: LabConfig, node: str, args: List[str]) -> Tuple[int, str]:
     """(exit code, output) of the lab's all_reduce_perf simulator on ``node``."""
     if node not in cfg.gpu_hosts:
         return 1, "lab: %s is not a lab GPU host" % node
-    proc = hosts.podman("exec", hosts.container(node), "all_reduce_perf", *args, check=False)
+    proc = hosts.podman("exec", hosts.container(cfg, node), "all_reduce_perf", *args, check=False)
     return proc.returncode, proc.stdout if proc.returncode == 0 else (proc.stderr or proc.stdout)
 
 

@@ -1,5 +1,6 @@
-"""One lab per test run: the session fixture brings it up once (a no-op when it is already up) and takes it down
-at the end unless it was already running before the run (or GPUFLEET_LAB_KEEP=1)."""
+"""One lab cell per test run: the session fixture brings it up once (a no-op when it is already up) and takes it down
+at the end unless it was already running before the run (or GPUFLEET_LAB_KEEP=1). GPUFLEET_LAB_CELL picks the
+cell (lab/lab.yml `cells`), so two pytest runs can each have one (make lab-tests)."""
 from __future__ import annotations
 
 import json
@@ -14,6 +15,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "lab"))
 
 from gpufleet_lab import config as lab_config
+from gpufleet_lab import hosts as lab_hosts
 
 
 def lab_cli(*args: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -27,7 +29,7 @@ def lab_cli(*args: str, check: bool = True) -> subprocess.CompletedProcess:
 
 
 def podman_exec(host: str, *cmd: str, stdin: str = "") -> subprocess.CompletedProcess:
-    return subprocess.run(["podman", "exec", "-i", "gpufleet-lab-" + host, *cmd], input=stdin, capture_output=True,
+    return subprocess.run(["podman", "exec", "-i", lab_hosts.container(lab_config.load(), host), *cmd], input=stdin, capture_output=True,
                           text=True, check=False, timeout=600)
 
 

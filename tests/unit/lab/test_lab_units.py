@@ -82,3 +82,43 @@ def test_fault_scope_errors(cfg):
         faults.inject(cfg, "gpu-z9", "xid79")
     with pytest.raises(faults.LabError, match="applies to GPU hosts only"):
         faults.inject(cfg, "cp-1", "xid79")
+
+
+def every_port(cfg) -> list:
+    """Every TCP port a cell listens on: lab.yml's, each apiserver's, each host's sshd, KWOK's server."""
+    return sorted(list(cfg.ports.values()) + [cfg.apiserver_port(h) for h in cfg.control_plane]
+                  + [hosts.ssh_port(cfg, h) for h in cfg.machines] + [cfg.ports["kwok"] + 1])
+
+
+def test_cells_are_twins_with_their_own_ports_state_hosts_and_inventory(monkeypatch, tmp_path):
+    monkeypatch.setenv("GPUFLEET_LAB_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("GPUFLEET_LAB_CELL", raising=False)
+    first = config.load()
+    monkeypatch.setenv("GPUFLEET_LAB_CELL", "lab-b")
+    twin = config.load()
+    assert (first.cell, twin.cell) == ("lab", "lab-b")
+    assert not set(every_port(first)) & set(every_port(twin))  # the two can run at once on one machine
+    assert twin.ports["apiserver_lb"] == first.ports["apiserver_lb"] + config.CELL_PORT_STEP
+    assert first.run == tmp_path / "cache" / "run" and first.inventory == ROOT / "inventories" / "lab"
+    assert twin.run == tmp_path / "cache" / "run-lab-b" and twin.inventory == twin.run / "inventory"
+    assert twin.out_dir == twin.run / "out" and first.out_dir == ROOT / "out"
+    assert {hosts.container(first, "cp-1"), hosts.container(twin, "cp-1")} == {"gpufleet-lab-cp-1",
+                                                                               "gpufleet-lab-b-cp-1"}
+    # the twin's inventory: its own etcd, SSH ports and outputs, the lab cell's committed settings and baselines
+    inv = yaml.safe_load(hosts.write_inventory(twin, "uid-b").read_text())["all"]
+    assert inv["children"]["etcd"]["vars"]["etcd_snapshot_endpoints"] == ["https://127.0.0.1:%d" % twin.ports["etcd"]]
+    assert inv["vars"]["gpufleet_out_dir"] == str(twin.out_dir)
+    assert inv["vars"]["gpufleet_kubeconfig"] == str(twin.kubeconfig)
+    assert (twin.inventory / "group_vars").resolve() == ROOT / "inventories" / "lab" / "group_vars"
+    assert (twin.inventory / "baselines" / "h100-train.yml").is_file()
+    # and what Molecule scenarios read of it
+    from gpufleet_lab.__main__ import shell_env
+    env = shell_env(twin)
+    assert "export GPUFLEET_LAB_APISERVER_1=https://127.0.0.1:%d\n" % twin.apiserver_port("cp-1") in env
+    assert "export GPUFLEET_LAB_KUBECONFIG=%s\n" % twin.kubeconfig in env
+
+
+def test_unknown_cell_is_refused_naming_the_variable_and_the_cells(monkeypatch):
+    monkeypatch.setenv("GPUFLEET_LAB_CELL", "lab-z")
+    with pytest.raises(config.ConfigError, match=r"GPUFLEET_LAB_CELL=lab-z is not a lab cell: use one of lab, lab-b"):
+        config.load()

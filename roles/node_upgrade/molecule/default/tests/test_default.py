@@ -14,8 +14,8 @@ def test_packages_at_target_and_held(host):
 
 
 def test_node_reports_the_new_kubelet():
-    kubeconfig = os.path.join(os.environ["GPUFLEET_ROOT"], "inventories", "lab", "kubeconfig")
-    kubectl = os.path.join(os.path.dirname(os.environ["GPUFLEET_LAB_RUN"]), "bin", "kubernetes-" + TO, "kubectl")
+    kubeconfig = os.environ["GPUFLEET_LAB_KUBECONFIG"]  # the lab cell's (tests/molecule-run, `bin/lab env`)
+    kubectl = os.path.join(os.environ["GPUFLEET_LAB_CACHE"], "bin", "kubernetes-" + TO, "kubectl")
     node = json.loads(subprocess.run([kubectl, "--kubeconfig", kubeconfig, "get", "node", "gpu-b2", "-o", "json"],
                                      check=True, capture_output=True, text=True).stdout)
     assert node["status"]["nodeInfo"]["kubeletVersion"] == TO
