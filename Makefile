@@ -13,7 +13,7 @@ MODULES := $(sort $(basename $(notdir $(wildcard plugins/modules/*.py))))
 FILTERS := $(sort $(basename $(notdir $(wildcard plugins/filter/*.yml))))
 TESTS := $(sort $(basename $(notdir $(wildcard plugins/test/*.yml))))
 
-.PHONY: setup plan wave test lint unit lab-tests sanity docs docs-gen bench freeze clean-venv venv-path lab-up lab-down lab-reset \
+.PHONY: setup plan wave test lint unit lab-tests lab-tests-a lab-tests-b sanity docs docs-gen bench freeze clean-venv venv-path lab-up lab-down lab-reset \
 	lab-status molecule
 
 setup: $(VENV)/.installed
@@ -37,19 +37,22 @@ plan: setup
 wave: setup lab-up
 	$(BIN)/ansible-playbook playbooks/upgrade_wave.yml -i inventories/lab $(ARGS)
 
-# Every test, each phase timed by bin/phase (CI prints the table). The lab-free checks, then the execution-environment
-# image build, and the Molecule scenario that needs no cluster run beside the lab tests (bin/parallel). The image
-# is built last there, out of the busy start: the lab tests that run jobs in it (the wave story's finishing run, the
-# AWX runner tests) come after the others and find it built. The lab tests leave a fresh lab on `from` behind,
-# so the Molecule phase here starts from it without a second reset.
+# Every test, each phase timed by bin/phase (CI prints the table). The lab tests run on two lab cells at once
+# (lab/lab.yml `cells`; bin/parallel): on `lab` the wave story and the jobs in the execution-environment image, on
+# `lab-b` every other lab test and then the Molecule scenarios that use the cluster (after a reset of lab-b). Beside
+# them: the lab-free checks, then the execution-environment image build (out of the busy start: the story asks for
+# it only at its finishing run), and the Molecule scenario that needs no cluster. lab-b goes down at the end.
 PHASE := bin/phase
 M := $(MAKE) --no-print-directory
+LAB_B := GPUFLEET_LAB_CELL=lab-b
 test: setup
 	@$(PHASE) lab-up $(M) lab-up
+	@$(PHASE) lab-up-b env $(LAB_B) bin/lab up
 	@bin/parallel "checks=bin/phase lint $(M) lint && bin/phase docs $(M) docs && bin/phase sanity $(M) sanity \
-	    && bin/phase unit $(M) unit && bin/phase ee-image bin/lab ee" "lab-tests=$(M) lab-tests" \
-	  "molecule-no-cluster=BIN=$(BIN) tests/molecule-run --parallel 1 $(MOLECULE_NO_CLUSTER)"
-	@$(PHASE) molecule $(M) molecule MOLECULE_LAB_RESET=0 MOLECULE_NO_CLUSTER=
+	    && bin/phase unit $(M) unit && bin/phase ee-image bin/lab ee" "lab-tests-a=$(M) lab-tests-a" \
+	  "lab-tests-b=$(M) lab-tests-b && bin/phase molecule $(LAB_B) $(M) molecule MOLECULE_NO_CLUSTER=" \
+	  "molecule-no-cluster=BIN=$(BIN) tests/molecule-run --parallel 1 $(MOLECULE_NO_CLUSTER)"; \
+	  rc=$$?; $(LAB_B) bin/lab down >/dev/null || rc=1; exit $$rc
 
 lint: setup
 	$(BIN)/ruff check plugins tests benchmarks lab bin/docs-check
@@ -64,9 +67,20 @@ docs: setup
 unit: setup
 	$(BIN)/pytest -q -n auto -m "not lab" tests
 
-# Tests against the running lab: one instance, one test at a time.
+# Tests against the running lab, on two cells at once (each one test at a time): lab-tests-a on the lab cell (the
+# wave story, then the jobs in the execution-environment image on the fresh lab the story leaves), lab-tests-b on
+# its twin lab-b (every other lab test). lab-b stays up after; `bin/lab down --all` stops both.
+LAB_TESTS_A := tests/lab/test_upgrade_wave.py tests/lab/test_awx_runner.py
 lab-tests: setup lab-up
-	$(BIN)/pytest -q --durations=12 -m lab tests
+	@bin/parallel "lab-tests-a=$(M) lab-tests-a" "lab-tests-b=$(M) lab-tests-b"
+
+lab-tests-a: setup
+	bin/lab up >/dev/null
+	$(BIN)/pytest -q --durations=12 -m lab $(LAB_TESTS_A)
+
+lab-tests-b: setup
+	$(LAB_B) bin/lab up >/dev/null
+	$(LAB_B) $(BIN)/pytest -q --durations=12 -m lab tests $(LAB_TESTS_A:%=--ignore=%)
 
 # ansible-test sanity on the collection as Galaxy installs it (tests/sanity/run).
 sanity: setup
@@ -91,7 +105,7 @@ lab-up: setup
 	bin/lab up
 
 lab-down: setup
-	bin/lab down
+	bin/lab down --all
 
 lab-reset: setup
 	bin/lab reset
