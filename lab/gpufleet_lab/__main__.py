@@ -94,7 +94,8 @@ def shell_env(cfg: config.LabConfig) -> str:
     import shlex
     values = {"GPUFLEET_LAB_CELL": cfg.cell, "GPUFLEET_LAB_CACHE": cfg.cache, "GPUFLEET_LAB_RUN": cfg.run,
               "GPUFLEET_LAB_PKI": cfg.pki, "GPUFLEET_LAB_APT": cfg.cache / "apt" / "current",
-              "GPUFLEET_LAB_KUBECONFIG": cfg.kubeconfig, "GPUFLEET_LAB_ETCD": "https://127.0.0.1:%d" % cfg.ports["etcd"], "GPUFLEET_LAB_INVENTORY": cfg.inventory,
+              "GPUFLEET_LAB_KUBECONFIG": cfg.kubeconfig, "GPUFLEET_LAB_INVENTORY": cfg.inventory,
+              "GPUFLEET_LAB_ETCD": "https://127.0.0.1:%d" % cfg.ports["etcd"],
               "GPUFLEET_LAB_FROM": cfg.from_version, "GPUFLEET_LAB_TO": cfg.to_version}
     values.update(("GPUFLEET_LAB_APISERVER_%d" % (i + 1), "https://127.0.0.1:%d" % cfg.apiserver_port(h))
                   for i, h in enumerate(cfg.control_plane))

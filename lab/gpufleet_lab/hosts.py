@@ -176,7 +176,8 @@ def ensure_hosts(cfg: LabConfig) -> None:
         statefile = hostdir / "state.json"
         if not statefile.exists():
             statefile.write_text(json.dumps(initial_host_state(cfg, host), indent=2))
-        args = ["run", "-d", "--name", name, "--hostname", host, "--network", "host", "--label", "gpufleet-lab=" + cfg.cell,
+        args = ["run", "-d", "--name", name, "--hostname", host, "--network", "host",
+                "--label", "gpufleet-lab=" + cfg.cell,
                 "-e", "GPUFLEET_SIM_HOST=%s" % host,
                 "-v", "%s:/var/lib/gpufleet-lab" % hostdir,
                 "-v", "%s:/var/lib/gpufleet-lab/cluster:ro" % (cfg.run / "cluster"),

@@ -29,8 +29,8 @@ def lab_cli(*args: str, check: bool = True) -> subprocess.CompletedProcess:
 
 
 def podman_exec(host: str, *cmd: str, stdin: str = "") -> subprocess.CompletedProcess:
-    return subprocess.run(["podman", "exec", "-i", lab_hosts.container(lab_config.load(), host), *cmd], input=stdin, capture_output=True,
-                          text=True, check=False, timeout=600)
+    return subprocess.run(["podman", "exec", "-i", lab_hosts.container(lab_config.load(), host), *cmd], input=stdin,
+                          capture_output=True, text=True, check=False, timeout=600)
 
 
 def s3_client(cfg):
