@@ -93,6 +93,7 @@ docs-gen: setup
 
 bench: setup
 	$(BIN)/python benchmarks/plan_waves.py
+	$(BIN)/python benchmarks/plan_fleet.py
 	$(BIN)/python benchmarks/scan_manifests.py
 
 venv-path:

@@ -7,8 +7,8 @@ import json
 import pytest
 
 from ansible_collections.gpufleet.upgrade.plugins.modules import (
-    addon_support, baseline_info, dcgm_diag, etcd_status, gpu_health, kubeadm_plan, nccl_allreduce, node_gate,
-    removed_apis, version_skew, wave_plan)
+    addon_support, baseline_info, dcgm_diag, etcd_status, fleet_plan, gpu_health, kubeadm_plan, nccl_allreduce,
+    node_gate, removed_apis, version_skew, wave_plan)
 from tests.conftest import pool_baseline, FIXTURES, fixture_text
 
 
@@ -195,6 +195,18 @@ def test_wave_plan(run):
     bad = run(wave_plan, {"nodes": nodes, "caps": {"max_gpu_fraction": 0.1}})
     assert bad.failed and bad.result["error_type"] == "PlanError"
     assert "rs-0 has 8 GPUs, more than the cap of 6 GPUs" in bad.result["msg"]
+
+
+def test_fleet_plan(run):
+    from tests.unit.module_utils.test_fleet import fleet
+    out = run(fleet_plan, {"fleet": fleet(), "_ansible_check_mode": True})
+    assert not out.failed and out.result["changed"] is False
+    assert [r["batches"] for r in out.result["rings"]][2] == [["inf-west", "train-a"], ["train-b"]]
+    doc = fleet()
+    doc["cells"][3]["ring"] = "ring1"
+    bad = run(fleet_plan, {"fleet": doc})
+    assert bad.failed and bad.result["error_type"] == "InputError"
+    assert "inf-east and inf-west are a DR pair and both in ring ring1" in bad.result["msg"]
 
 
 def test_an_unexpected_error_is_a_clear_failure_naming_the_module(run, monkeypatch):

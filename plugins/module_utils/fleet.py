@@ -1,0 +1,280 @@
+# Copyright: gpufleet contributors
+# Apache License 2.0
+"""The fleet: every cell with its ring, kind, region, DR partner and GPU capacity, and the fleet policy (target per
+ring or fleet-wide, soak per ring, caps on cells and GPUs in flight, training cells one at a time, patch releases
+faster than minors). Validated once here - bad input is refused naming the cell and the field, before anything
+runs - and planned deterministically: rings in order, each ring's cells in batches under the caps, and per cell its
+control-plane path (one minor at a time) and the pools that need a node upgrade before a control-plane hop, from
+the same skew rules and pool planner as one cell's plan (versions.py).
+
+Pure functions, no I/O: the ``fleet_plan`` module and ``playbooks/fleet_plan.yml`` hand the inventory in.
+"""
+from __future__ import annotations
+
+import re
+from typing import Any, Dict, List, Mapping, Optional, Sequence
+
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import InputError, PolicyError
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.versions import (
+    APISERVER, KUBELET, KubeVersion, Observed, PoolPolicy, parse_release, parse_version, plan_upgrade,
+    skew_violations)
+
+VAR = "gpufleet_fleet"
+# The order cells move in within a ring: the least valuable first, training cells (multi-week runs) last.
+KINDS = ("canary", "dev", "staging", "inference", "training")
+NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")  # a DNS label: cells and rings become AWX names, paths
+
+_POOL = {
+    "name": {"type": "str", "required": True},
+    "kubelet": {"type": "str", "required": True},
+    "nodes": {"type": "int", "default": 0},
+    "skip_level": {"type": "bool", "default": True},
+}
+_CELL = {
+    "name": {"type": "str", "required": True},
+    "ring": {"type": "str", "required": True},
+    "kind": {"type": "str", "required": True, "choices": list(KINDS)},
+    "region": {"type": "str", "required": True},
+    "dr_partner": {"type": "str"},
+    "gpus": {"type": "int", "required": True},
+    "inventory": {"type": "str", "required": True},
+    "control_plane": {"type": "str", "required": True},
+    "pools": {"type": "list", "elements": "dict", "default": [], "options": _POOL},
+}
+_RING = {
+    "name": {"type": "str", "required": True},
+    "soak_seconds": {"type": "int", "default": 3600},
+    "target": {"type": "str"},
+}
+SPEC: Dict[str, Any] = {
+    "name": {"type": "str", "required": True},
+    "policy": {"type": "dict", "required": True, "options": {
+        "target": {"type": "str"},
+        "rings": {"type": "list", "elements": "dict", "required": True, "options": _RING},
+        "max_cells_in_flight": {"type": "int", "default": 2},
+        "patch_max_cells_in_flight": {"type": "int"},
+        "max_gpu_fraction_in_flight": {"type": "float", "default": 0.25},
+        "training_one_at_a_time": {"type": "bool", "default": True},
+        "hop_versions": {"type": "dict", "default": {}},  # intermediate hops' releases, e.g. {"1.36": "v1.36.3"}
+    }},
+    "cells": {"type": "list", "elements": "dict", "required": True, "options": _CELL},
+}
+
+
+def parse_fleet(value: Any, name: str = VAR) -> Dict[str, Any]:
+    """The checked fleet, every default filled in; :class:`InputError` naming the cell (or ring) and the field."""
+    if not isinstance(value, Mapping):
+        raise InputError("%s: expected a mapping {name, policy, cells}, got %s" % (name, type(value).__name__))
+    result = ArgumentSpecValidator(SPEC).validate(dict(value))
+    if result.error_messages:
+        raise InputError("%s: %s. Nothing was planned." % (name, "; ".join(result.error_messages)))
+    fleet = dict(result.validated_parameters)
+    policy = fleet["policy"]
+    _label(fleet["name"], "%s.name" % name)
+    if policy["max_cells_in_flight"] < 1:
+        raise InputError("%s.policy.max_cells_in_flight: %d; give 1 or more" % (name, policy["max_cells_in_flight"]))
+    if policy["patch_max_cells_in_flight"] is None:
+        policy["patch_max_cells_in_flight"] = 2 * policy["max_cells_in_flight"]
+    elif policy["patch_max_cells_in_flight"] < policy["max_cells_in_flight"]:
+        raise InputError("%s.policy.patch_max_cells_in_flight: %d is below max_cells_in_flight (%d); patch releases "
+                         "may move faster than minors, never slower" % (
+                             name, policy["patch_max_cells_in_flight"], policy["max_cells_in_flight"]))
+    if not 0 < policy["max_gpu_fraction_in_flight"] <= 1:
+        raise InputError("%s.policy.max_gpu_fraction_in_flight: %s; give a fraction above 0, at most 1" % (
+            name, policy["max_gpu_fraction_in_flight"]))
+    if not policy["rings"]:
+        raise InputError("%s.policy.rings: empty; list the rings in the order they upgrade" % name)
+    rings: Dict[str, Dict[str, Any]] = {}
+    for i, ring in enumerate(policy["rings"]):
+        where = "%s.policy.rings[%d]" % (name, i)
+        _label(ring["name"], where + ".name")
+        if ring["name"] in rings:
+            raise InputError("%s.name: ring %s is listed twice" % (where, ring["name"]))
+        if ring["soak_seconds"] < 0:
+            raise InputError("%s (%s).soak_seconds: %d; give 0 or more" % (where, ring["name"], ring["soak_seconds"]))
+        target = ring["target"] or policy["target"]
+        if not target:
+            raise InputError("%s (%s).target: no target for this ring and no policy.target; give one of them" % (
+                where, ring["name"]))
+        ring["target"] = str(parse_release(target, "%s (%s).target" % (where, ring["name"])))
+        rings[ring["name"]] = ring
+    if policy["target"]:
+        policy["target"] = str(parse_release(policy["target"], "%s.policy.target" % name))
+    policy["hop_versions"] = {str(k): str(parse_release(v, "%s.policy.hop_versions[%s]" % (name, k)))
+                              for k, v in policy["hop_versions"].items()}
+    if not fleet["cells"]:
+        raise InputError("%s.cells: empty; list every cell of the fleet" % name)
+    cells: Dict[str, Dict[str, Any]] = {}
+    for i, cell in enumerate(fleet["cells"]):
+        where = "%s.cells[%d]" % (name, i)
+        _label(cell["name"], where + ".name")
+        where = "%s (%s)" % (where, cell["name"])
+        if cell["name"] in cells:
+            raise InputError("%s.name: cell %s is listed twice" % (where, cell["name"]))
+        if cell["ring"] not in rings:
+            raise InputError("%s.ring: %s is not a ring of policy.rings (%s); every cell belongs to one" % (
+                where, cell["ring"], ", ".join(rings)))
+        if cell["gpus"] < 0:
+            raise InputError("%s.gpus: %d; give the cell's GPU count (0 for a cell without GPUs)" % (
+                where, cell["gpus"]))
+        cell["control_plane"] = _running(cell["control_plane"], where + ".control_plane")
+        seen = set()
+        for j, pool in enumerate(cell["pools"]):
+            pwhere = "%s.pools[%d]" % (where, j)
+            if pool["name"] in seen:
+                raise InputError("%s.name: pool %s is listed twice" % (pwhere, pool["name"]))
+            seen.add(pool["name"])
+            pool["kubelet"] = _running(pool["kubelet"], pwhere + ".kubelet")
+            if pool["nodes"] < 0:
+                raise InputError("%s.nodes: %d; give the pool's node count" % (pwhere, pool["nodes"]))
+        if cell["kind"] == "training" and not cell["pools"]:
+            raise InputError("%s.pools: a training cell without pools; list its node pools and their kubelets, so "
+                             "the plan can keep them within the skew policy" % where)
+        cells[cell["name"]] = cell
+    _check_pairs(cells, name)
+    total = sum(c["gpus"] for c in cells.values())
+    cap = policy["max_gpu_fraction_in_flight"] * total
+    for cell in cells.values():
+        if cell["gpus"] > cap:
+            raise InputError(
+                "%s.cells (%s).gpus: %d GPUs is %.0f%% of the fleet's %d, over policy.max_gpu_fraction_in_flight "
+                "(%s): the cell could never upgrade. Raise the fraction to at least %.2f" % (
+                    name, cell["name"], cell["gpus"], 100.0 * cell["gpus"] / total, total,
+                    policy["max_gpu_fraction_in_flight"], cell["gpus"] / total))
+    fleet["rings_by_name"] = rings
+    fleet["cells_by_name"] = cells
+    fleet["gpus"] = total
+    return fleet
+
+
+def _running(value: Any, where: str) -> str:
+    """A running version as the cluster reports it (vendor suffixes kept), with its patch: the plan needs it."""
+    version = parse_version(value, where)
+    if version.patch is None:
+        raise InputError("%s: %r names a minor, not the running release; give it as the cluster reports it, such "
+                         "as v%s.4" % (where, value, version.minor_str))
+    return str(version)
+
+
+def _label(value: str, where: str) -> None:
+    if not NAME.match(value or ""):
+        raise InputError("%s: %r is not a DNS label (lower-case letters, digits and '-', up to 63)" % (where, value))
+
+
+def _check_pairs(cells: Mapping[str, Dict[str, Any]], name: str) -> None:
+    for cell in cells.values():
+        partner = cell.get("dr_partner")
+        if not partner:
+            continue
+        where = "%s.cells (%s).dr_partner" % (name, cell["name"])
+        if partner == cell["name"]:
+            raise InputError("%s: a cell cannot be its own DR partner" % where)
+        other = cells.get(partner)
+        if other is None:
+            raise InputError("%s: %s is not a cell of the fleet" % (where, partner))
+        if other.get("dr_partner") != cell["name"]:
+            raise InputError("%s: %s names %s as its partner; a DR pair names each other" % (
+                where, partner, other.get("dr_partner") or "no cell"))
+        if other["ring"] == cell["ring"]:
+            raise InputError(
+                "%s: %s and %s are a DR pair and both in ring %s; put them in different rings, so one half stays on "
+                "the running version while the other upgrades and soaks" % (where, cell["name"], partner, cell["ring"]))
+
+
+def _observed(cell: Mapping[str, Any]) -> List[Observed]:
+    """One apiserver and, per pool, its (oldest) kubelet: all the skew rules need of a cell."""
+    out = [Observed(APISERVER, "control-plane", parse_version(cell["control_plane"]))]
+    out += [Observed(KUBELET, "pool " + p["name"], parse_version(p["kubelet"]), p["name"]) for p in cell["pools"]]
+    return out
+
+
+def plan_cell(cell: Mapping[str, Any], target: KubeVersion, name: str = VAR,
+              hop_versions: Optional[Mapping[str, str]] = None) -> Dict[str, Any]:
+    """The cell's path to ``target``: control-plane hops one minor at a time, each pool's drains, and which pools
+    must move before the cell's next control-plane hop. Refuses a cell already out of the skew policy."""
+    where = "%s.cells (%s)" % (name, cell["name"])
+    observed = _observed(cell)
+    broken = skew_violations(observed)
+    if broken:
+        raise PolicyError("%s: already out of the skew policy: %s. Fix the cell before it joins a fleet run" % (
+            where, "; ".join(v.message() for v in broken)))
+    pools = {p["name"]: PoolPolicy(skip_level=p["skip_level"]) for p in cell["pools"]}
+    try:
+        plan = plan_upgrade(observed, target, allow_multi_hop=True, pools=pools, hop_versions=hop_versions)
+    except PolicyError as exc:
+        raise PolicyError("%s: %s" % (where, exc.msg)) from exc
+    nodes = {p["name"]: p["nodes"] for p in cell["pools"]}
+    current = parse_version(cell["control_plane"])
+    before_next = sorted(p["pool"] for p in plan["pools"] if p["steps"] and p["steps"][0]["after_hop"] == 0
+                         and plan["control_plane_path"])
+    return {
+        "cell": cell["name"], "ring": cell["ring"], "kind": cell["kind"], "region": cell["region"],
+        "inventory": cell["inventory"], "gpus": cell["gpus"],
+        "current": str(current), "target": str(target),
+        "at_target": not plan["control_plane_path"] and not any(p["steps"] for p in plan["pools"]),
+        "patch_only": current.minor == target.minor and current.major == target.major,
+        "control_plane_path": plan["control_plane_path"],
+        "pools": [{"pool": p["pool"], "current": p["current"], "skip_level": p["skip_level"],
+                   "nodes": nodes.get(p["pool"], 0), "steps": p["steps"],
+                   "must_upgrade_before_hop": p["must_upgrade_before_hop"]} for p in plan["pools"]],
+        "node_upgrade_before_next_hop": before_next,
+        "node_drains": sum(len(p["steps"]) * max(nodes.get(p["pool"], 0), 1) for p in plan["pools"]),
+    }
+
+
+def _batches(cells: Sequence[Dict[str, Any]], policy: Mapping[str, Any], gpu_cap: float) -> List[List[str]]:
+    """Cells in order, packed into batches that upgrade at once: at most max_cells_in_flight (patch-only batches
+    patch_max_cells_in_flight), at most the GPU cap, at most one training cell when training_one_at_a_time."""
+    out: List[List[str]] = []
+    batch: List[Dict[str, Any]] = []
+    for cell in cells:
+        trial = batch + [cell]
+        cap = policy["patch_max_cells_in_flight"] if all(c["patch_only"] for c in trial) \
+            else policy["max_cells_in_flight"]
+        fits = (len(trial) <= cap and sum(c["gpus"] for c in trial) <= gpu_cap
+                and not (policy["training_one_at_a_time"] and sum(c["kind"] == "training" for c in trial) > 1))
+        if batch and not fits:
+            out.append([c["cell"] for c in batch])
+            trial = [cell]
+        batch = trial
+    if batch:
+        out.append([c["cell"] for c in batch])
+    return out
+
+
+def plan_fleet(value: Any, name: str = VAR) -> Dict[str, Any]:
+    """Rings in order; in each, its cells (kind order canary -> training, then by name) in batches under the caps;
+    per cell its path. Cells already at their ring's target are listed, not batched. Deterministic."""
+    fleet = parse_fleet(value, name)
+    policy = fleet["policy"]
+    gpu_cap = policy["max_gpu_fraction_in_flight"] * fleet["gpus"]
+    rings = []
+    cells_out: Dict[str, Dict[str, Any]] = {}
+    for ring in policy["rings"]:
+        target = parse_release(ring["target"])
+        members = sorted((c for c in fleet["cells_by_name"].values() if c["ring"] == ring["name"]),
+                         key=lambda c: (KINDS.index(c["kind"]), c["name"]))
+        plans = [plan_cell(c, target, name, policy["hop_versions"]) for c in members]
+        for plan in plans:
+            cells_out[plan["cell"]] = plan
+        moving = [p for p in plans if not p["at_target"]]
+        rings.append({"ring": ring["name"], "target": ring["target"], "soak_seconds": ring["soak_seconds"],
+                      "cells": [p["cell"] for p in plans], "at_target": [p["cell"] for p in plans if p["at_target"]],
+                      "batches": _batches(moving, policy, gpu_cap),
+                      "gpus": sum(p["gpus"] for p in plans)})
+    nodes = sum(p["nodes"] for c in fleet["cells_by_name"].values() for p in c["pools"])
+    needing = sorted(c for c, p in cells_out.items() if p["node_upgrade_before_next_hop"])
+    return {
+        "fleet": fleet["name"], "rings": rings, "cells": cells_out,
+        "caps": {"max_cells_in_flight": policy["max_cells_in_flight"],
+                 "patch_max_cells_in_flight": policy["patch_max_cells_in_flight"],
+                 "max_gpus_in_flight": int(gpu_cap), "training_one_at_a_time": policy["training_one_at_a_time"]},
+        "gpus": fleet["gpus"], "nodes": nodes,
+        "node_upgrade_before_next_hop": needing,
+        "summary": "%d cells (%d nodes, %d GPUs) in %d rings: %d batches; %d cells at target; %d need a node upgrade "
+                   "before their next control-plane hop" % (
+                       len(cells_out), nodes, fleet["gpus"], len(rings), sum(len(r["batches"]) for r in rings),
+                       sum(len(r["at_target"]) for r in rings), len(needing)),
+    }

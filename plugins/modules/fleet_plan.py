@@ -1,0 +1,87 @@
+#!/usr/bin/python
+# Copyright: gpufleet contributors
+# Apache License 2.0
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: fleet_plan
+short_description: Plan a fleet's upgrade - rings in order, cells in batches under the caps, each cell's path
+version_added: 0.3.0
+description:
+  - Validates the fleet (every cell with its ring, kind, region, DR partner, GPUs, inventory and running versions;
+    the fleet policy) and refuses bad input naming the cell and the field, before anything runs - a cell in no
+    ring, both halves of a DR pair in one ring, a cell bigger than the GPU cap, a cell already out of the skew
+    policy, a ring target below a cell's control plane.
+  - Plans rings in order. In each ring its cells (canary, dev, staging, inference, then training; by name within a
+    kind) go in batches that upgrade at once - at most O(policy.max_cells_in_flight) cells
+    (O(policy.patch_max_cells_in_flight) when every cell of the batch takes a patch release), at most
+    O(policy.max_gpu_fraction_in_flight) of the fleet's GPUs, and one training cell at a time.
+  - Per cell its control-plane path (one minor at a time), each pool's drains under the skew policy (skip-level
+    pools jump up to three minors in one drain) and the pools that must move before its next control-plane hop.
+  - Deterministic for the same input; changes nothing.
+options:
+  fleet:
+    description:
+      - The fleet, as C(gpufleet_fleet) in the fleet inventory - C(name), C(policy) (C(target), C(rings) with
+        C(name), C(soak_seconds), C(target); C(max_cells_in_flight), C(patch_max_cells_in_flight),
+        C(max_gpu_fraction_in_flight), C(training_one_at_a_time)) and C(cells) (C(name), C(ring), C(kind),
+        C(region), C(dr_partner), C(gpus), C(inventory), C(control_plane), C(pools) with C(name), C(kubelet),
+        C(nodes), C(skip_level)). docs/fleet.md describes every field.
+    type: dict
+    required: true
+extends_documentation_fragment:
+  - gpufleet.upgrade.common.CHECK
+author:
+  - gpufleet maintainers (@gpufleet)
+"""
+
+EXAMPLES = r"""
+- name: Plan the fleet
+  gpufleet.upgrade.fleet_plan:
+    fleet: "{{ gpufleet_fleet }}"
+  delegate_to: localhost
+  run_once: true
+  register: gpufleet_fleet_plan
+"""
+
+RETURN = r"""
+rings:
+  description: The rings in order - ring, target, soak_seconds, cells, at_target (cells with nothing to do),
+    batches (lists of cell names that upgrade at once, in order), gpus.
+  returned: success
+  type: list
+  elements: dict
+cells:
+  description: Per cell - ring, kind, region, inventory, gpus, current, target, at_target, patch_only,
+    control_plane_path, pools (pool, current, skip_level, nodes, steps, must_upgrade_before_hop),
+    node_upgrade_before_next_hop (pools), node_drains.
+  returned: success
+  type: dict
+caps:
+  description: The caps as applied - max_cells_in_flight, patch_max_cells_in_flight, max_gpus_in_flight,
+    training_one_at_a_time.
+  returned: success
+  type: dict
+node_upgrade_before_next_hop:
+  description: Cells with a pool that must move before the cell's next control-plane hop.
+  returned: success
+  type: list
+  elements: str
+summary:
+  description: One line describing the plan.
+  returned: success
+  type: str
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.fleet import plan_fleet
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.module_support import run_module
+
+
+def main():
+    module = AnsibleModule(argument_spec=dict(fleet=dict(type="dict", required=True)), supports_check_mode=True)
+    run_module(module, lambda: plan_fleet(module.params["fleet"]))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,169 @@
+"""The fleet model and plan (plugins/module_utils/fleet.py): refusals name the cell and the field; rings, batches
+under the caps, per-cell paths and the pools that must move before a hop."""
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import InputError, PolicyError
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.fleet import parse_fleet, plan_fleet
+
+
+def cell(name, ring, kind, gpus=64, cp="v1.35.4", kubelet="v1.35.4", partner=None, **extra):
+    doc = {"name": name, "ring": ring, "kind": kind, "region": "eu-west", "gpus": gpus,
+           "inventory": "inventories/" + name, "control_plane": cp,
+           "pools": [{"name": "h100", "kubelet": kubelet, "nodes": gpus // 8}]}
+    if partner:
+        doc["dr_partner"] = partner
+    doc.update(extra)
+    return doc
+
+
+def fleet(**policy):
+    return {
+        "name": "prod",
+        "policy": dict({"target": "v1.36.3", "max_cells_in_flight": 2, "max_gpu_fraction_in_flight": 0.5,
+                        "rings": [{"name": "ring0", "soak_seconds": 600}, {"name": "ring1"},
+                                  {"name": "ring2", "soak_seconds": 86400}]}, **policy),
+        "cells": [
+            cell("canary-1", "ring0", "canary", gpus=16),
+            cell("dev-1", "ring0", "dev", gpus=16),
+            cell("inf-east", "ring1", "inference", partner="inf-west"),
+            cell("inf-west", "ring2", "inference", partner="inf-east"),
+            cell("stage-1", "ring1", "staging", gpus=32),
+            cell("train-a", "ring2", "training", gpus=128),
+            cell("train-b", "ring2", "training", gpus=128),
+        ],
+    }
+
+
+def test_rings_in_order_batches_under_the_caps_training_one_at_a_time():
+    plan = plan_fleet(fleet())
+    assert [r["ring"] for r in plan["rings"]] == ["ring0", "ring1", "ring2"]
+    assert plan["gpus"] == 16 + 16 + 64 + 64 + 32 + 128 + 128
+    # ring1: staging before inference (kind order), two at a time
+    assert plan["rings"][1]["batches"] == [["stage-1", "inf-east"]]
+    # ring2: inference first; the training cells never together (and each is 128 of the 448/2 = 224 cap)
+    assert plan["rings"][2]["batches"] == [["inf-west", "train-a"], ["train-b"]]
+    assert plan["rings"][2]["soak_seconds"] == 86400 and plan["rings"][1]["soak_seconds"] == 3600  # the default
+    assert plan["cells"]["train-a"]["control_plane_path"] == ["v1.36.3"]
+    assert plan["caps"]["max_gpus_in_flight"] == 224
+    assert plan == plan_fleet(fleet())  # deterministic
+
+
+def test_gpu_cap_splits_a_batch_and_patch_releases_move_faster():
+    doc = fleet(max_gpu_fraction_in_flight=0.3, max_cells_in_flight=1, patch_max_cells_in_flight=3)
+    for c in doc["cells"]:
+        if c["ring"] == "ring0":
+            c["control_plane"] = c["pools"][0]["kubelet"] = "v1.36.1"  # a patch to v1.36.3
+    plan = plan_fleet(doc)
+    assert plan["cells"]["canary-1"]["patch_only"] and not plan["cells"]["stage-1"]["patch_only"]
+    assert plan["rings"][0]["batches"] == [["canary-1", "dev-1"]]  # patch-only: up to 3 at once
+    assert plan["rings"][1]["batches"] == [["stage-1"], ["inf-east"]]  # minors: one at a time
+    # 0.3 x 448 = 134 GPUs: inf-west (64) and train-a (128) no longer fit together
+    assert plan["rings"][2]["batches"] == [["inf-west"], ["train-a"], ["train-b"]]
+
+
+def test_ring_targets_and_cells_already_there():
+    doc = fleet(target=None)
+    doc["policy"]["rings"] = [{"name": "ring0", "target": "v1.36.3"}, {"name": "ring1", "target": "v1.36.3"},
+                              {"name": "ring2", "target": "1.35.4"}]
+    plan = plan_fleet(doc)
+    assert plan["rings"][2]["target"] == "v1.35.4"
+    assert plan["rings"][2]["at_target"] == ["inf-west", "train-a", "train-b"]
+    assert plan["rings"][2]["batches"] == []
+    assert plan["cells"]["train-a"]["at_target"] and plan["cells"]["train-a"]["node_drains"] == 0
+
+
+def test_skip_level_training_pool_stays_and_a_lagging_pool_must_move_before_the_next_hop():
+    doc = fleet(target="v1.37.2")
+    doc["cells"] = [cell("train-a", "ring0", "training", gpus=128, cp="v1.35.4", kubelet="v1.35.4"),
+                    cell("train-b", "ring1", "training", gpus=128, cp="v1.35.4", kubelet="v1.32.9"),
+                    cell("inf-1", "ring2", "inference", gpus=64)]
+    doc["cells"][2]["pools"][0]["skip_level"] = False
+    plan = plan_fleet(doc)
+    a, b, inf = plan["cells"]["train-a"], plan["cells"]["train-b"], plan["cells"]["inf-1"]
+    assert a["control_plane_path"] == ["v1.36", "v1.37.2"]  # one minor at a time; v1.36's release not named
+    # training pool at the control plane's minor: one drain, N -> N+2, after the last hop
+    assert [(s["from"], s["to"]) for s in a["pools"][0]["steps"]] == [("v1.35", "v1.37.2")]
+    assert a["node_upgrade_before_next_hop"] == []
+    # kubelets three minors behind: the next hop would make it four - the pool moves first
+    assert b["node_upgrade_before_next_hop"] == ["h100"] and plan["node_upgrade_before_next_hop"] == ["train-b"]
+    assert b["pools"][0]["steps"][0]["after_hop"] == 0
+    # a pool that follows the control plane drains at every hop
+    assert len(inf["pools"][0]["steps"]) == 2
+    assert inf["node_drains"] == 2 * 8
+    doc["policy"]["hop_versions"] = {"1.36": "1.36.3"}
+    assert plan_fleet(doc)["cells"]["train-a"]["control_plane_path"] == ["v1.36.3", "v1.37.2"]
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda d: d["cells"][0].__setitem__("ring", "ring9"),
+     r"cells\[0\] \(canary-1\)\.ring: ring9 is not a ring of policy\.rings \(ring0, ring1, ring2\)"),
+    (lambda d: d["cells"][3].__setitem__("ring", "ring1"),
+     r"cells \(inf-east\)\.dr_partner: inf-east and inf-west are a DR pair and both in ring ring1; put them in"),
+    (lambda d: d["cells"][3].__setitem__("dr_partner", "stage-1"),
+     r"cells \(inf-east\)\.dr_partner: inf-west names stage-1 as its partner; a DR pair names each other"),
+    (lambda d: d["cells"][2].__setitem__("dr_partner", "nowhere"),
+     r"cells \(inf-east\)\.dr_partner: nowhere is not a cell of the fleet"),
+    (lambda d: d["cells"].append(cell("dev-1", "ring0", "dev")),
+     r"cells\[7\] \(dev-1\)\.name: cell dev-1 is listed twice"),
+    (lambda d: d["cells"][1].__setitem__("kind", "batch"), r"value of kind must be one of: canary, dev"),
+    (lambda d: d["cells"][1].pop("region"), r"missing required arguments: region"),
+    (lambda d: d["cells"][1].__setitem__("name", "Dev_1"), r"cells\[1\]\.name: 'Dev_1' is not a DNS label"),
+    (lambda d: d["cells"][1].__setitem__("control_plane", "1.35"),
+     r"cells\[1\] \(dev-1\)\.control_plane: '1\.35' names a minor"),
+    (lambda d: d["cells"][5].__setitem__("gpus", 400),
+     r"cells \(train-a\)\.gpus: 400 GPUs is 56% of the fleet's 720"),
+    (lambda d: d["policy"].__setitem__("target", None), r"rings\[0\] \(ring0\)\.target: no target for this ring"),
+    (lambda d: d["policy"].__setitem__("patch_max_cells_in_flight", 1), r"patch_max_cells_in_flight: 1 is below"),
+    (lambda d: d["policy"].__setitem__("max_gpu_fraction_in_flight", 0), r"max_gpu_fraction_in_flight: 0"),
+    (lambda d: d["policy"]["rings"].append({"name": "ring0"}), r"rings\[3\]\.name: ring ring0 is listed twice"),
+    (lambda d: d["cells"][5].__setitem__("pools", []), r"cells\[5\] \(train-a\)\.pools: a training cell without"),
+    (lambda d: d["cells"][5]["pools"][0].__setitem__("kubelet", "latest"), r"cells\[5\] \(train-a\)\.pools\[0\]"),
+    (lambda d: d.__setitem__("cells", []), r"gpufleet_fleet\.cells: empty"),
+])
+def test_bad_fleet_input_is_refused_naming_the_cell_and_the_field(edit, message):
+    doc = fleet()
+    edit(doc)
+    with pytest.raises(InputError, match=message):
+        plan_fleet(doc)
+
+
+@pytest.mark.parametrize("edit, message", [
+    # kubelets already four minors behind: out of policy today
+    (lambda d: d["cells"][5]["pools"][0].__setitem__("kubelet", "v1.31.2"),
+     r"cells \(train-a\): already out of the skew policy: kubelet on pool h100 is v1\.31\.2"),
+    # a ring target below the cell's control plane is a downgrade
+    (lambda d: d["cells"][0].__setitem__("control_plane", "v1.37.0"),
+     r"cells \(canary-1\): target v1\.36\.3 is older"),
+])
+def test_cells_the_skew_policy_refuses(edit, message):
+    doc = fleet()
+    edit(doc)
+    with pytest.raises(PolicyError, match=message):
+        plan_fleet(doc)
+
+
+def test_the_input_is_not_changed_and_defaults_have_one_home():
+    doc = fleet()
+    before = copy.deepcopy(doc)
+    parsed = parse_fleet(doc)
+    assert doc == before
+    assert parsed["policy"]["patch_max_cells_in_flight"] == 4  # twice max_cells_in_flight
+    assert parsed["policy"]["training_one_at_a_time"] is True
+
+
+def test_the_documented_example_plans():
+    import pathlib
+
+    import yaml
+
+    doc = yaml.safe_load((pathlib.Path(__file__).parents[3] / "docs" / "fleet-example.yml").read_text())
+    plan = plan_fleet(doc["gpufleet_fleet"])
+    assert [r["batches"] for r in plan["rings"]] == [[["canary-1"]], [["inf-east"]],
+                                                     [["inf-west", "train-a"], ["train-b"]]]
+    # train-a's kubelets are two minors behind: v1.36 would make it three, still within the policy
+    assert plan["cells"]["train-a"]["node_upgrade_before_next_hop"] == []
+    assert plan["cells"]["train-a"]["pools"][0]["must_upgrade_before_hop"] == 2
