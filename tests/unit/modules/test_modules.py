@@ -7,8 +7,8 @@ import json
 import pytest
 
 from ansible_collections.gpufleet.upgrade.plugins.modules import (
-    addon_support, baseline_info, dcgm_diag, etcd_status, fleet_plan, gpu_health, kubeadm_plan, nccl_allreduce,
-    node_gate, removed_apis, version_skew, wave_plan)
+    addon_support, baseline_info, dcgm_diag, etcd_status, fleet_plan, fleet_report, gpu_health, kubeadm_plan,
+    nccl_allreduce, node_gate, removed_apis, version_skew, wave_plan)
 from tests.conftest import pool_baseline, FIXTURES, fixture_text
 
 
@@ -199,7 +199,7 @@ def test_wave_plan(run):
 
 def test_fleet_plan(run):
     from tests.unit.module_utils.test_fleet import fleet
-    out = run(fleet_plan, {"fleet": fleet(), "_ansible_check_mode": True})
+    out = run(fleet_plan, {"fleet": fleet()}, check_mode=True)
     assert not out.failed and out.result["changed"] is False
     assert [r["batches"] for r in out.result["rings"]][2] == [["inf-west", "train-a"], ["train-b"]]
     doc = fleet()
@@ -207,6 +207,23 @@ def test_fleet_plan(run):
     bad = run(fleet_plan, {"fleet": doc})
     assert bad.failed and bad.result["error_type"] == "InputError"
     assert "inf-east and inf-west are a DR pair and both in ring ring1" in bad.result["msg"]
+
+
+def test_fleet_report_fails_on_an_alert_and_writes_nothing_in_check_mode(run, tmp_path):
+    from tests.unit.module_utils.test_fleet_report import PATCHES, example, readings
+    args = {"fleet": example(), "readings": readings(), "latest_patches": PATCHES, "today": "2026-12-01",
+            "dest": str(tmp_path / "report")}
+    out = run(fleet_report, args)
+    assert not out.failed and out.result["changed"] and len(out.result["files"]) == 3
+    assert not run(fleet_report, args).result["changed"]  # the same report: no file rewritten
+    behind = dict(args, readings=readings(canary_1={"control_plane": "v1.36.1", "kubelets": {"h100": ["v1.36.1"]}}),
+                  dest=str(tmp_path / "check"))
+    alert = run(fleet_report, behind, check_mode=True)
+    assert alert.failed
+    assert "fleet prod: 1 alert(s): canary-1: v1.36.1 is 132 days behind v1.36.3" in alert.result["msg"]
+    assert alert.result["files"] == [] and not (tmp_path / "check").exists()
+    relative = run(fleet_report, dict(args, dest="out/report"))
+    assert relative.failed and "dest: out/report is not an absolute path" in relative.result["msg"]
 
 
 def test_an_unexpected_error_is_a_clear_failure_naming_the_module(run, monkeypatch):

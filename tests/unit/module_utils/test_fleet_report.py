@@ -1,0 +1,109 @@
+"""The fleet report (plugins/module_utils/fleet_report.py): versions and skew per cell, days to EOL and behind the
+latest patch, the patch-SLO alerts, and fail-closed readings; Markdown and HTML renderings."""
+from __future__ import annotations
+
+import json
+import pathlib
+
+import pytest
+import yaml
+
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import InputError
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.fleet_report import (
+    build_report, html_page, markdown, write_files)
+
+ROOT = pathlib.Path(__file__).resolve().parents[3]
+TODAY = "2026-12-01"
+PATCHES = {"1.35": {"version": "v1.35.4", "released": "2026-04-15"},
+           "1.36": {"version": "v1.36.3", "released": "2026-07-22"}}
+
+
+def example():
+    return yaml.safe_load((ROOT / "docs" / "fleet-example.yml").read_text())["gpufleet_fleet"]
+
+
+def readings(**changes):
+    out = {c["name"]: {"control_plane": "v1.36.3", "state": "done",
+                       "kubelets": {p["name"]: ["v1.36.3", "v1.36.3"] for p in c["pools"]}}
+           for c in example()["cells"]}
+    for cell, reading in changes.items():
+        if reading is None:
+            out.pop(cell.replace("_", "-"))
+        else:
+            out[cell.replace("_", "-")].update(reading)
+    return out
+
+
+def test_a_fleet_on_its_latest_patches_has_no_alert():
+    report = build_report(example(), readings(train_a={"state": "upgrading", "kubelets": {
+        "h100-train": ["v1.33.6", "v1.36.3"]}}), PATCHES, TODAY)
+    assert report["alerts"] == []
+    assert report["version_spread"] == {"v1.36.3": 5}
+    train = next(r for r in report["cells"] if r["cell"] == "train-a")
+    assert train["pools"] == [{"pool": "h100-train", "oldest": "v1.33.6", "newest": "v1.36.3", "nodes": 2,
+                               "minors_behind": 3}]
+    assert train["days_to_eol"] == 209 and train["days_behind_latest_patch"] == 0  # 1.36 EOL 2027-06-28
+    assert report["rings"][2] == {"ring": "ring2", "target": "v1.36.3", "cells": 3,
+                                  "states": {"upgrading": 1, "done": 2}}
+
+
+def test_patch_slo_and_end_of_life_alerts():
+    old = readings(canary_1={"control_plane": "v1.35.3", "kubelets": {"h100": ["v1.35.3"]}},  # 230 days behind v1.35.4
+                   inf_east={"control_plane": "v1.33.13", "kubelets": {"l40s": ["v1.33.13"]}})
+    report = build_report(example(), old, dict(PATCHES, **{"1.33": {"version": "v1.33.13",
+                                                                   "released": "2026-06-11"}}), TODAY)
+    assert "canary-1: v1.35.3 is 230 days behind v1.35.4 (released 2026-04-15; the patch SLO is 30 days)" in \
+        report["alerts"]
+    assert any(a.startswith("inf-east: v1.33 reached end of life on 2026-06-28") for a in report["alerts"])
+    assert len(report["alerts"]) == 2
+    # 29 days behind is within the SLO, 31 is not
+    near = readings(canary_1={"control_plane": "v1.36.1"})
+    assert build_report(example(), near, PATCHES, "2026-08-20")["alerts"] == []
+    assert len(build_report(example(), near, PATCHES, "2026-08-22")["alerts"]) == 1
+
+
+def test_what_cannot_be_read_is_an_alert_never_a_pass():
+    bad = readings(canary_1=None, inf_east={"control_plane": "<b>latest</b>"},
+                   inf_west={"kubelets": {"l40s": []}}, train_b={"state": "finished"})
+    report = build_report(example(), bad, {"1.36": PATCHES["1.36"]}, TODAY)
+    text = "\n".join(report["alerts"])
+    assert "canary-1: no reading of the cell" in text
+    assert "inf-east.control_plane: '<b>latest</b>'" in text
+    assert "inf-west: pool l40s has no kubelet reading" in text
+    assert "train-b: state 'finished' is not one of pending" in text
+    # a running minor with no latest-patch data
+    report = build_report(example(), readings(train_a={"control_plane": "v1.35.4", "kubelets": {
+        "h100-train": ["v1.35.4"]}}), {"1.36": PATCHES["1.36"]}, TODAY)
+    assert report["alerts"] == ["train-a: no latest patch known for v1.35; add latest_patches['1.35']"]
+    # kubelets out of the skew policy
+    skewed = readings(train_a={"kubelets": {"h100-train": ["v1.32.9"]}})
+    assert "out of the skew policy" in build_report(example(), skewed, PATCHES, TODAY)["alerts"][0]
+
+
+@pytest.mark.parametrize("args, message", [
+    (({"nowhere": {}}, PATCHES, TODAY), r"readings: nowhere not a cell of the fleet"),
+    ((None, {}, TODAY), r"latest_patches: expected a mapping of minor"),
+    ((None, {"1.36": {"version": "v1.35.4", "released": "2026-01-01"}}, TODAY),
+     r"v1\.35\.4 is not a release of 1\.36"),
+    ((None, {"1.36": {"version": "v1.36.3"}}, TODAY), r"latest_patches\[1\.36\]: expected \{version, released\}"),
+    ((None, PATCHES, "01/12/2026"), r"today: '01/12/2026' is not a date"),
+])
+def test_bad_input_is_refused(args, message):
+    with pytest.raises(InputError, match=message):
+        build_report(example(), *args)
+
+
+def test_declared_versions_when_there_is_no_reading_and_the_renderings(tmp_path):
+    report = build_report(example(), None, PATCHES, TODAY)
+    assert {r["state"] for r in report["cells"]} == {"pending"}
+    assert report["version_spread"] == {"v1.35.4": 5}
+    md = markdown(report)
+    assert "| train-a | ring2 | training | pending | v1.35.4 | h100-train v1.33.6..v1.33.6 (2 behind) | 89 |" in md
+    page = html_page(build_report(example(), readings(inf_east={"control_plane": "<b>x</b>"}), PATCHES, TODAY))
+    assert "<b>x</b>" not in page and "&lt;b&gt;x&lt;/b&gt;" in page  # readings are escaped
+    assert page.count("<svg") == 2 and page.count('<tr class="alerting">') == 1
+    first = write_files(str(tmp_path), report)
+    assert first["changed"] and sorted(pathlib.Path(f).name for f in first["files"]) == [
+        "fleet-report.html", "fleet-report.json", "fleet-report.md"]
+    assert json.loads((tmp_path / "fleet-report.json").read_text())["fleet"] == "prod"
+    assert write_files(str(tmp_path), report)["changed"] is False
