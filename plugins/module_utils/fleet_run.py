@@ -1,0 +1,273 @@
+# Copyright: gpufleet contributors
+# Apache License 2.0
+"""The fleet run's decisions, as pure functions over the plan (fleet.py), the fleet ledger and the halt readings:
+which step comes next, how the ledger changes, and whether a halt condition holds.
+
+The ledger is the run's memory, read back on every run (durable: a JSON file the caller keeps): per cell its
+ring, state (pending, upgrading, done, failed), version, reason and last change; per ring when its soak began and
+ended; and the halt that stopped the fleet, if any. A cell that fails is never retried automatically: the fleet
+stops and names it, and only a typed confirmation naming the fleet and the cell puts it back to pending.
+
+Halt conditions compare each cell's readings after its upgrade (and during the ring's soak) with the readings
+before, against thresholds from the fleet policy. A reading that is missing is a halt, never a pass.
+"""
+from __future__ import annotations
+
+import datetime
+from typing import Any, Dict, List, Mapping, Optional
+
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import InputError
+
+LEDGER_VERSION = 1
+CELL_STATES = ("pending", "upgrading", "done", "failed")
+
+# Thresholds (the fleet policy's `halt` section); each default lives here.
+HALT_SPEC: Dict[str, Any] = {
+    "max_429_per_minute_increase": {"type": "float", "default": 5.0},      # apiserver 429s, per minute, over before
+    "max_latency_regression": {"type": "float", "default": 0.5},          # p99 request latency, fraction over before
+    "max_not_ready_nodes": {"type": "int", "default": 0},
+    "min_gpu_allocatable_fraction": {"type": "float", "default": 1.0},    # of the GPUs expected on each pool
+    "max_nccl_regression": {"type": "float", "default": 0.1},             # bus bandwidth, fraction under before
+    "max_jobset_restarts_increase": {"type": "int", "default": 0},
+    "max_inference_p99_regression": {"type": "float", "default": 0.2},    # fraction over before
+}
+# reading name -> (the threshold, how it is judged)
+CONDITIONS = (
+    ("apiserver_429_per_minute", "max_429_per_minute_increase", "increase"),
+    ("apiserver_p99_seconds", "max_latency_regression", "regression"),
+    ("not_ready_nodes", "max_not_ready_nodes", "ceiling"),
+    ("gpu_allocatable_fraction", "min_gpu_allocatable_fraction", "floor"),
+    ("nccl_busbw_gbps", "max_nccl_regression", "drop"),
+    ("jobset_restarts", "max_jobset_restarts_increase", "increase"),
+    ("inference_p99_ms", "max_inference_p99_regression", "regression"),
+)
+
+
+def parse_halt_policy(value: Any) -> Dict[str, Any]:
+    result = ArgumentSpecValidator(HALT_SPEC).validate(dict(value or {}))
+    if result.error_messages:
+        raise InputError("gpufleet_fleet.policy.halt: %s" % "; ".join(result.error_messages))
+    out = dict(result.validated_parameters)
+    for key, number in out.items():
+        if number < 0:
+            raise InputError("gpufleet_fleet.policy.halt.%s: %s; give 0 or more" % (key, number))
+    return out
+
+
+def halts(cell: str, before: Optional[Mapping[str, Any]], after: Optional[Mapping[str, Any]],
+          policy: Mapping[str, Any], wanted: Optional[List[str]] = None) -> List[Dict[str, Any]]:
+    """Every halt condition that holds for ``cell``: ``[{cell, condition, before, after, threshold, message}]``.
+
+    ``wanted``: the readings this cell must have (default: all of CONDITIONS); a wanted reading missing before or
+    after is a halt, since a condition that could not be measured is not a pass."""
+    out = []
+    names = wanted if wanted is not None else [c[0] for c in CONDITIONS]
+    unknown = sorted(set(names) - {c[0] for c in CONDITIONS})
+    if unknown:
+        raise InputError("halt readings of %s: unknown %s; known: %s" % (
+            cell, ", ".join(unknown), ", ".join(c[0] for c in CONDITIONS)))
+    for name, limit_key, how in CONDITIONS:
+        if name not in names:
+            continue
+        limit = policy[limit_key]
+        old = (before or {}).get(name)
+        new = (after or {}).get(name)
+        needs_before = how in ("increase", "regression", "drop")
+        if new is None or (needs_before and old is None):
+            out.append({"cell": cell, "condition": name, "before": old, "after": new, "threshold": limit,
+                        "message": "%s: %s was not measured %s; a halt condition that cannot be read halts" % (
+                            cell, name, "after the upgrade" if new is None else "before the upgrade")})
+            continue
+        try:
+            old_f = float(old) if old is not None else 0.0
+            new_f = float(new)
+        except (TypeError, ValueError):
+            out.append({"cell": cell, "condition": name, "before": old, "after": new, "threshold": limit,
+                        "message": "%s: %s reading %r / %r is not a number" % (cell, name, old, new)})
+            continue
+        if how == "increase":
+            held, text = new_f - old_f > limit, "rose from %g to %g (at most +%g)" % (old_f, new_f, limit)
+        elif how == "regression":
+            held = new_f > old_f * (1 + limit)
+            text = "rose from %g to %g (at most %g%% over)" % (old_f, new_f, 100 * limit)
+        elif how == "drop":
+            held = new_f < old_f * (1 - limit)
+            text = "fell from %g to %g (at most %g%% under)" % (old_f, new_f, 100 * limit)
+        elif how == "ceiling":
+            held, text = new_f > limit, "is %g (at most %g)" % (new_f, limit)
+        else:  # floor
+            held, text = new_f < limit, "is %g (at least %g)" % (new_f, limit)
+        if held:
+            out.append({"cell": cell, "condition": name, "before": old, "after": new, "threshold": limit,
+                        "message": "%s: %s %s" % (cell, name, text)})
+    return out
+
+
+# -- the ledger ----------------------------------------------------------------------------------------------------
+def new_ledger(plan: Mapping[str, Any]) -> Dict[str, Any]:
+    return {"version": LEDGER_VERSION, "fleet": plan["fleet"], "halt": None,
+            "rings": {r["ring"]: {"soak_started": None, "soak_done": None} for r in plan["rings"]},
+            "cells": {name: {"ring": c["ring"], "state": "done" if c["at_target"] else "pending",
+                             "version": c["current"], "target": c["target"], "reason": "", "updated": None,
+                             "change_record": None}
+                      for name, c in sorted(plan["cells"].items())}}
+
+
+def check_ledger(ledger: Any, plan: Mapping[str, Any]) -> Dict[str, Any]:
+    """The ledger read back, checked against the plan; a new one when there is none. A ledger of another fleet,
+    of an unknown version, or with a cell the plan does not have is refused (it would steer the wrong run); a cell
+    new to the plan starts pending."""
+    if ledger in (None, {}):
+        return new_ledger(plan)
+    if not isinstance(ledger, Mapping) or ledger.get("version") != LEDGER_VERSION:
+        raise InputError("fleet ledger: not a version-%d gpufleet ledger; move it aside to start the fleet over"
+                         % LEDGER_VERSION)
+    if ledger.get("fleet") != plan["fleet"]:
+        raise InputError("fleet ledger: it belongs to fleet %s, not %s; give this fleet's ledger" % (
+            ledger.get("fleet"), plan["fleet"]))
+    cells = dict(ledger.get("cells") or {})
+    extra = sorted(set(cells) - set(plan["cells"]))
+    if extra:
+        raise InputError("fleet ledger: cell(s) %s are not in the fleet any more; remove them from the ledger, or "
+                         "put them back in the fleet" % ", ".join(extra))
+    fresh = new_ledger(plan)
+    for name, entry in cells.items():
+        if not isinstance(entry, Mapping) or entry.get("state") not in CELL_STATES:
+            raise InputError("fleet ledger: cell %s has state %r; one of %s" % (
+                name, (entry or {}).get("state") if isinstance(entry, Mapping) else entry, ", ".join(CELL_STATES)))
+        merged = dict(fresh["cells"][name], **entry)
+        merged["ring"] = plan["cells"][name]["ring"]
+        if merged["target"] != plan["cells"][name]["target"] and merged["state"] == "done":
+            merged["state"] = "pending"  # a new target for a cell that finished the old one
+        merged["target"] = plan["cells"][name]["target"]
+        fresh["cells"][name] = merged
+    for ring, entry in (ledger.get("rings") or {}).items():
+        if ring in fresh["rings"]:
+            fresh["rings"][ring].update(entry or {})
+    fresh["halt"] = ledger.get("halt")
+    return fresh
+
+
+def next_step(plan: Mapping[str, Any], ledger: Mapping[str, Any], now: datetime.datetime) -> Dict[str, Any]:
+    """What the fleet does next: ``stop`` (a failed cell), ``upgrade`` (the next cells of the first unfinished
+    ring, under the caps given what is already upgrading), ``wait`` (cells still upgrading, no room), ``soak``
+    (the ring is done; its soak has ``remaining`` seconds), ``promote`` (the soak is over: mark it and go on) or
+    ``complete``. Rings are strictly in order: nothing of a ring starts before the one before it soaked clean."""
+    cells = ledger["cells"]
+    failed = sorted(c for c, e in cells.items() if e["state"] == "failed")
+    if failed:
+        return {"action": "stop", "cells": failed,
+                "message": "cell(s) %s failed (%s); a failed cell is not retried automatically: fix it, then put it "
+                           "back with gpufleet_fleet_retry='retry %s in fleet %s'" % (
+                               ", ".join(failed), "; ".join("%s: %s" % (c, cells[c]["reason"] or "no reason")
+                                                             for c in failed), failed[0], plan["fleet"])}
+    for ring in plan["rings"]:
+        name = ring["ring"]
+        members = ring["cells"]
+        upgrading = [c for c in members if cells[c]["state"] == "upgrading"]
+        pending = [c for c in members if cells[c]["state"] == "pending"]
+        if pending or upgrading:
+            batch = _room(plan, ring, cells, upgrading)
+            if batch:
+                return {"action": "upgrade", "ring": name, "cells": batch,
+                        "message": "ring %s: upgrade %s" % (name, ", ".join(batch))}
+            return {"action": "wait", "ring": name, "cells": upgrading,
+                    "message": "ring %s: %s still upgrading" % (name, ", ".join(upgrading))}
+        soak = ledger["rings"][name]
+        if soak.get("soak_done"):
+            continue
+        started = soak.get("soak_started")
+        if not started:
+            return {"action": "soak", "ring": name, "remaining": ring["soak_seconds"], "start": True,
+                    "message": "ring %s done: soak %d s before the next ring" % (name, ring["soak_seconds"])}
+        elapsed = (now - datetime.datetime.fromisoformat(started)).total_seconds()
+        remaining = max(int(ring["soak_seconds"] - elapsed), 0)
+        if remaining:
+            return {"action": "soak", "ring": name, "remaining": remaining, "start": False,
+                    "message": "ring %s soaking: %d s left" % (name, remaining)}
+        return {"action": "promote", "ring": name,
+                "message": "ring %s soaked %d s clean: the next ring may start" % (name, ring["soak_seconds"])}
+    return {"action": "complete", "message": "every ring of fleet %s is done and soaked" % plan["fleet"]}
+
+
+def _room(plan: Mapping[str, Any], ring: Mapping[str, Any], cells: Mapping[str, Any],
+          upgrading: List[str]) -> List[str]:
+    """The next cells of the ring that fit beside the ones upgrading: the plan's batches in order, each batch's
+    pending cells, as long as the caps still hold with the upgrading cells counted."""
+    caps = plan["caps"]
+    info = plan["cells"]
+    chosen: List[str] = []
+    for batch in ring["batches"]:
+        for cell in batch:
+            if cells[cell]["state"] != "pending":
+                continue
+            trial = upgrading + chosen + [cell]
+            cap = caps["patch_max_cells_in_flight"] if all(info[c]["patch_only"] for c in trial) \
+                else caps["max_cells_in_flight"]
+            training = sum(info[c]["kind"] == "training" for c in trial)
+            if (len(trial) > cap or sum(info[c]["gpus"] for c in trial) > caps["max_gpus_in_flight"]
+                    or (caps["training_one_at_a_time"] and training > 1)):
+                return chosen
+            chosen.append(cell)
+        if chosen:
+            return chosen  # one batch at a time: the next batch waits for this one
+    return chosen
+
+
+def record(ledger: Mapping[str, Any], cell: str, state: str, now: datetime.datetime, version: str = "",
+           reason: str = "", change_record: Optional[str] = None) -> Dict[str, Any]:
+    """The ledger with ``cell`` moved to ``state`` (a new dict; the input is not changed)."""
+    if state not in CELL_STATES:
+        raise InputError("fleet ledger: state %r is not one of %s" % (state, ", ".join(CELL_STATES)))
+    if cell not in ledger["cells"]:
+        raise InputError("fleet ledger: %s is not a cell of fleet %s" % (cell, ledger["fleet"]))
+    out = dict(ledger, cells=dict(ledger["cells"]))
+    entry = dict(out["cells"][cell], state=state, reason=reason, updated=now.isoformat())
+    if version:
+        entry["version"] = version
+    if change_record:
+        entry["change_record"] = change_record
+    out["cells"][cell] = entry
+    return out
+
+
+def retry(ledger: Mapping[str, Any], cell: str, confirmation: str, now: datetime.datetime) -> Dict[str, Any]:
+    """Put a failed cell back to pending: only with the typed confirmation ``retry CELL in fleet FLEET``."""
+    wanted = "retry %s in fleet %s" % (cell, ledger["fleet"])
+    if confirmation != wanted:
+        raise InputError("gpufleet_fleet_retry: type exactly %r to put failed cell %s back (got %r)" % (
+            wanted, cell, confirmation))
+    if ledger["cells"].get(cell, {}).get("state") != "failed":
+        raise InputError("gpufleet_fleet_retry: %s has not failed (it is %s); nothing to retry" % (
+            cell, ledger["cells"].get(cell, {}).get("state", "not a cell of the fleet")))
+    return record(ledger, cell, "pending", now, reason="retried: %s" % confirmation)
+
+
+def soak(ledger: Mapping[str, Any], ring: str, now: datetime.datetime, done: bool = False) -> Dict[str, Any]:
+    """The ledger with ``ring``'s soak started (or, with ``done``, ended) at ``now``."""
+    if ring not in ledger["rings"]:
+        raise InputError("fleet ledger: %s is not a ring of fleet %s" % (ring, ledger["fleet"]))
+    out = dict(ledger, rings=dict(ledger["rings"]))
+    out["rings"][ring] = dict(out["rings"][ring], **({"soak_done": now.isoformat()} if done
+                                                      else {"soak_started": now.isoformat(), "soak_done": None}))
+    return out
+
+
+def halt(ledger: Mapping[str, Any], ring: str, found: List[Dict[str, Any]], now: datetime.datetime) -> Dict[str, Any]:
+    """The ledger of a fleet stopped by ``found`` halt conditions in ``ring``: the halt is recorded with its
+    readings, and the ring's soak starts over when the run resumes (a soak interrupted by a halt is not clean)."""
+    if not found:
+        raise InputError("fleet halt: no halt condition given")
+    out = dict(ledger, rings=dict(ledger["rings"]))
+    out["rings"][ring] = dict(out["rings"][ring], soak_started=None, soak_done=None)
+    out["halt"] = {"ring": ring, "at": now.isoformat(), "conditions": list(found),
+                   "message": "fleet %s halted in ring %s: %s" % (ledger["fleet"], ring,
+                                                                  "; ".join(f["message"] for f in found))}
+    return out
+
+
+def clear_halt(ledger: Mapping[str, Any]) -> Dict[str, Any]:
+    """The ledger of a resumed fleet (its halt conditions read clean again): the halt moves to ``last_halt``."""
+    return dict(ledger, halt=None, last_halt=ledger.get("halt") or ledger.get("last_halt"))

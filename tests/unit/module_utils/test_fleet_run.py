@@ -1,0 +1,144 @@
+"""The fleet run's decisions (plugins/module_utils/fleet_run.py): the next step from the plan and the ledger,
+rings strictly in order under the caps, soaks, failed cells never retried without the typed confirmation, the
+ledger read back, and the halt conditions failing closed."""
+from __future__ import annotations
+
+import copy
+import datetime
+
+import pytest
+
+from ansible_collections.gpufleet.upgrade.plugins.module_utils import fleet_run as run
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import InputError
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.fleet import plan_fleet
+from tests.unit.module_utils.test_fleet import fleet
+
+T0 = datetime.datetime(2026, 12, 1, 2, 0, 0, tzinfo=datetime.UTC)
+
+
+def at(seconds):
+    return T0 + datetime.timedelta(seconds=seconds)
+
+
+def finish(ledger, cells, when):
+    for cell in cells:
+        ledger = run.record(ledger, cell, "done", when, version="v1.36.3")
+    return ledger
+
+
+def test_a_fleet_goes_ring_by_ring_with_soaks_and_completes():
+    plan = plan_fleet(fleet())
+    ledger = run.check_ledger(None, plan)
+    step = run.next_step(plan, ledger, T0)
+    assert (step["action"], step["ring"], step["cells"]) == ("upgrade", "ring0", ["canary-1", "dev-1"])
+    ledger = run.record(run.record(ledger, "canary-1", "upgrading", T0), "dev-1", "upgrading", T0)
+    assert run.next_step(plan, ledger, T0)["action"] == "wait"
+    ledger = finish(ledger, ["canary-1"], at(60))
+    assert run.next_step(plan, ledger, at(60))["action"] == "wait"  # dev-1 still upgrading: ring1 waits
+    ledger = finish(ledger, ["dev-1"], at(90))
+    step = run.next_step(plan, ledger, at(90))
+    assert (step["action"], step["remaining"], step["start"]) == ("soak", 600, True)
+    ledger = run.soak(ledger, "ring0", at(90))
+    assert run.next_step(plan, ledger, at(400))["remaining"] == 290
+    assert run.next_step(plan, ledger, at(690))["action"] == "promote"
+    ledger = run.soak(ledger, "ring0", at(690), done=True)
+    step = run.next_step(plan, ledger, at(690))
+    assert (step["action"], step["ring"], step["cells"]) == ("upgrade", "ring1", ["stage-1", "inf-east"])
+    ledger = finish(ledger, ["stage-1", "inf-east"], at(900))
+    ledger = run.soak(run.soak(ledger, "ring1", at(900)), "ring1", at(4500), done=True)
+    # ring2: the plan's first batch (inf-west with train-a), then train-b alone - never two training cells at once
+    step = run.next_step(plan, ledger, at(4500))
+    assert step["cells"] == ["inf-west", "train-a"]
+    ledger = run.record(run.record(ledger, "inf-west", "upgrading", at(4500)), "train-a", "upgrading", at(4500))
+    ledger = finish(ledger, ["inf-west"], at(5000))
+    assert run.next_step(plan, ledger, at(5000))["action"] == "wait"  # train-b waits for train-a
+    ledger = finish(ledger, ["train-a"], at(6000))
+    assert run.next_step(plan, ledger, at(6000))["cells"] == ["train-b"]
+    ledger = finish(ledger, ["train-b"], at(7000))
+    ledger = run.soak(run.soak(ledger, "ring2", at(7000)), "ring2", at(93400), done=True)
+    assert run.next_step(plan, ledger, at(93400))["action"] == "complete"
+
+
+def test_a_failed_cell_stops_the_fleet_until_the_typed_retry():
+    plan = plan_fleet(fleet())
+    ledger = run.record(run.check_ledger(None, plan), "canary-1", "failed", T0, reason="gate nccl on gpu-a1")
+    step = run.next_step(plan, ledger, T0)
+    assert step["action"] == "stop" and step["cells"] == ["canary-1"]
+    assert "canary-1: gate nccl on gpu-a1" in step["message"]
+    assert "gpufleet_fleet_retry='retry canary-1 in fleet prod'" in step["message"]
+    with pytest.raises(InputError, match=r"type exactly 'retry canary-1 in fleet prod'"):
+        run.retry(ledger, "canary-1", "retry canary-1", T0)
+    with pytest.raises(InputError, match=r"dev-1 has not failed \(it is pending\)"):
+        run.retry(ledger, "dev-1", "retry dev-1 in fleet prod", T0)
+    again = run.retry(ledger, "canary-1", "retry canary-1 in fleet prod", T0)
+    assert again["cells"]["canary-1"]["state"] == "pending"
+    assert ledger["cells"]["canary-1"]["state"] == "failed"  # the input is not changed
+    assert run.next_step(plan, again, T0)["action"] == "upgrade"
+
+
+def test_the_ledger_read_back_is_checked_against_the_plan():
+    plan = plan_fleet(fleet())
+    ledger = finish(run.check_ledger(None, plan), ["canary-1"], T0)
+    back = run.check_ledger(copy.deepcopy(ledger), plan)
+    assert back["cells"]["canary-1"]["state"] == "done" and back["cells"]["dev-1"]["state"] == "pending"
+    # a new target: the cells that finished the old one start again
+    retarget = plan_fleet(fleet(target="v1.36.4"))
+    assert run.check_ledger(copy.deepcopy(ledger), retarget)["cells"]["canary-1"]["state"] == "pending"
+    other = dict(ledger, fleet="staging")
+    with pytest.raises(InputError, match=r"it belongs to fleet staging, not prod"):
+        run.check_ledger(other, plan)
+    gone = copy.deepcopy(ledger)
+    gone["cells"]["old-cell"] = {"state": "done"}
+    with pytest.raises(InputError, match=r"cell\(s\) old-cell are not in the fleet any more"):
+        run.check_ledger(gone, plan)
+    broken = copy.deepcopy(ledger)
+    broken["cells"]["dev-1"]["state"] = "finished"
+    with pytest.raises(InputError, match=r"cell dev-1 has state 'finished'"):
+        run.check_ledger(broken, plan)
+    with pytest.raises(InputError, match=r"not a version-1 gpufleet ledger"):
+        run.check_ledger({"cells": {}}, plan)
+
+
+def test_a_halt_restarts_the_rings_soak():
+    plan = plan_fleet(fleet())
+    ledger = run.soak(finish(run.check_ledger(None, plan), ["canary-1", "dev-1"], T0), "ring0", T0)
+    found = run.halts("dev-1", {"nccl_busbw_gbps": 480}, {"nccl_busbw_gbps": 300}, run.parse_halt_policy({}),
+                      ["nccl_busbw_gbps"])
+    halted = run.halt(ledger, "ring0", found, at(100))
+    assert halted["halt"]["message"] == ("fleet prod halted in ring ring0: dev-1: nccl_busbw_gbps fell from 480 to "
+                                         "300 (at most 10% under)")
+    step = run.next_step(plan, halted, at(700))
+    assert (step["action"], step["start"]) == ("soak", True)  # the soak starts over once the run resumes
+    resumed = run.clear_halt(halted)
+    assert resumed["halt"] is None and resumed["last_halt"]["ring"] == "ring0"
+
+
+@pytest.mark.parametrize("name, before, after, held", [
+    ("apiserver_429_per_minute", 1, 6, False), ("apiserver_429_per_minute", 1, 6.5, True),
+    ("apiserver_p99_seconds", 0.2, 0.3, False), ("apiserver_p99_seconds", 0.2, 0.31, True),
+    ("not_ready_nodes", None, 0, False), ("not_ready_nodes", None, 1, True),
+    ("gpu_allocatable_fraction", None, 1.0, False), ("gpu_allocatable_fraction", None, 0.875, True),
+    ("nccl_busbw_gbps", 480, 432, False), ("nccl_busbw_gbps", 480, 431, True),
+    ("jobset_restarts", 3, 3, False), ("jobset_restarts", 3, 4, True),
+    ("inference_p99_ms", 100, 120, False), ("inference_p99_ms", 100, 121, True),
+])
+def test_each_halt_condition_at_its_threshold(name, before, after, held):
+    found = run.halts("inf-east", {name: before}, {name: after}, run.parse_halt_policy({}), [name])
+    assert bool(found) is held, found
+
+
+def test_a_reading_that_is_missing_or_not_a_number_halts():
+    policy = run.parse_halt_policy({})
+    everything = run.halts("inf-east", {}, {}, policy)
+    assert len(everything) == len(run.CONDITIONS)
+    assert "inf-east: apiserver_429_per_minute was not measured after the upgrade" in everything[0]["message"]
+    before_missing = run.halts("inf-east", {}, {"nccl_busbw_gbps": 480}, policy, ["nccl_busbw_gbps"])
+    assert "was not measured before the upgrade" in before_missing[0]["message"]
+    junk = run.halts("inf-east", {"jobset_restarts": 0}, {"jobset_restarts": "n/a"}, policy, ["jobset_restarts"])
+    assert "is not a number" in junk[0]["message"]
+    with pytest.raises(InputError, match="unknown gpu_temperature"):
+        run.halts("inf-east", {}, {}, policy, ["gpu_temperature"])
+    with pytest.raises(InputError, match=r"policy.halt.max_not_ready_nodes: -1; give 0 or more"):
+        run.parse_halt_policy({"max_not_ready_nodes": -1})
+    with pytest.raises(InputError, match=r"policy.halt: .*max_errors"):
+        run.parse_halt_policy({"max_errors": 1})
