@@ -29,8 +29,8 @@ options:
     type: dict
   latest_patches:
     description:
-      - Each running minor's latest patch release and its date, such as
-        C({"1.36": {"version": "v1.36.3", "released": "2026-07-22"}}). A running minor missing here is an alert.
+      - "Each running minor's latest patch release and its date, such as
+        C({'1.36': {'version': 'v1.36.3', 'released': '2026-07-22'}}). A running minor missing here is an alert."
     type: dict
     required: true
   today:
