@@ -48,11 +48,11 @@ LAB_B := GPUFLEET_LAB_CELL=lab-b
 test: setup
 	@$(PHASE) lab-up $(M) lab-up
 	@$(PHASE) lab-up-b env $(LAB_B) bin/lab up
-	@bin/parallel "checks=bin/phase lint $(M) lint && bin/phase docs $(M) docs && bin/phase sanity $(M) sanity \
+	@rc=0; bin/parallel "checks=bin/phase lint $(M) lint && bin/phase docs $(M) docs && bin/phase sanity $(M) sanity \
 	    && bin/phase unit $(M) unit && bin/phase ee-image bin/lab ee" "lab-tests-a=$(M) lab-tests-a" \
-	  "lab-tests-b=$(M) lab-tests-b && bin/phase molecule $(LAB_B) $(M) molecule MOLECULE_NO_CLUSTER=" \
-	  "molecule-no-cluster=BIN=$(BIN) tests/molecule-run --parallel 1 $(MOLECULE_NO_CLUSTER)"; \
-	  rc=$$?; $(LAB_B) bin/lab down >/dev/null || rc=1; exit $$rc
+	  "lab-tests-b=$(M) lab-tests-b && bin/phase molecule env $(LAB_B) $(M) molecule MOLECULE_NO_CLUSTER=" \
+	  "molecule-no-cluster=BIN=$(BIN) tests/molecule-run --parallel 1 $(MOLECULE_NO_CLUSTER)" || rc=$$?; \
+	  $(LAB_B) bin/lab down >/dev/null || rc=1; exit $$rc
 
 lint: setup
 	$(BIN)/ruff check plugins tests benchmarks lab bin/docs-check
@@ -75,11 +75,11 @@ lab-tests: setup lab-up
 	@bin/parallel "lab-tests-a=$(M) lab-tests-a" "lab-tests-b=$(M) lab-tests-b"
 
 lab-tests-a: setup
-	bin/lab up >/dev/null
+	bin/lab up
 	$(BIN)/pytest -q --durations=12 -m lab $(LAB_TESTS_A)
 
 lab-tests-b: setup
-	$(LAB_B) bin/lab up >/dev/null
+	$(LAB_B) bin/lab up
 	$(LAB_B) $(BIN)/pytest -q --durations=12 -m lab tests $(LAB_TESTS_A:%=--ignore=%)
 
 # ansible-test sanity on the collection as Galaxy installs it (tests/sanity/run).
@@ -121,8 +121,8 @@ export GPUFLEET_LAB_CACHE := $(LAB_CACHE)# bin/lab and Molecule read one cache; 
 # cell's paths, addresses and versions from `bin/lab env`
 # Scenarios that need no cluster (gpu_stack: host packages only) or only read it run two at a time first; those
 # that change it (cordon, drain, upgrade the control plane or a kubelet) then run one at a time.
-# MOLECULE_LAB_RESET=0 skips the reset when the lab is known fresh (make test: the lab tests leave it so);
-# MOLECULE_NO_CLUSTER= leaves out the cluster-free ones (make test runs them beside the lab tests).
+# MOLECULE_LAB_RESET=0 skips the reset when the lab cell is known fresh; MOLECULE_NO_CLUSTER= leaves out the
+# cluster-free ones (make test runs them beside the lab tests). GPUFLEET_LAB_CELL picks the cell (make test: lab-b).
 MOLECULE_LAB_RESET ?= 1
 MOLECULE_NO_CLUSTER ?= gpu_stack
 MOLECULE_READ_ONLY := preflight etcd_snapshot gpu_validate

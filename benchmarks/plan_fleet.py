@@ -64,6 +64,9 @@ def main() -> None:
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     assert plan is not None
+    # the generated fleet's own figures, so a planner change that alters them shows here
+    assert len(plan["cells"]) == args.cells and sum(len(r["batches"]) for r in plan["rings"]) > 0
+    assert all(len(b) <= plan["caps"]["patch_max_cells_in_flight"] for r in plan["rings"] for b in r["batches"])
     print("plan_fleet: %s" % plan["summary"])
     print("plan_fleet: median %.1f ms, min %.1f ms, max %.1f ms over %d runs (validate + plan); peak %.1f MiB traced"
           % (statistics.median(timings) * 1000, min(timings) * 1000, max(timings) * 1000, len(timings),

@@ -30,6 +30,15 @@ say = cluster.say
 
 
 def up(cfg: config.LabConfig) -> None:
+    """Bring the cell up; one `up` at a time per cache (cells share its builds, images and apt repository)."""
+    import fcntl
+    cfg.cache.mkdir(parents=True, exist_ok=True)
+    with open(cfg.cache / "up.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        _up(cfg)
+
+
+def _up(cfg: config.LabConfig) -> None:
     started = time.time()
     say("cell %s: apiservers behind 127.0.0.1:%d, state in %s" % (cfg.cell, cfg.ports["apiserver_lb"], cfg.run))
     if os.environ.get("GPUFLEET_LAB_STOP_BEFORE_BUILD") and cluster.build(cfg, dry_run=True):
@@ -79,6 +88,23 @@ def down(cfg: config.LabConfig) -> None:
         raise LabError("still running after down: %s" % ", ".join(left))
 
 
+def down_all() -> int:
+    """Stop every cell of lab.yml, each even when another fails (CI's clean-up), whatever GPUFLEET_LAB_CELL is."""
+    failed = []
+    try:
+        names = config.cells()
+    except config.ConfigError as exc:
+        print("lab: error: %s" % exc, file=sys.stderr)
+        return 2
+    for name in names:
+        try:
+            down(config.load(cell=name))
+        except (LabError, config.ConfigError, OSError) as exc:
+            print("lab: error: cell %s: %s" % (name, exc), file=sys.stderr)
+            failed.append(name)
+    return 1 if failed else 0
+
+
 def status(cfg: config.LabConfig) -> int:
     state = cluster.load_state(cfg)
     running = procs.running(cfg.run)
@@ -115,6 +141,8 @@ def main(argv=None) -> int:
     clear = sub.add_parser("clear")
     clear.add_argument("host")
     args = parser.parse_args(argv)
+    if args.cmd == "down" and args.all:
+        return down_all()
     try:
         cfg = config.load()
     except config.ConfigError as exc:
@@ -126,8 +154,7 @@ def main(argv=None) -> int:
         elif args.cmd == "up":
             up(cfg)
         elif args.cmd == "down":
-            for each in ([config.load(cell=c) for c in config.cells()] if args.all else [cfg]):
-                down(each)
+            down(cfg)
         elif args.cmd == "reset":
             down(cfg)
             shutil.rmtree(cfg.run, ignore_errors=True)

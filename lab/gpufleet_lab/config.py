@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, List
 
@@ -10,8 +11,9 @@ import yaml
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 LAB_DIR = REPO / "lab"
-DEFAULT_CELL = "lab"
+DEFAULT_CELL = "lab"  # when lab.yml lists no `cells`
 CELL_PORT_STEP = 100  # cell N of lab.yml's `cells` takes every port of `ports` + N x 100
+CELL_NAME = re.compile(r"^[a-z][a-z0-9-]{0,30}$")  # part of container names, ports' order and run-CELL/ paths
 
 
 class ConfigError(Exception):
@@ -39,6 +41,7 @@ class LabConfig:
     inventory: pathlib.Path
     out_dir: pathlib.Path
     cell: str = DEFAULT_CELL
+    cell_index: int = 0  # 0: the first cell (its hosts are gpufleet-lab-HOST, its state in run/)
     extra: Dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -83,7 +86,7 @@ def cell_layout(doc: Dict[str, Any], cell: str, cache: pathlib.Path) -> Dict[str
     """Where cell ``cell`` of lab.yml's ``cells`` lives: its index, ports, run directory, inventory and outputs.
     The first cell is the lab users know (run/, inventories/lab, ./out); every other one is a twin of the same shape
     with its own processes, hosts and ports, its state and inventory under run-CELL/ outside the checkout."""
-    cells = list(doc.get("cells") or [DEFAULT_CELL])
+    cells = _cells(doc)
     if cell not in cells:
         raise ConfigError("GPUFLEET_LAB_CELL=%s is not a lab cell: use one of %s (lab/lab.yml `cells`)" % (
             cell, ", ".join(cells)))
@@ -91,20 +94,29 @@ def cell_layout(doc: Dict[str, Any], cell: str, cache: pathlib.Path) -> Dict[str
     ports = {k: int(v) + CELL_PORT_STEP * index for k, v in doc["ports"].items()}
     if index == 0:
         return {"ports": ports, "run": cache / "run", "inventory": REPO / "inventories" / "lab",
-                "out_dir": REPO / "out"}
+                "out_dir": REPO / "out", "index": 0}
     run = cache / ("run-" + cell)
-    return {"ports": ports, "run": run, "inventory": run / "inventory", "out_dir": run / "out"}
+    return {"ports": ports, "run": run, "inventory": run / "inventory", "out_dir": run / "out", "index": index}
+
+
+def _cells(doc: Dict[str, Any]) -> List[str]:
+    cells = [str(c) for c in (doc.get("cells") or [DEFAULT_CELL])]
+    bad = [c for c in cells if not CELL_NAME.match(c)]
+    if bad or len(set(cells)) != len(cells):
+        raise ConfigError("lab/lab.yml cells: %s; give distinct names of lower-case letters, digits and '-'" % (
+            ", ".join(bad) if bad else "a cell is listed twice"))
+    return cells
 
 
 def cells(path: pathlib.Path = LAB_DIR / "lab.yml") -> List[str]:
-    return list(yaml.safe_load(path.read_text()).get("cells") or [DEFAULT_CELL])
+    return _cells(yaml.safe_load(path.read_text()))
 
 
 def load(path: pathlib.Path = LAB_DIR / "lab.yml", cell: str = "") -> LabConfig:
     """The lab's settings for ``cell`` (default: $GPUFLEET_LAB_CELL, else the first of lab.yml's `cells`)."""
     doc = yaml.safe_load(path.read_text())
     cache = pathlib.Path(os.environ.get("GPUFLEET_LAB_CACHE", str(pathlib.Path.home() / ".cache/gpufleet/lab")))
-    cell = cell or os.environ.get("GPUFLEET_LAB_CELL") or DEFAULT_CELL
+    cell = cell or os.environ.get("GPUFLEET_LAB_CELL") or _cells(doc)[0]
     layout = cell_layout(doc, cell, cache)
     run = layout["run"]
     return LabConfig(
@@ -127,5 +139,6 @@ def load(path: pathlib.Path = LAB_DIR / "lab.yml", cell: str = "") -> LabConfig:
         inventory=layout["inventory"],
         out_dir=layout["out_dir"],
         cell=cell,
+        cell_index=layout["index"],
         extra=doc.get("extra") or {},
     )

@@ -15,7 +15,7 @@ from typing import Any, Dict, List, Tuple
 import yaml
 
 from gpufleet_lab import packages
-from gpufleet_lab.config import DEFAULT_CELL, LAB_DIR, REPO, LabConfig
+from gpufleet_lab.config import LAB_DIR, REPO, LabConfig
 from gpufleet_lab.procs import LabError
 
 PREFIX = "gpufleet-lab-"
@@ -100,7 +100,7 @@ def initial_host_state(cfg: LabConfig, host: str) -> Dict:
 def container(cfg: LabConfig, host: str) -> str:
     """The podman container that is ``host`` of the lab's cell: gpufleet-lab-HOST in the first cell (lab.yml
     `cells`), gpufleet-CELL-HOST in its twins, so the cells' hosts of the same name live side by side."""
-    return (PREFIX if cfg.cell == DEFAULT_CELL else "gpufleet-%s-" % cfg.cell) + host
+    return (PREFIX if cfg.cell_index == 0 else "gpufleet-%s-" % cfg.cell) + host
 
 
 def container_state(name: str) -> Tuple[str, str]:
@@ -282,10 +282,17 @@ def write_inventory(cfg: LabConfig, cluster_uid: str) -> pathlib.Path:
     cfg.inventory.mkdir(parents=True, exist_ok=True)
     shared = REPO / "inventories" / "lab"
     if cfg.inventory != shared:  # a twin cell: the committed settings and baselines are the lab cell's own
-        for name in ("group_vars", "baselines"):
-            link = cfg.inventory / name
-            if not link.is_symlink():
-                link.symlink_to(shared / name)
+        for name in ("group_vars", "baselines"):  # (re)pointed at this checkout's, atomically
+            link, target = cfg.inventory / name, shared / name
+            if link.is_symlink() and os.readlink(link) == str(target):
+                continue
+            if link.exists() and not link.is_symlink():
+                raise LabError("%s is not a link to %s; remove it (bin/lab reset with GPUFLEET_LAB_CELL=%s)" % (
+                    link, target, cfg.cell))
+            tmp = cfg.inventory / (".%s.tmp" % name)
+            tmp.unlink(missing_ok=True)
+            tmp.symlink_to(target)
+            tmp.replace(link)
     path = cfg.inventory / "hosts.yml"
     header = "---\n# Written by `lab up` (lab/gpufleet_lab/hosts.py); regenerated on every up. Do not edit.\n"
     path.write_text(header + yaml.safe_dump(inventory, sort_keys=False))

@@ -7,16 +7,19 @@ runs - and planned deterministically: rings in order, each ring's cells in batch
 control-plane path (one minor at a time) and the pools that need a node upgrade before a control-plane hop, from
 the same skew rules and pool planner as one cell's plan (versions.py).
 
-Pure functions, no I/O: the ``fleet_plan`` module and ``playbooks/fleet_plan.yml`` hand the inventory in.
+Pure functions, no I/O: the ``fleet_plan`` module hands the fleet in.
 """
 from __future__ import annotations
 
+import math
 import re
+from fractions import Fraction
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import InputError, PolicyError
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.fleet_run import parse_halt_policy
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.versions import (
     APISERVER, KUBELET, KubeVersion, Observed, PoolPolicy, parse_release, parse_version, plan_upgrade,
     skew_violations)
@@ -41,37 +44,64 @@ _CELL = {
     "gpus": {"type": "int", "required": True},
     "inventory": {"type": "str", "required": True},
     "control_plane": {"type": "str", "required": True},
-    "pools": {"type": "list", "elements": "dict", "default": [], "options": _POOL},
+    "pools": {"type": "list", "elements": "dict", "default": []},
 }
 _RING = {
     "name": {"type": "str", "required": True},
     "soak_seconds": {"type": "int", "default": 3600},
     "target": {"type": "str"},
 }
+_POLICY = {
+    "target": {"type": "str"},
+    "rings": {"type": "list", "elements": "dict", "required": True},
+    "max_cells_in_flight": {"type": "int", "default": 2},
+    "patch_max_cells_in_flight": {"type": "int"},
+    "max_gpu_fraction_in_flight": {"type": "float", "default": 0.25},
+    "training_one_at_a_time": {"type": "bool", "default": True},
+    "hop_versions": {"type": "dict", "default": {}},  # intermediate hops' releases, e.g. {"1.36": "v1.36.3"}
+    "halt": {"type": "dict", "default": {}},  # the halt conditions' thresholds (fleet_run.HALT_SPEC)
+}
 SPEC: Dict[str, Any] = {
     "name": {"type": "str", "required": True},
-    "policy": {"type": "dict", "required": True, "options": {
-        "target": {"type": "str"},
-        "rings": {"type": "list", "elements": "dict", "required": True, "options": _RING},
-        "max_cells_in_flight": {"type": "int", "default": 2},
-        "patch_max_cells_in_flight": {"type": "int"},
-        "max_gpu_fraction_in_flight": {"type": "float", "default": 0.25},
-        "training_one_at_a_time": {"type": "bool", "default": True},
-        "hop_versions": {"type": "dict", "default": {}},  # intermediate hops' releases, e.g. {"1.36": "v1.36.3"}
-    }},
-    "cells": {"type": "list", "elements": "dict", "required": True, "options": _CELL},
+    "policy": {"type": "dict", "required": True},
+    "cells": {"type": "list", "elements": "dict", "required": True},
 }
+MAX_NUMBER = 10 ** 9  # more GPUs, nodes or seconds than any fleet has: a typo
+
+
+def _validate(spec: Mapping[str, Any], value: Any, where: str) -> Dict[str, Any]:
+    """One mapping checked against ``spec`` by ansible-core's validator, every error prefixed with ``where``
+    (the cell or ring by index and name). Before it: what the validator would take but should not - booleans as
+    numbers, numbers that are not finite or absurdly large, empty required strings, keys that are not strings."""
+    if not isinstance(value, Mapping):
+        raise InputError("%s: expected a mapping, got %s" % (where, type(value).__name__))
+    bad_keys = [k for k in value if not isinstance(k, str)]
+    if bad_keys:
+        raise InputError("%s: key %r is not a name; give field names as strings" % (where, bad_keys[0]))
+    for key, rule in spec.items():
+        item = value.get(key)
+        if rule["type"] in ("int", "float") and item is not None:
+            if isinstance(item, bool) or not isinstance(item, (int, float, str)):
+                raise InputError("%s.%s: expected a number, got %r" % (where, key, item))
+            try:
+                number = float(item)
+            except ValueError:
+                raise InputError("%s.%s: %r is not a number" % (where, key, item)) from None
+            if not math.isfinite(number) or abs(number) > MAX_NUMBER:
+                raise InputError("%s.%s: %r is out of range" % (where, key, item))
+        if rule["type"] == "str" and rule.get("required") and (item is None or not str(item).strip()):
+            raise InputError("%s.%s: required, and empty here" % (where, key))
+    result = ArgumentSpecValidator(dict(spec)).validate(dict(value))
+    if result.error_messages:
+        messages = [m.rstrip(". ") for m in result.error_messages]
+        raise InputError("%s: %s. Nothing was planned." % (where, "; ".join(messages)))
+    return dict(result.validated_parameters)
 
 
 def parse_fleet(value: Any, name: str = VAR) -> Dict[str, Any]:
     """The checked fleet, every default filled in; :class:`InputError` naming the cell (or ring) and the field."""
-    if not isinstance(value, Mapping):
-        raise InputError("%s: expected a mapping {name, policy, cells}, got %s" % (name, type(value).__name__))
-    result = ArgumentSpecValidator(SPEC).validate(dict(value))
-    if result.error_messages:
-        raise InputError("%s: %s. Nothing was planned." % (name, "; ".join(result.error_messages)))
-    fleet = dict(result.validated_parameters)
-    policy = fleet["policy"]
+    fleet = _validate(SPEC, value, name)
+    policy = fleet["policy"] = _validate(_POLICY, fleet["policy"], name + ".policy")
     _label(fleet["name"], "%s.name" % name)
     if policy["max_cells_in_flight"] < 1:
         raise InputError("%s.policy.max_cells_in_flight: %d; give 1 or more" % (name, policy["max_cells_in_flight"]))
@@ -86,6 +116,7 @@ def parse_fleet(value: Any, name: str = VAR) -> Dict[str, Any]:
             name, policy["max_gpu_fraction_in_flight"]))
     if not policy["rings"]:
         raise InputError("%s.policy.rings: empty; list the rings in the order they upgrade" % name)
+    policy["rings"] = [_validate(_RING, r, "%s.policy.rings[%d]" % (name, i)) for i, r in enumerate(policy["rings"])]
     rings: Dict[str, Dict[str, Any]] = {}
     for i, ring in enumerate(policy["rings"]):
         where = "%s.policy.rings[%d]" % (name, i)
@@ -102,15 +133,18 @@ def parse_fleet(value: Any, name: str = VAR) -> Dict[str, Any]:
         rings[ring["name"]] = ring
     if policy["target"]:
         policy["target"] = str(parse_release(policy["target"], "%s.policy.target" % name))
-    policy["hop_versions"] = {str(k): str(parse_release(v, "%s.policy.hop_versions[%s]" % (name, k)))
-                              for k, v in policy["hop_versions"].items()}
+    policy["hop_versions"] = _hop_versions(policy["hop_versions"], "%s.policy.hop_versions" % name)
+    policy["halt"] = parse_halt_policy(policy["halt"])
     if not fleet["cells"]:
         raise InputError("%s.cells: empty; list every cell of the fleet" % name)
     cells: Dict[str, Dict[str, Any]] = {}
-    for i, cell in enumerate(fleet["cells"]):
+    for i, raw in enumerate(fleet["cells"]):
         where = "%s.cells[%d]" % (name, i)
+        label = raw.get("name") if isinstance(raw, Mapping) else None
+        cell = _validate(_CELL, raw, "%s (%s)" % (where, label) if isinstance(label, str) else where)
         _label(cell["name"], where + ".name")
         where = "%s (%s)" % (where, cell["name"])
+        cell["pools"] = [_validate(_POOL, pool, "%s.pools[%d]" % (where, j)) for j, pool in enumerate(cell["pools"])]
         if cell["name"] in cells:
             raise InputError("%s.name: cell %s is listed twice" % (where, cell["name"]))
         if cell["ring"] not in rings:
@@ -123,6 +157,7 @@ def parse_fleet(value: Any, name: str = VAR) -> Dict[str, Any]:
         seen = set()
         for j, pool in enumerate(cell["pools"]):
             pwhere = "%s.pools[%d]" % (where, j)
+            _label(pool["name"], pwhere + ".name")
             if pool["name"] in seen:
                 raise InputError("%s.name: pool %s is listed twice" % (pwhere, pool["name"]))
             seen.add(pool["name"])
@@ -135,18 +170,43 @@ def parse_fleet(value: Any, name: str = VAR) -> Dict[str, Any]:
         cells[cell["name"]] = cell
     _check_pairs(cells, name)
     total = sum(c["gpus"] for c in cells.values())
-    cap = policy["max_gpu_fraction_in_flight"] * total
+    cap = gpu_cap(policy["max_gpu_fraction_in_flight"], total)
     for cell in cells.values():
         if cell["gpus"] > cap:
             raise InputError(
                 "%s.cells (%s).gpus: %d GPUs is %.0f%% of the fleet's %d, over policy.max_gpu_fraction_in_flight "
                 "(%s): the cell could never upgrade. Raise the fraction to at least %.2f" % (
                     name, cell["name"], cell["gpus"], 100.0 * cell["gpus"] / total, total,
-                    policy["max_gpu_fraction_in_flight"], cell["gpus"] / total))
+                    policy["max_gpu_fraction_in_flight"], math.ceil(100.0 * cell["gpus"] / total) / 100))
+    majors = {parse_version(c["control_plane"]).major for c in cells.values()} | {
+        parse_version(r["target"]).major for r in rings.values()}
+    if len(majors) > 1:
+        raise InputError("%s: versions of more than one major (%s); Kubernetes upgrades never cross a major" % (
+            name, ", ".join("v%d" % m for m in sorted(majors))))
     fleet["rings_by_name"] = rings
+    fleet["gpu_cap"] = cap
     fleet["cells_by_name"] = cells
     fleet["gpus"] = total
     return fleet
+
+
+def gpu_cap(fraction: float, total: int) -> int:
+    """GPUs allowed in flight: the fraction of the fleet's, exactly (0.29 x 100 is 29, not 28.999...)."""
+    return int(Fraction(str(fraction)) * total)
+
+
+def _hop_versions(value: Mapping[str, Any], where: str) -> Dict[str, str]:
+    out = {}
+    for minor, release in value.items():
+        key = str(minor).lstrip("v")
+        if not re.match(r"^\d+\.\d+$", key):
+            raise InputError("%s: key %r is not a minor; give it as \"1.36\"" % (where, minor))
+        version = parse_release(release, "%s[%s]" % (where, key))
+        if version.minor_str != key:
+            raise InputError("%s[%s]: %s is not a release of %s; each intermediate hop takes a release of its own "
+                             "minor" % (where, key, version, key))
+        out[key] = str(version)
+    return out
 
 
 def _running(value: Any, where: str) -> str:
@@ -193,28 +253,39 @@ def _observed(cell: Mapping[str, Any]) -> List[Observed]:
 def plan_cell(cell: Mapping[str, Any], target: KubeVersion, name: str = VAR,
               hop_versions: Optional[Mapping[str, str]] = None) -> Dict[str, Any]:
     """The cell's path to ``target``: control-plane hops one minor at a time, each pool's drains, and which pools
-    must move before the cell's next control-plane hop. Refuses a cell already out of the skew policy."""
+    must move before the cell's next control-plane hop. Refuses a cell already out of the skew policy; every
+    refusal names the cell."""
     where = "%s.cells (%s)" % (name, cell["name"])
+    try:
+        return _plan_cell(cell, target, hop_versions, where)
+    except PolicyError as exc:
+        raise PolicyError("%s: %s" % (where, exc.msg)) from exc
+    except InputError as exc:
+        raise InputError("%s: %s" % (where, exc.msg)) from exc
+
+
+def _plan_cell(cell: Mapping[str, Any], target: KubeVersion, hop_versions: Optional[Mapping[str, str]],
+               where: str) -> Dict[str, Any]:
     observed = _observed(cell)
     broken = skew_violations(observed)
     if broken:
-        raise PolicyError("%s: already out of the skew policy: %s. Fix the cell before it joins a fleet run" % (
-            where, "; ".join(v.message() for v in broken)))
+        raise PolicyError("already out of the skew policy: %s. Fix the cell before it joins a fleet run" % (
+            "; ".join(v.message() for v in broken)))
     pools = {p["name"]: PoolPolicy(skip_level=p["skip_level"]) for p in cell["pools"]}
-    try:
-        plan = plan_upgrade(observed, target, allow_multi_hop=True, pools=pools, hop_versions=hop_versions)
-    except PolicyError as exc:
-        raise PolicyError("%s: %s" % (where, exc.msg)) from exc
+    plan = plan_upgrade(observed, target, allow_multi_hop=True, pools=pools, hop_versions=hop_versions)
     nodes = {p["name"]: p["nodes"] for p in cell["pools"]}
     current = parse_version(cell["control_plane"])
     before_next = sorted(p["pool"] for p in plan["pools"] if p["steps"] and p["steps"][0]["after_hop"] == 0
                          and plan["control_plane_path"])
+    # patch only: the control plane stays on its minor and no pool drains across a minor
+    patch_only = (current.minor == target.minor and current.major == target.major
+                  and not any(step["minors"] for p in plan["pools"] for step in p["steps"]))
     return {
         "cell": cell["name"], "ring": cell["ring"], "kind": cell["kind"], "region": cell["region"],
         "inventory": cell["inventory"], "gpus": cell["gpus"],
         "current": str(current), "target": str(target),
         "at_target": not plan["control_plane_path"] and not any(p["steps"] for p in plan["pools"]),
-        "patch_only": current.minor == target.minor and current.major == target.major,
+        "patch_only": patch_only,
         "control_plane_path": plan["control_plane_path"],
         "pools": [{"pool": p["pool"], "current": p["current"], "skip_level": p["skip_level"],
                    "nodes": nodes.get(p["pool"], 0), "steps": p["steps"],
@@ -224,7 +295,7 @@ def plan_cell(cell: Mapping[str, Any], target: KubeVersion, name: str = VAR,
     }
 
 
-def _batches(cells: Sequence[Dict[str, Any]], policy: Mapping[str, Any], gpu_cap: float) -> List[List[str]]:
+def _batches(cells: Sequence[Dict[str, Any]], policy: Mapping[str, Any], cap_gpus: int) -> List[List[str]]:
     """Cells in order, packed into batches that upgrade at once: at most max_cells_in_flight (patch-only batches
     patch_max_cells_in_flight), at most the GPU cap, at most one training cell when training_one_at_a_time."""
     out: List[List[str]] = []
@@ -233,7 +304,7 @@ def _batches(cells: Sequence[Dict[str, Any]], policy: Mapping[str, Any], gpu_cap
         trial = batch + [cell]
         cap = policy["patch_max_cells_in_flight"] if all(c["patch_only"] for c in trial) \
             else policy["max_cells_in_flight"]
-        fits = (len(trial) <= cap and sum(c["gpus"] for c in trial) <= gpu_cap
+        fits = (len(trial) <= cap and sum(c["gpus"] for c in trial) <= cap_gpus
                 and not (policy["training_one_at_a_time"] and sum(c["kind"] == "training" for c in trial) > 1))
         if batch and not fits:
             out.append([c["cell"] for c in batch])
@@ -249,7 +320,7 @@ def plan_fleet(value: Any, name: str = VAR) -> Dict[str, Any]:
     per cell its path. Cells already at their ring's target are listed, not batched. Deterministic."""
     fleet = parse_fleet(value, name)
     policy = fleet["policy"]
-    gpu_cap = policy["max_gpu_fraction_in_flight"] * fleet["gpus"]
+    cap_gpus = fleet["gpu_cap"]
     rings = []
     cells_out: Dict[str, Dict[str, Any]] = {}
     for ring in policy["rings"]:
@@ -262,7 +333,7 @@ def plan_fleet(value: Any, name: str = VAR) -> Dict[str, Any]:
         moving = [p for p in plans if not p["at_target"]]
         rings.append({"ring": ring["name"], "target": ring["target"], "soak_seconds": ring["soak_seconds"],
                       "cells": [p["cell"] for p in plans], "at_target": [p["cell"] for p in plans if p["at_target"]],
-                      "batches": _batches(moving, policy, gpu_cap),
+                      "batches": _batches(moving, policy, cap_gpus),
                       "gpus": sum(p["gpus"] for p in plans)})
     nodes = sum(p["nodes"] for c in fleet["cells_by_name"].values() for p in c["pools"])
     needing = sorted(c for c, p in cells_out.items() if p["node_upgrade_before_next_hop"])
@@ -270,7 +341,7 @@ def plan_fleet(value: Any, name: str = VAR) -> Dict[str, Any]:
         "fleet": fleet["name"], "rings": rings, "cells": cells_out,
         "caps": {"max_cells_in_flight": policy["max_cells_in_flight"],
                  "patch_max_cells_in_flight": policy["patch_max_cells_in_flight"],
-                 "max_gpus_in_flight": int(gpu_cap), "training_one_at_a_time": policy["training_one_at_a_time"]},
+                 "max_gpus_in_flight": cap_gpus, "training_one_at_a_time": policy["training_one_at_a_time"]},
         "gpus": fleet["gpus"], "nodes": nodes,
         "node_upgrade_before_next_hop": needing,
         "summary": "%d cells (%d nodes, %d GPUs) in %d rings: %d batches; %d cells at target; %d need a node upgrade "

@@ -383,8 +383,9 @@ def _plan_pool(name: str, members: List[Observed], policy: PoolPolicy, cp_minors
     if oldest.version < target:
         steps.append(_step(len(hops), current, target.minor, hops, major,
                            "after the control plane reaches %s" % target))
-    # The hop by which the pool, left alone, would fall out of the skew policy (hops past the plan count on).
-    allowed = _kubelet_allowed_lag(oldest.version)
+    # The hop by which the pool, left alone, would fall out of its policy (hops past the plan count on): the skew
+    # policy's lag for skip-level pools, one minor for pools that follow the control plane.
+    allowed = max_lag(start)
     deadline = allowed - (cp_minors[0] - start) + 1
     return {
         "pool": name,

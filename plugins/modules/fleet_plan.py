@@ -24,7 +24,8 @@ options:
     description:
       - The fleet, as C(gpufleet_fleet) in the fleet inventory - C(name), C(policy) (C(target), C(rings) with
         C(name), C(soak_seconds), C(target); C(max_cells_in_flight), C(patch_max_cells_in_flight),
-        C(max_gpu_fraction_in_flight), C(training_one_at_a_time)) and C(cells) (C(name), C(ring), C(kind),
+        C(max_gpu_fraction_in_flight), C(training_one_at_a_time), C(hop_versions), C(halt) thresholds) and
+        C(cells) (C(name), C(ring), C(kind),
         C(region), C(dr_partner), C(gpus), C(inventory), C(control_plane), C(pools) with C(name), C(kubelet),
         C(nodes), C(skip_level)). docs/fleet.md describes every field.
     type: dict

@@ -116,6 +116,7 @@ def test_cells_are_twins_with_their_own_ports_state_hosts_and_inventory(monkeypa
     env = shell_env(twin)
     assert "export GPUFLEET_LAB_APISERVER_1=https://127.0.0.1:%d\n" % twin.apiserver_port("cp-1") in env
     assert "export GPUFLEET_LAB_KUBECONFIG=%s\n" % twin.kubeconfig in env
+    assert "export GPUFLEET_LAB_ETCD=https://127.0.0.1:%d\n" % twin.ports["etcd"] in env
 
 
 def test_unknown_cell_is_refused_naming_the_variable_and_the_cells(monkeypatch):

@@ -110,7 +110,7 @@ def test_skip_level_training_pool_stays_and_a_lagging_pool_must_move_before_the_
     (lambda d: d["cells"].append(cell("dev-1", "ring0", "dev")),
      r"cells\[7\] \(dev-1\)\.name: cell dev-1 is listed twice"),
     (lambda d: d["cells"][1].__setitem__("kind", "batch"), r"value of kind must be one of: canary, dev"),
-    (lambda d: d["cells"][1].pop("region"), r"missing required arguments: region"),
+    (lambda d: d["cells"][1].pop("region"), r"cells\[1\] \(dev-1\)\.region: required, and empty here"),
     (lambda d: d["cells"][1].__setitem__("name", "Dev_1"), r"cells\[1\]\.name: 'Dev_1' is not a DNS label"),
     (lambda d: d["cells"][1].__setitem__("control_plane", "1.35"),
      r"cells\[1\] \(dev-1\)\.control_plane: '1\.35' names a minor"),
@@ -167,3 +167,80 @@ def test_the_documented_example_plans():
     # train-a's kubelets are two minors behind: v1.36 would make it three, still within the policy
     assert plan["cells"]["train-a"]["node_upgrade_before_next_hop"] == []
     assert plan["cells"]["train-a"]["pools"][0]["must_upgrade_before_hop"] == 2
+
+
+@pytest.mark.parametrize("edit, message", [
+    # an intermediate hop must be a release of its own minor (else the path skips or overshoots a minor)
+    (lambda d: d["policy"].__setitem__("hop_versions", {"1.36": "v1.37.0"}), r"v1\.37\.0 is not a release of 1\.36"),
+    (lambda d: d["policy"].__setitem__("hop_versions", {"banana": "v1.36.3"}), r"key 'banana' is not a minor"),
+    (lambda d: d["cells"][0].__setitem__("gpus", float("inf")), r"cells\[0\] \(canary-1\)\.gpus: inf is out of range"),
+    (lambda d: d["cells"][0].__setitem__("gpus", True), r"cells\[0\] \(canary-1\)\.gpus: expected a number, got True"),
+    (lambda d: d["policy"].__setitem__("max_cells_in_flight", "yes"), r"max_cells_in_flight: 'yes' is not a number"),
+    (lambda d: d.__setitem__("cells", [{2: "x"}]), r"cells\[0\]: key 2 is not a name"),
+    (lambda d: d.__setitem__("cells", b"x"), r"gpufleet_fleet: argument 'cells' is of type"),
+    (lambda d: d["cells"][2].pop("inventory"), r"cells\[2\] \(inf-east\)\.inventory: required, and empty here"),
+    (lambda d: d["cells"][2].__setitem__("inventory", " "), r"cells\[2\] \(inf-east\)\.inventory: required"),
+    (lambda d: d["cells"][2].__setitem__("gpus", "many"), r"cells\[2\] \(inf-east\)\.gpus: 'many' is not a number"),
+    (lambda d: d["cells"][2]["pools"][0].__setitem__("name", ""),
+     r"cells\[2\] \(inf-east\)\.pools\[0\]\.name: required, and empty here"),
+    (lambda d: d["cells"][2]["pools"][0].__setitem__("name", "default pool"),
+     r"pools\[0\]\.name: 'default pool' is not a DNS label"),
+    (lambda d: d["cells"][2].__setitem__("control_plane", "v2.0.0"), r"versions of more than one major \(v1, v2\)"),
+    (lambda d: d["policy"].__setitem__("halt", {"max_not_ready": 1}), r"gpufleet_fleet\.policy\.halt: .*max_not_ready"),
+])
+def test_review_findings_are_refused_naming_the_field(edit, message):
+    doc = fleet()
+    edit(doc)
+    with pytest.raises(InputError, match=message):
+        plan_fleet(doc)
+
+
+def test_a_cell_whose_pools_drain_across_a_minor_is_not_patch_only():
+    doc = fleet(max_cells_in_flight=1, patch_max_cells_in_flight=4)
+    for c in doc["cells"][:2]:
+        c["control_plane"] = "v1.36.1"
+        c["pools"][0]["kubelet"] = "v1.36.1"
+    doc["cells"][1]["pools"][0]["kubelet"] = "v1.34.2"  # dev-1 drains two minors
+    plan = plan_fleet(doc)
+    assert plan["cells"]["canary-1"]["patch_only"] and not plan["cells"]["dev-1"]["patch_only"]
+    assert plan["rings"][0]["batches"] == [["canary-1"], ["dev-1"]]
+
+
+def test_gpu_cap_is_exact_and_the_plan_does_not_depend_on_input_order():
+    doc = fleet(max_gpu_fraction_in_flight=0.29)
+    doc["cells"] = [cell("a-1", "ring0", "canary", gpus=29), cell("b-1", "ring1", "dev", gpus=29),
+                    cell("c-1", "ring2", "staging", gpus=42)]
+    # a-1 and b-1 (29 each) fit the cap of 0.29 x 100 = 29 exactly (in floats 28.999...); c-1 does not
+    with pytest.raises(InputError, match=r"cells \(c-1\)\.gpus: 42 GPUs is 42% .* at least 0\.42"):
+        plan_fleet(doc)
+    doc["cells"][2]["ring"] = "ring1"
+    doc["cells"][1]["gpus"] = doc["cells"][2]["gpus"] = 13  # 29 + 13 + 13 = 55 GPUs; 0.29 x 55 = 15.95
+    doc["policy"]["max_gpu_fraction_in_flight"] = 0.53  # 0.53 x 55 = 29.15: 29 fits, not 29 + 13
+    plan = plan_fleet(doc)
+    assert plan["caps"]["max_gpus_in_flight"] == 29 and plan["rings"][1]["batches"] == [["b-1", "c-1"]]
+    doc["cells"] = [cell("a-1", "ring0", "canary", gpus=29), cell("b-1", "ring1", "dev", gpus=29),
+                    cell("c-1", "ring2", "staging", gpus=42)]
+    doc["policy"]["max_gpu_fraction_in_flight"] = 0.42
+    assert plan_fleet(doc)["caps"]["max_gpus_in_flight"] == 42
+    shuffled = fleet()
+    shuffled["cells"] = list(reversed(shuffled["cells"]))
+    assert plan_fleet(shuffled)["rings"] == plan_fleet(fleet())["rings"]
+
+
+def test_fuzzed_fleets_are_planned_or_refused_clearly():
+    import random
+
+    rng = random.Random(7)
+    junk = [None, "", "x", -1, 0, 1, 2.5, float("nan"), True, [], {}, {"a": 1}, "v1.36.3", "1.36", 10 ** 12]
+    for _ in range(400):
+        doc = fleet()
+        target = rng.choice([doc, doc["policy"], rng.choice(doc["cells"]), rng.choice(doc["policy"]["rings"]),
+                             rng.choice(doc["cells"])["pools"][0]])
+        key = rng.choice(sorted(target) + ["extra"])
+        target[key] = rng.choice(junk)
+        try:
+            plan = plan_fleet(doc)
+        except (InputError, PolicyError) as exc:
+            assert exc.msg.startswith("gpufleet_fleet"), exc.msg
+            continue
+        assert plan["rings"] and all(r["ring"] for r in plan["rings"])

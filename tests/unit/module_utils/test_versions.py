@@ -157,6 +157,8 @@ def test_three_hop_skip_level_training_pool_one_drain():
     assert [(s["after_hop"], s["from"], s["to"]) for s in train["steps"]] == [(3, "v1.33", "v1.36.1")]
     inference = pools["inference"]
     assert [(s["after_hop"], s["to"]) for s in inference["steps"]] == [(1, "v1.34.3"), (2, "v1.35"), (3, "v1.36.1")]
+    assert inference["must_upgrade_before_hop"] == 2  # it follows the control plane: one minor behind at most
+    assert inference["last_safe_control_plane"] == "v1.34"
     legacy = pools["legacy"]
     # 1.32 kubelets would be 4 behind at 1.36: must move before hop 3, to what the control plane runs after hop 2
     assert [(s["after_hop"], s["from"], s["to"]) for s in legacy["steps"]] == [(2, "v1.32", "v1.35"),
