@@ -188,7 +188,7 @@ _COLORS = {"done": "#2e7d32", "soaking": "#0277bd", "upgrading": "#f9a825", "pen
 
 def _bars(items: List[Any], width: int = 640) -> str:
     """A horizontal bar chart: ``items`` of (label, [(value, colour, title)]), as inline SVG."""
-    total = max((sum(v for v, _, _ in parts) for _, parts in items), default=1) or 1
+    total = max((sum(part[0] for part in parts) for _label, parts in items), default=1) or 1
     height = 26 * len(items) + 10
     out = ['<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" role="img">' % (width, height)]
     for i, (label, parts) in enumerate(items):
@@ -199,7 +199,7 @@ def _bars(items: List[Any], width: int = 640) -> str:
             out.append('<rect x="%.1f" y="%d" width="%.1f" height="20" fill="%s"><title>%s</title></rect>' % (
                 x, y, w, colour, html.escape(title)))
             x += w
-        out.append('<text x="%.1f" y="%d" font-size="13">%d</text>' % (x + 6, y + 15, sum(v for v, _, _ in parts)))
+        out.append('<text x="%.1f" y="%d" font-size="13">%d</text>' % (x + 6, y + 15, sum(p[0] for p in parts)))
     out.append("</svg>")
     return "".join(out)
 

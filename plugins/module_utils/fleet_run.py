@@ -158,11 +158,11 @@ def next_step(plan: Mapping[str, Any], ledger: Mapping[str, Any], now: datetime.
     cells = ledger["cells"]
     failed = sorted(c for c, e in cells.items() if e["state"] == "failed")
     if failed:
+        reasons = "; ".join("%s: %s" % (c, cells[c]["reason"] or "no reason") for c in failed)
         return {"action": "stop", "cells": failed,
                 "message": "cell(s) %s failed (%s); a failed cell is not retried automatically: fix it, then put it "
                            "back with gpufleet_fleet_retry='retry %s in fleet %s'" % (
-                               ", ".join(failed), "; ".join("%s: %s" % (c, cells[c]["reason"] or "no reason")
-                                                             for c in failed), failed[0], plan["fleet"])}
+                               ", ".join(failed), reasons, failed[0], plan["fleet"])}
     for ring in plan["rings"]:
         name = ring["ring"]
         members = ring["cells"]
@@ -250,8 +250,8 @@ def soak(ledger: Mapping[str, Any], ring: str, now: datetime.datetime, done: boo
     if ring not in ledger["rings"]:
         raise InputError("fleet ledger: %s is not a ring of fleet %s" % (ring, ledger["fleet"]))
     out = dict(ledger, rings=dict(ledger["rings"]))
-    out["rings"][ring] = dict(out["rings"][ring], **({"soak_done": now.isoformat()} if done
-                                                      else {"soak_started": now.isoformat(), "soak_done": None}))
+    change = {"soak_done": now.isoformat()} if done else {"soak_started": now.isoformat(), "soak_done": None}
+    out["rings"][ring] = dict(out["rings"][ring], **change)
     return out
 
 

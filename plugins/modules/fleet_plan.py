@@ -13,9 +13,9 @@ description:
     ring, both halves of a DR pair in one ring, a cell bigger than the GPU cap, a cell already out of the skew
     policy, a ring target below a cell's control plane.
   - Plans rings in order. In each ring its cells (canary, dev, staging, inference, then training; by name within a
-    kind) go in batches that upgrade at once - at most O(policy.max_cells_in_flight) cells
-    (O(policy.patch_max_cells_in_flight) when every cell of the batch takes a patch release), at most
-    O(policy.max_gpu_fraction_in_flight) of the fleet's GPUs, and one training cell at a time.
+    kind) go in batches that upgrade at once - at most C(policy.max_cells_in_flight) cells
+    (C(policy.patch_max_cells_in_flight) when every cell of the batch takes a patch release only), at most
+    C(policy.max_gpu_fraction_in_flight) of the fleet's GPUs, and one training cell at a time.
   - Per cell its control-plane path (one minor at a time), each pool's drains under the skew policy (skip-level
     pools jump up to three minors in one drain) and the pools that must move before its next control-plane hop.
   - Deterministic for the same input; changes nothing.

@@ -108,9 +108,8 @@ def main():
     written = {"files": [], "changed": False} if module.check_mode else write_files(p["dest"], report)
     files, changed = written["files"], written["changed"]
     if report["alerts"]:
-        module.fail_json(msg="fleet %s: %d alert(s): %s" % (report["fleet"], len(report["alerts"]),
-                                                           "; ".join(report["alerts"])),
-                         report=report, files=files, changed=changed)
+        message = "fleet %s: %d alert(s): %s" % (report["fleet"], len(report["alerts"]), "; ".join(report["alerts"]))
+        module.fail_json(msg=message, report=report, files=files, changed=changed)
     module.exit_json(changed=changed, report=report, files=files)
 
 
