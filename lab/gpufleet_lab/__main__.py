@@ -119,7 +119,7 @@ def shell_env(cfg: config.LabConfig) -> str:
     """What Molecule scenarios and scripts read about the selected cell, as `export NAME=value` lines."""
     import shlex
     values = {"GPUFLEET_LAB_CELL": cfg.cell, "GPUFLEET_LAB_CACHE": cfg.cache, "GPUFLEET_LAB_RUN": cfg.run,
-              "GPUFLEET_LAB_PKI": cfg.pki, "GPUFLEET_LAB_APT": cfg.cache / "apt" / "current",
+              "GPUFLEET_LAB_PKI": cfg.pki, "GPUFLEET_LAB_APT": cfg.apt_current,
               "GPUFLEET_LAB_KUBECONFIG": cfg.kubeconfig, "GPUFLEET_LAB_INVENTORY": cfg.inventory,
               "GPUFLEET_LAB_ETCD": "https://127.0.0.1:%d" % cfg.ports["etcd"],
               "GPUFLEET_LAB_FROM": cfg.from_version, "GPUFLEET_LAB_TO": cfg.to_version}

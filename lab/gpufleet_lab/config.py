@@ -72,6 +72,11 @@ class LabConfig:
         return self.run / "pki"
 
     @property
+    def apt_current(self) -> pathlib.Path:
+        """The stable link to the current apt repository (Molecule platforms mount it)."""
+        return self.cache / "apt" / "current"
+
+    @property
     def kubeconfig(self) -> pathlib.Path:
         return self.inventory / "kubeconfig"
 

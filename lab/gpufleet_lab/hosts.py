@@ -151,7 +151,7 @@ def wait_sshd(cfg: LabConfig, host: str, timeout: float = 30) -> None:
 
 def ensure_hosts(cfg: LabConfig) -> None:
     repo, count = packages.ensure_repo(cfg)
-    current = repo.parent / "current"  # stable path for Molecule platforms (.config/molecule/config.yml)
+    current = cfg.apt_current  # stable path for Molecule platforms (.config/molecule/config.yml)
     if not current.is_symlink() or current.resolve() != repo:
         current.unlink(missing_ok=True)
         current.symlink_to(repo.name)

@@ -19,7 +19,6 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import InputError, PolicyError
-from ansible_collections.gpufleet.upgrade.plugins.module_utils.fleet_run import parse_halt_policy
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.versions import (
     APISERVER, KUBELET, KubeVersion, Observed, PoolPolicy, parse_release, parse_version, plan_upgrade,
     skew_violations)
@@ -59,7 +58,7 @@ _POLICY = {
     "max_gpu_fraction_in_flight": {"type": "float", "default": 0.25},
     "training_one_at_a_time": {"type": "bool", "default": True},
     "hop_versions": {"type": "dict", "default": {}},  # intermediate hops' releases, e.g. {"1.36": "v1.36.3"}
-    "halt": {"type": "dict", "default": {}},  # the halt conditions' thresholds (fleet_run.HALT_SPEC)
+    "halt": {"type": "dict", "default": {}},  # the halt conditions' thresholds (HALT_SPEC)
 }
 SPEC: Dict[str, Any] = {
     "name": {"type": "str", "required": True},
@@ -67,6 +66,27 @@ SPEC: Dict[str, Any] = {
     "cells": {"type": "list", "elements": "dict", "required": True},
 }
 MAX_NUMBER = 10 ** 9  # more GPUs, nodes or seconds than any fleet has: a typo
+
+
+# The halt conditions' thresholds (policy.halt; fleet_run.py judges them); each default lives here.
+HALT_SPEC: Dict[str, Any] = {
+    "max_429_per_minute_increase": {"type": "float", "default": 5.0},      # apiserver 429s, per minute, over before
+    "max_latency_regression": {"type": "float", "default": 0.5},          # p99 request latency, fraction over before
+    "max_not_ready_nodes": {"type": "int", "default": 0},
+    "min_gpu_allocatable_fraction": {"type": "float", "default": 1.0},    # of the GPUs expected on each pool
+    "max_nccl_regression": {"type": "float", "default": 0.1},             # bus bandwidth, fraction under before
+    "max_jobset_restarts_increase": {"type": "int", "default": 0},
+    "max_inference_p99_regression": {"type": "float", "default": 0.2},    # fraction over before
+}
+
+
+def parse_halt_policy(value: Any) -> Dict[str, Any]:
+    """policy.halt with every default filled in; a negative threshold is refused."""
+    out = _validate(HALT_SPEC, value or {}, VAR + ".policy.halt")
+    for key, number in out.items():
+        if number < 0:
+            raise InputError("gpufleet_fleet.policy.halt.%s: %s; give 0 or more" % (key, number))
+    return out
 
 
 def _validate(spec: Mapping[str, Any], value: Any, where: str) -> Dict[str, Any]:
@@ -116,10 +136,10 @@ def parse_fleet(value: Any, name: str = VAR) -> Dict[str, Any]:
             name, policy["max_gpu_fraction_in_flight"]))
     if not policy["rings"]:
         raise InputError("%s.policy.rings: empty; list the rings in the order they upgrade" % name)
-    policy["rings"] = [_validate(_RING, r, "%s.policy.rings[%d]" % (name, i)) for i, r in enumerate(policy["rings"])]
     rings: Dict[str, Dict[str, Any]] = {}
-    for i, ring in enumerate(policy["rings"]):
+    for i, raw in enumerate(policy["rings"]):
         where = "%s.policy.rings[%d]" % (name, i)
+        ring = _validate(_RING, raw, where)
         _label(ring["name"], where + ".name")
         if ring["name"] in rings:
             raise InputError("%s.name: ring %s is listed twice" % (where, ring["name"]))
@@ -131,6 +151,7 @@ def parse_fleet(value: Any, name: str = VAR) -> Dict[str, Any]:
                 where, ring["name"]))
         ring["target"] = str(parse_release(target, "%s (%s).target" % (where, ring["name"])))
         rings[ring["name"]] = ring
+    policy["rings"] = list(rings.values())
     if policy["target"]:
         policy["target"] = str(parse_release(policy["target"], "%s.policy.target" % name))
     policy["hop_versions"] = _hop_versions(policy["hop_versions"], "%s.policy.hop_versions" % name)
@@ -295,18 +316,22 @@ def _plan_cell(cell: Mapping[str, Any], target: KubeVersion, hop_versions: Optio
     }
 
 
-def _batches(cells: Sequence[Dict[str, Any]], policy: Mapping[str, Any], cap_gpus: int) -> List[List[str]]:
-    """Cells in order, packed into batches that upgrade at once: at most max_cells_in_flight (patch-only batches
-    patch_max_cells_in_flight), at most the GPU cap, at most one training cell when training_one_at_a_time."""
+def fits(batch: Sequence[Mapping[str, Any]], caps: Mapping[str, Any]) -> bool:
+    """Whether the cells ``batch`` (their plans) may upgrade at once under ``caps`` (the plan's): at most
+    max_cells_in_flight (patch_max_cells_in_flight when each takes a patch release only), at most
+    max_gpus_in_flight GPUs, at most one training cell when training_one_at_a_time."""
+    cap = caps["patch_max_cells_in_flight"] if all(c["patch_only"] for c in batch) else caps["max_cells_in_flight"]
+    return (len(batch) <= cap and sum(c["gpus"] for c in batch) <= caps["max_gpus_in_flight"]
+            and not (caps["training_one_at_a_time"] and sum(c["kind"] == "training" for c in batch) > 1))
+
+
+def _batches(cells: Sequence[Dict[str, Any]], caps: Mapping[str, Any]) -> List[List[str]]:
+    """Cells in order, packed into batches that upgrade at once under the caps (:func:`fits`)."""
     out: List[List[str]] = []
     batch: List[Dict[str, Any]] = []
     for cell in cells:
         trial = batch + [cell]
-        cap = policy["patch_max_cells_in_flight"] if all(c["patch_only"] for c in trial) \
-            else policy["max_cells_in_flight"]
-        fits = (len(trial) <= cap and sum(c["gpus"] for c in trial) <= cap_gpus
-                and not (policy["training_one_at_a_time"] and sum(c["kind"] == "training" for c in trial) > 1))
-        if batch and not fits:
+        if batch and not fits(trial, caps):
             out.append([c["cell"] for c in batch])
             trial = [cell]
         batch = trial
@@ -320,7 +345,9 @@ def plan_fleet(value: Any, name: str = VAR) -> Dict[str, Any]:
     per cell its path. Cells already at their ring's target are listed, not batched. Deterministic."""
     fleet = parse_fleet(value, name)
     policy = fleet["policy"]
-    cap_gpus = fleet["gpu_cap"]
+    caps = {"max_cells_in_flight": policy["max_cells_in_flight"],
+            "patch_max_cells_in_flight": policy["patch_max_cells_in_flight"],
+            "max_gpus_in_flight": fleet["gpu_cap"], "training_one_at_a_time": policy["training_one_at_a_time"]}
     rings = []
     cells_out: Dict[str, Dict[str, Any]] = {}
     for ring in policy["rings"]:
@@ -333,15 +360,13 @@ def plan_fleet(value: Any, name: str = VAR) -> Dict[str, Any]:
         moving = [p for p in plans if not p["at_target"]]
         rings.append({"ring": ring["name"], "target": ring["target"], "soak_seconds": ring["soak_seconds"],
                       "cells": [p["cell"] for p in plans], "at_target": [p["cell"] for p in plans if p["at_target"]],
-                      "batches": _batches(moving, policy, cap_gpus),
+                      "batches": _batches(moving, caps),
                       "gpus": sum(p["gpus"] for p in plans)})
     nodes = sum(p["nodes"] for c in fleet["cells_by_name"].values() for p in c["pools"])
     needing = sorted(c for c, p in cells_out.items() if p["node_upgrade_before_next_hop"])
     return {
         "fleet": fleet["name"], "rings": rings, "cells": cells_out,
-        "caps": {"max_cells_in_flight": policy["max_cells_in_flight"],
-                 "patch_max_cells_in_flight": policy["patch_max_cells_in_flight"],
-                 "max_gpus_in_flight": cap_gpus, "training_one_at_a_time": policy["training_one_at_a_time"]},
+        "caps": caps,
         "gpus": fleet["gpus"], "nodes": nodes,
         "node_upgrade_before_next_hop": needing,
         "summary": "%d cells (%d nodes, %d GPUs) in %d rings: %d batches; %d cells at target; %d need a node upgrade "

@@ -20,20 +20,12 @@ from typing import Any, Dict, List, Mapping, Optional
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import GpufleetError, InputError
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.fleet import parse_fleet
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.support_calendar import OUT_OF_SUPPORT, UNKNOWN, \
-    support_status
-from ansible_collections.gpufleet.upgrade.plugins.module_utils.versions import parse_release, parse_version
+    parse_date, support_status
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.versions import (
+    APISERVER, KUBELET, Observed, parse_release, parse_version, skew_violations)
 
 STATES = ("pending", "upgrading", "soaking", "done", "failed", "halted")
 DEFAULT_PATCH_SLO_DAYS = 30
-
-
-def _date(value: Any, where: str) -> datetime.date:
-    if isinstance(value, datetime.date):
-        return value
-    try:
-        return datetime.date.fromisoformat(str(value))
-    except ValueError:
-        raise InputError("%s: %r is not a date; use YYYY-MM-DD" % (where, value)) from None
 
 
 def parse_latest_patches(value: Any) -> Dict[str, Dict[str, Any]]:
@@ -50,17 +42,19 @@ def parse_latest_patches(value: Any) -> Dict[str, Dict[str, Any]]:
         version = parse_release(entry["version"], where + ".version")
         if version.minor_str != str(minor).lstrip("v"):
             raise InputError("%s.version: %s is not a release of %s" % (where, version, minor))
-        out[version.minor_str] = {"version": str(version), "released": _date(entry["released"], where + ".released")}
+        released = parse_date(entry["released"], where + ".released")
+        out[version.minor_str] = {"version": str(version), "released": released}
     return out
 
 
 def _cell_row(cell: Mapping[str, Any], reading: Optional[Mapping[str, Any]], today: datetime.date,
               patches: Mapping[str, Dict[str, Any]], slo: int) -> Dict[str, Any]:
+    # what could not be read stays as it starts: unknown
     row: Dict[str, Any] = {"cell": cell["name"], "ring": cell["ring"], "kind": cell["kind"], "region": cell["region"],
-                           "alerts": []}
+                           "alerts": [], "state": "unknown", "control_plane": None, "pools": [], "days_to_eol": None,
+                           "support": "unknown", "latest_patch": None, "days_behind_latest_patch": None,
+                           "change_record": None}
     if reading is None:
-        row.update(state="unknown", control_plane=None, pools=[], days_to_eol=None, support="unknown",
-                   latest_patch=None, days_behind_latest_patch=None, change_record=None)
         row["alerts"].append("%s: no reading of the cell; its versions and state are unknown" % cell["name"])
         return row
     state = str(reading.get("state") or "pending")
@@ -72,8 +66,6 @@ def _cell_row(cell: Mapping[str, Any], reading: Optional[Mapping[str, Any]], tod
     try:
         cp = parse_version(reading.get("control_plane"), "%s.control_plane" % cell["name"])
     except GpufleetError as exc:
-        row.update(control_plane=None, pools=[], days_to_eol=None, support="unknown", latest_patch=None,
-                   days_behind_latest_patch=None)
         row["alerts"].append(exc.msg)
         return row
     row["control_plane"] = str(cp)
@@ -91,7 +83,14 @@ def _cell_row(cell: Mapping[str, Any], reading: Optional[Mapping[str, Any]], tod
         lag = cp.minor - versions[0].minor
         pools.append({"pool": name, "oldest": str(versions[0]), "newest": str(versions[-1]), "nodes": len(versions),
                       "minors_behind": lag})
-        if lag > 3 or versions[-1].minor > cp.minor:
+        pool_seen = [Observed(APISERVER, "control-plane", cp)] + [
+            Observed(KUBELET, "pool " + name, v, name) for v in (versions[0], versions[-1])]
+        try:
+            broken = skew_violations(pool_seen)
+        except GpufleetError as exc:  # e.g. kubelets of another major than the control plane
+            row["alerts"].append("%s: pool %s: %s" % (cell["name"], name, exc.msg))
+            continue
+        if broken:
             row["alerts"].append("%s: pool %s kubelets %s..%s are out of the skew policy against the control plane "
                                  "%s" % (cell["name"], name, versions[0], versions[-1], cp))
     row["pools"] = pools
@@ -101,7 +100,6 @@ def _cell_row(cell: Mapping[str, Any], reading: Optional[Mapping[str, Any]], tod
         row["alerts"].append("%s: %s" % (cell["name"], support["message"]))
     latest = patches.get(cp.minor_str)
     if latest is None:
-        row["latest_patch"], row["days_behind_latest_patch"] = None, None
         row["alerts"].append("%s: no latest patch known for v%s; add latest_patches['%s']" % (
             cell["name"], cp.minor_str, cp.minor_str))
         return row
@@ -119,7 +117,7 @@ def build_report(fleet: Any, readings: Optional[Mapping[str, Any]], latest_patch
     """The report. ``readings``: per cell ``{control_plane, kubelets: {pool: [versions]}, state, reason,
     change_record}`` (from the fleet ledger and the cells); None reads the versions declared in the fleet."""
     parsed = parse_fleet(fleet)
-    day = _date(today, "today")
+    day = parse_date(today, "today")
     if not isinstance(patch_slo_days, int) or not 0 <= patch_slo_days <= 3650:
         raise InputError("patch_slo_days: %r; give whole days, 0 to 3650" % (patch_slo_days,))
     patches = parse_latest_patches(latest_patches)

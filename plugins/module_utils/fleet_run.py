@@ -16,23 +16,12 @@ from __future__ import annotations
 import datetime
 from typing import Any, Dict, List, Mapping, Optional
 
-from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
-
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import InputError
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.fleet import fits
 
 LEDGER_VERSION = 1
 CELL_STATES = ("pending", "upgrading", "done", "failed")
 
-# Thresholds (the fleet policy's `halt` section); each default lives here.
-HALT_SPEC: Dict[str, Any] = {
-    "max_429_per_minute_increase": {"type": "float", "default": 5.0},      # apiserver 429s, per minute, over before
-    "max_latency_regression": {"type": "float", "default": 0.5},          # p99 request latency, fraction over before
-    "max_not_ready_nodes": {"type": "int", "default": 0},
-    "min_gpu_allocatable_fraction": {"type": "float", "default": 1.0},    # of the GPUs expected on each pool
-    "max_nccl_regression": {"type": "float", "default": 0.1},             # bus bandwidth, fraction under before
-    "max_jobset_restarts_increase": {"type": "int", "default": 0},
-    "max_inference_p99_regression": {"type": "float", "default": 0.2},    # fraction over before
-}
 # reading name -> (the threshold, how it is judged)
 CONDITIONS = (
     ("apiserver_429_per_minute", "max_429_per_minute_increase", "increase"),
@@ -43,17 +32,6 @@ CONDITIONS = (
     ("jobset_restarts", "max_jobset_restarts_increase", "increase"),
     ("inference_p99_ms", "max_inference_p99_regression", "regression"),
 )
-
-
-def parse_halt_policy(value: Any) -> Dict[str, Any]:
-    result = ArgumentSpecValidator(HALT_SPEC).validate(dict(value or {}))
-    if result.error_messages:
-        raise InputError("gpufleet_fleet.policy.halt: %s" % "; ".join(result.error_messages))
-    out = dict(result.validated_parameters)
-    for key, number in out.items():
-        if number < 0:
-            raise InputError("gpufleet_fleet.policy.halt.%s: %s; give 0 or more" % (key, number))
-    return out
 
 
 def halts(cell: str, before: Optional[Mapping[str, Any]], after: Optional[Mapping[str, Any]],
@@ -196,19 +174,13 @@ def _room(plan: Mapping[str, Any], ring: Mapping[str, Any], cells: Mapping[str, 
           upgrading: List[str]) -> List[str]:
     """The next cells of the ring that fit beside the ones upgrading: the plan's batches in order, each batch's
     pending cells, as long as the caps still hold with the upgrading cells counted."""
-    caps = plan["caps"]
     info = plan["cells"]
     chosen: List[str] = []
     for batch in ring["batches"]:
         for cell in batch:
             if cells[cell]["state"] != "pending":
                 continue
-            trial = upgrading + chosen + [cell]
-            cap = caps["patch_max_cells_in_flight"] if all(info[c]["patch_only"] for c in trial) \
-                else caps["max_cells_in_flight"]
-            training = sum(info[c]["kind"] == "training" for c in trial)
-            if (len(trial) > cap or sum(info[c]["gpus"] for c in trial) > caps["max_gpus_in_flight"]
-                    or (caps["training_one_at_a_time"] and training > 1)):
+            if not fits([info[c] for c in upgrading + chosen + [cell]], plan["caps"]):
                 return chosen
             chosen.append(cell)
         if chosen:

@@ -21,6 +21,16 @@ def _date(text: str) -> datetime.date:
     return datetime.date.fromisoformat(text)
 
 
+def parse_date(value: Any, what: str = "today") -> datetime.date:
+    """A day given as YYYY-MM-DD (or already a date); :class:`InputError` naming ``what`` otherwise."""
+    if isinstance(value, datetime.date):
+        return value
+    try:
+        return datetime.date.fromisoformat(str(value))
+    except ValueError:
+        raise InputError("%s: %r is not a date; use YYYY-MM-DD" % (what, value)) from None
+
+
 def support_status(version: Any, today: datetime.date,
                    releases: Optional[Mapping[str, Tuple[str, str]]] = None) -> Dict[str, Any]:
     """``{version, minor, released, eol, days_to_eol, status, source}`` for one cluster version.

@@ -130,7 +130,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.cell import components
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import InputError, PolicyError
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.module_support import run_module
-from ansible_collections.gpufleet.upgrade.plugins.module_utils.support_calendar import support_status
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.support_calendar import parse_date, support_status
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.versions import (
     parse_observed, parse_pool_policies, parse_version, plan_upgrade, skew_violations)
 
@@ -174,10 +174,7 @@ def main():
                 for v in violations), violations=violations)
         plan = plan_upgrade(observed, target, allow_multi_hop=allow_multi_hop, hop_versions=p["hop_versions"],
                             pools=parse_pool_policies(pools))
-        try:
-            today = datetime.date.fromisoformat(p["today"]) if p["today"] else datetime.date.today()
-        except ValueError:
-            raise InputError("today: %r is not a date; use YYYY-MM-DD" % p["today"])
+        today = parse_date(p["today"]) if p["today"] else datetime.date.today()
         support = {"current": support_status(plan["current"], today), "target": support_status(target, today)}
         return {"violations": violations, "plan": plan, "support": support}
 

@@ -10,7 +10,7 @@ import pytest
 
 from ansible_collections.gpufleet.upgrade.plugins.module_utils import fleet_run as run
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import InputError
-from ansible_collections.gpufleet.upgrade.plugins.module_utils.fleet import plan_fleet
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.fleet import parse_halt_policy, plan_fleet
 from tests.unit.module_utils.test_fleet import fleet
 
 T0 = datetime.datetime(2026, 12, 1, 2, 0, 0, tzinfo=datetime.UTC)
@@ -102,7 +102,7 @@ def test_the_ledger_read_back_is_checked_against_the_plan():
 def test_a_halt_restarts_the_rings_soak():
     plan = plan_fleet(fleet())
     ledger = run.soak(finish(run.check_ledger(None, plan), ["canary-1", "dev-1"], T0), "ring0", T0)
-    found = run.halts("dev-1", {"nccl_busbw_gbps": 480}, {"nccl_busbw_gbps": 300}, run.parse_halt_policy({}),
+    found = run.halts("dev-1", {"nccl_busbw_gbps": 480}, {"nccl_busbw_gbps": 300}, parse_halt_policy({}),
                       ["nccl_busbw_gbps"])
     halted = run.halt(ledger, "ring0", found, at(100))
     assert halted["halt"]["message"] == ("fleet prod halted in ring ring0: dev-1: nccl_busbw_gbps fell from 480 to "
@@ -123,12 +123,12 @@ def test_a_halt_restarts_the_rings_soak():
     ("inference_p99_ms", 100, 120, False), ("inference_p99_ms", 100, 121, True),
 ])
 def test_each_halt_condition_at_its_threshold(name, before, after, held):
-    found = run.halts("inf-east", {name: before}, {name: after}, run.parse_halt_policy({}), [name])
+    found = run.halts("inf-east", {name: before}, {name: after}, parse_halt_policy({}), [name])
     assert bool(found) is held, found
 
 
 def test_a_reading_that_is_missing_or_not_a_number_halts():
-    policy = run.parse_halt_policy({})
+    policy = parse_halt_policy({})
     everything = run.halts("inf-east", {}, {}, policy)
     assert len(everything) == len(run.CONDITIONS)
     assert "inf-east: apiserver_429_per_minute was not measured after the upgrade" in everything[0]["message"]
@@ -139,6 +139,6 @@ def test_a_reading_that_is_missing_or_not_a_number_halts():
     with pytest.raises(InputError, match="unknown gpu_temperature"):
         run.halts("inf-east", {}, {}, policy, ["gpu_temperature"])
     with pytest.raises(InputError, match=r"policy.halt.max_not_ready_nodes: -1; give 0 or more"):
-        run.parse_halt_policy({"max_not_ready_nodes": -1})
+        parse_halt_policy({"max_not_ready_nodes": -1})
     with pytest.raises(InputError, match=r"policy.halt: .*max_errors"):
-        run.parse_halt_policy({"max_errors": 1})
+        parse_halt_policy({"max_errors": 1})
