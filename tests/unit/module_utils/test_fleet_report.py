@@ -78,6 +78,12 @@ def test_what_cannot_be_read_is_an_alert_never_a_pass():
     # kubelets out of the skew policy
     skewed = readings(train_a={"kubelets": {"h100-train": ["v1.32.9"]}})
     assert "out of the skew policy" in build_report(example(), skewed, PATCHES, TODAY)["alerts"][0]
+    # the skew policy's own rules (versions.skew_violations): kubelets older than 1.25 may lag two minors only
+    old = readings(train_a={"control_plane": "v1.26.15", "kubelets": {"h100-train": ["v1.23.17"]}})
+    alerts = build_report(example(), old, dict(PATCHES, **{"1.26": {"version": "v1.26.15", "released": "2024-03-14"}}),
+                          TODAY)["alerts"]
+    assert "train-a: pool h100-train kubelets v1.23.17..v1.23.17 are out of the skew policy against the control " \
+        "plane v1.26.15" in alerts
 
 
 @pytest.mark.parametrize("args, message", [
