@@ -8,6 +8,7 @@
   lab clear HOST       clear every fault on HOST
   lab ee               build the execution-environment image (ansible-builder, layer-cached) and print its name
   lab env              the selected cell's paths and ports as shell assignments (Molecule scenarios read them)
+  lab fleet            every lab cell as a fleet (gpufleet_fleet, YAML for `ansible-playbook playbooks/fleet.yml -e @`)
 
 GPUFLEET_LAB_CELL picks the cell (lab/lab.yml `cells`; default: the first, `lab`): each cell is a cell of the same
 shape with its own etcd, apiservers, controllers, KWOK, hosts and ports, so tests can run on two at once.
@@ -128,10 +129,38 @@ def shell_env(cfg: config.LabConfig) -> str:
     return "".join("export %s=%s\n" % (k, shlex.quote(str(v))) for k, v in values.items())
 
 
+def fleet_doc() -> dict:
+    """The lab's cells as a fleet (docs/fleet.md), one ring each in lab.yml's order reversed: the twin cells are
+    the early rings (canaries), the first cell - the one with the training gang the wave story exercises - the
+    last ring (training). Every cell declared on `from`; soaks and halt checks in seconds, as the lab runs."""
+    names = config.cells()
+    cells = []
+    for ring, name in enumerate(reversed(names)):
+        cfg = config.load(cell=name)
+        cells.append({"name": name, "ring": "ring%d" % ring, "kind": "training" if name == names[0] else "canary",
+                      "region": "lab", "gpus": len(cfg.gpu_hosts) * cfg.gpus_per_node,
+                      "inventory": str(cfg.inventory), "control_plane": cfg.from_version,
+                      "pools": [{"name": "h100-train", "kubelet": cfg.from_version, "nodes": len(cfg.gpu_hosts)}]})
+    total = sum(c["gpus"] for c in cells)
+    return {"gpufleet_fleet": {
+        "name": "lab",
+        "policy": {
+            "target": config.load(cell=names[0]).to_version,
+            "rings": [{"name": c["ring"], "soak_seconds": 20} for c in cells],
+            "max_cells_in_flight": 1,
+            "max_gpu_fraction_in_flight": round(max(c["gpus"] for c in cells) / float(total), 4),
+            "halt_check_seconds": 10, "metrics_window_seconds": 5, "cell_timeout_seconds": 1800,
+            # LAB ONLY: the lab's apiservers share two busy cores with everything else, so a p99 of a few ms
+            # swings by several times between two readings; a real fleet keeps the default floor (0.25 s).
+            "halt": {"apiserver_p99_floor_seconds": 1.0},
+        },
+        "cells": cells}}
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="lab", description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     sub = parser.add_subparsers(dest="cmd", required=True)
-    for name in ("up", "reset", "status", "controller", "ee", "env"):
+    for name in ("up", "reset", "status", "controller", "ee", "env", "fleet"):
         sub.add_parser(name)
     sub.add_parser("down").add_argument("--all", action="store_true", help="every cell of lab/lab.yml")
     fault = sub.add_parser("fault")
@@ -143,6 +172,11 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.cmd == "down" and args.all:
         return down_all()
+    if args.cmd == "fleet":
+        import yaml
+        print("---\n# Written by `bin/lab fleet` (lab/gpufleet_lab/__main__.py): the lab's cells as a fleet.")
+        print(yaml.safe_dump(fleet_doc(), sort_keys=False), end="")
+        return 0
     try:
         cfg = config.load()
     except config.ConfigError as exc:

@@ -282,18 +282,41 @@ def write_inventory(cfg: LabConfig, cluster_uid: str) -> pathlib.Path:
     cfg.inventory.mkdir(parents=True, exist_ok=True)
     shared = REPO / "inventories" / "lab"
     if cfg.inventory != shared:  # a twin cell: the committed settings and baselines are the lab cell's own
-        for name in ("group_vars", "baselines"):  # (re)pointed at this checkout's, atomically
-            link, target = cfg.inventory / name, shared / name
-            if link.is_symlink() and os.readlink(link) == str(target):
-                continue
-            if link.exists() and not link.is_symlink():
-                raise LabError("%s is not a link to %s; remove it (bin/lab reset with GPUFLEET_LAB_CELL=%s)" % (
-                    link, target, cfg.cell))
-            tmp = cfg.inventory / (".%s.tmp" % name)
-            tmp.unlink(missing_ok=True)
-            tmp.symlink_to(target)
-            tmp.replace(link)
+        _link(cfg, cfg.inventory / "baselines", shared / "baselines")
+        _twin_group_vars(cfg, shared / "group_vars")
     path = cfg.inventory / "hosts.yml"
     header = "---\n# Written by `lab up` (lab/gpufleet_lab/hosts.py); regenerated on every up. Do not edit.\n"
     path.write_text(header + yaml.safe_dump(inventory, sort_keys=False))
     return path
+
+
+def _link(cfg: LabConfig, link: pathlib.Path, target: pathlib.Path) -> None:
+    """``link`` (re)pointed at ``target``, atomically."""
+    if link.is_symlink() and os.readlink(link) == str(target):
+        return
+    if link.exists() and not link.is_symlink():
+        raise LabError("%s is not a link to %s; remove it (bin/lab reset with GPUFLEET_LAB_CELL=%s)" % (
+            link, target, cfg.cell))
+    tmp = link.with_name(".%s.tmp" % link.name)
+    tmp.unlink(missing_ok=True)
+    tmp.symlink_to(target)
+    tmp.replace(link)
+
+
+def _twin_group_vars(cfg: LabConfig, shared: pathlib.Path) -> None:
+    """A twin cell's group_vars: a link to each of the lab cell's committed files, except that ``all`` is a
+    directory holding a link to the committed all.yml and, loaded after it, the twin's own name (each cell of a
+    fleet has its own ``gpufleet_cluster_name``, and typed confirmations name it)."""
+    folder = cfg.inventory / "group_vars"
+    if folder.is_symlink():  # the layout before twins had names of their own
+        folder.unlink()
+    folder.mkdir(exist_ok=True)
+    for item in sorted(shared.glob("*.yml")):
+        if item.name == "all.yml":
+            (folder / "all").mkdir(exist_ok=True)
+            _link(cfg, folder / "all" / "00-lab.yml", item)
+            (folder / "all" / "50-cell.yml").write_text(
+                "---\n# Written by `lab up` (lab/gpufleet_lab/hosts.py): this twin cell's own name.\n"
+                "gpufleet_cluster_name: %s\n" % cfg.cell)
+        else:
+            _link(cfg, folder / item.name, item)

@@ -17,7 +17,8 @@ Protocol (what gpufleet's drain role asks, what the job answers):
   Evicted/Deactivated; the work lost (seconds since the last checkpoint x GPUs) is recorded in
   ``run/lost-work.jsonl`` and on the JobSet (``gpufleet-lab/lost-gpu-seconds``). ``active=true``: unsuspended,
   pods recreated; the scheduler places them on schedulable nodes.
-- A rank that dies alone while the gang is active (a per-node drain, an eviction) restarts the whole gang from its
+- A rank that dies alone while the gang is active (a per-node drain, an eviction) restarts the whole gang (its
+  JobSet's ``status.restarts`` counts one more, as the JobSet controller's does) from its
   last checkpoint, and that loss is recorded too: what gpufleet's gang stop exists to avoid.
 """
 from __future__ import annotations
@@ -207,6 +208,11 @@ class Training:
                 if gone:
                     # a rank died alone (a per-node drain): the whole job restarts from its last checkpoint
                     self._record_loss(js, "rank %s died" % sorted(gone)[0])
+                    # as the JobSet controller counts a restart under its failure policy (status.restarts)
+                    restarts = int(getattr(js.status, "restarts", 0) or 0) + 1 if js.status else 1
+                    self.jobsets.subresources["status"].patch(
+                        name=name, namespace=NS, body={"status": {"restarts": restarts}},
+                        content_type="application/merge-patch+json")
                     self._delete_pods(pods)
                     self.members[name] = set()
                     continue

@@ -19,6 +19,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import InputError, PolicyError
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.fleet_readings import API_READINGS
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.versions import (
     APISERVER, KUBELET, KubeVersion, Observed, PoolPolicy, parse_release, parse_version, plan_upgrade,
     skew_violations)
@@ -44,6 +45,8 @@ _CELL = {
     "inventory": {"type": "str", "required": True},
     "control_plane": {"type": "str", "required": True},
     "pools": {"type": "list", "elements": "dict", "default": []},
+    # the halt readings judged for this cell (fleet_readings.API_READINGS; default all of them)
+    "halt_readings": {"type": "list", "elements": "str"},
 }
 _RING = {
     "name": {"type": "str", "required": True},
@@ -59,6 +62,11 @@ _POLICY = {
     "training_one_at_a_time": {"type": "bool", "default": True},
     "hop_versions": {"type": "dict", "default": {}},  # intermediate hops' releases, e.g. {"1.36": "v1.36.3"}
     "halt": {"type": "dict", "default": {}},  # the halt conditions' thresholds (HALT_SPEC)
+    # the fleet run (playbooks/fleet.yml): how often a soak reads the halt conditions, the window of each reading's
+    # apiserver rates, and how long one cell's upgrade may take before it counts as failed
+    "halt_check_seconds": {"type": "int", "default": 300},
+    "metrics_window_seconds": {"type": "int", "default": 30},
+    "cell_timeout_seconds": {"type": "int", "default": 21600},
 }
 SPEC: Dict[str, Any] = {
     "name": {"type": "str", "required": True},
@@ -72,6 +80,7 @@ MAX_NUMBER = 10 ** 9  # more GPUs, nodes or seconds than any fleet has: a typo
 HALT_SPEC: Dict[str, Any] = {
     "max_429_per_minute_increase": {"type": "float", "default": 5.0},      # apiserver 429s, per minute, over before
     "max_latency_regression": {"type": "float", "default": 0.5},          # p99 request latency, fraction over before
+    "apiserver_p99_floor_seconds": {"type": "float", "default": 0.25},    # a p99 at or under this never halts
     "max_not_ready_nodes": {"type": "int", "default": 0},
     "min_gpu_allocatable_fraction": {"type": "float", "default": 1.0},    # of the GPUs expected on each pool
     "max_nccl_regression": {"type": "float", "default": 0.1},             # bus bandwidth, fraction under before
@@ -156,6 +165,9 @@ def parse_fleet(value: Any, name: str = VAR) -> Dict[str, Any]:
         policy["target"] = str(parse_release(policy["target"], "%s.policy.target" % name))
     policy["hop_versions"] = _hop_versions(policy["hop_versions"], "%s.policy.hop_versions" % name)
     policy["halt"] = parse_halt_policy(policy["halt"])
+    for key in ("halt_check_seconds", "metrics_window_seconds", "cell_timeout_seconds"):
+        if policy[key] < 1:
+            raise InputError("%s.policy.%s: %d; give 1 or more seconds" % (name, key, policy[key]))
     if not fleet["cells"]:
         raise InputError("%s.cells: empty; list every cell of the fleet" % name)
     cells: Dict[str, Dict[str, Any]] = {}
@@ -175,6 +187,7 @@ def parse_fleet(value: Any, name: str = VAR) -> Dict[str, Any]:
             raise InputError("%s.gpus: %d; give the cell's GPU count (0 for a cell without GPUs)" % (
                 where, cell["gpus"]))
         cell["control_plane"] = _running(cell["control_plane"], where + ".control_plane")
+        cell["halt_readings"] = _halt_readings(cell["halt_readings"], where + ".halt_readings")
         seen = set()
         for j, pool in enumerate(cell["pools"]):
             pwhere = "%s.pools[%d]" % (where, j)
@@ -209,6 +222,22 @@ def parse_fleet(value: Any, name: str = VAR) -> Dict[str, Any]:
     fleet["cells_by_name"] = cells
     fleet["gpus"] = total
     return fleet
+
+
+def _halt_readings(value: Optional[List[str]], where: str) -> List[str]:
+    """The readings judged for a cell: all of fleet_readings.API_READINGS unless the cell names fewer (a cell
+    without GPUs or JobSets may leave those out). The NCCL and inference readings have no source in the fleet
+    run yet, so naming them is refused rather than halting every run on a reading that is never taken."""
+    if value is None:
+        return list(API_READINGS)
+    unknown = sorted(set(value) - set(API_READINGS))
+    if unknown:
+        raise InputError("%s: %s cannot be read by the fleet run; choose from %s" % (
+            where, ", ".join(unknown), ", ".join(API_READINGS)))
+    if not value:
+        raise InputError("%s: empty; a cell judged on nothing would always promote. Leave it out for all of %s" % (
+            where, ", ".join(API_READINGS)))
+    return [r for r in API_READINGS if r in value]
 
 
 def gpu_cap(fraction: float, total: int) -> int:
@@ -303,7 +332,7 @@ def _plan_cell(cell: Mapping[str, Any], target: KubeVersion, hop_versions: Optio
                   and not any(step["minors"] for p in plan["pools"] for step in p["steps"]))
     return {
         "cell": cell["name"], "ring": cell["ring"], "kind": cell["kind"], "region": cell["region"],
-        "inventory": cell["inventory"], "gpus": cell["gpus"],
+        "inventory": cell["inventory"], "gpus": cell["gpus"], "halt_readings": cell["halt_readings"],
         "current": str(current), "target": str(target),
         "at_target": not plan["control_plane_path"] and not any(p["steps"] for p in plan["pools"]),
         "patch_only": patch_only,
@@ -367,6 +396,8 @@ def plan_fleet(value: Any, name: str = VAR) -> Dict[str, Any]:
     return {
         "fleet": fleet["name"], "rings": rings, "cells": cells_out,
         "caps": caps,
+        "run": {k: policy[k] for k in ("halt_check_seconds", "metrics_window_seconds", "cell_timeout_seconds")},
+        "halt_policy": policy["halt"],
         "gpus": fleet["gpus"], "nodes": nodes,
         "node_upgrade_before_next_hop": needing,
         "summary": "%d cells (%d nodes, %d GPUs) in %d rings: %d batches; %d cells at target; %d need a node upgrade "

@@ -148,6 +148,15 @@ class Kube:
                 return None
             raise
 
+    def list_nodes(self) -> List[Dict[str, Any]]:
+        return [self._plain(n) for n in self._call("list Nodes", self.core.list_node).items]
+
+    def metrics_text(self) -> str:
+        """The apiserver's own /metrics (Prometheus text); needs ``get`` on the non-resource URL /metrics."""
+        response = self._call("GET %s/metrics" % self.server, self.client.call_api, "/metrics", "GET",
+                              auth_settings=["BearerToken"], _preload_content=False, _return_http_data_only=True)
+        return response.data.decode("utf-8", "replace")
+
     def patch_node(self, name: str, body: Dict[str, Any]) -> Dict[str, Any]:
         return self._plain(self._call("patch Node %s" % name, self.core.patch_node, name, body))
 
@@ -367,13 +376,16 @@ class Kube:
         return True
 
 
-def connect(module: Any) -> Kube:
+def connect(module: Any, host: Optional[str] = None) -> Kube:
     """A Kube for a module's connection options and the K8S_AUTH_* variables, read as kubernetes.core reads them
-    (same options, same precedence), without its fall-back to the in-cluster service account."""
+    (same options, same precedence), without its fall-back to the in-cluster service account. ``host``: one
+    apiserver of the cell instead of the kubeconfig's server (same credentials)."""
     if k8s_client is None:
         raise KubeError("the collection kubernetes.core is missing: ansible-galaxy collection install kubernetes.core")
     auth = auth_source(k8s_client._create_auth_spec(module),
                        default_kubeconfig(dict(os.environ), os.path.expanduser("~")))
+    if host:
+        auth = dict(auth, host=host)
     return Kube(auth, k8s_client._create_headers(module))
 
 

@@ -30,6 +30,12 @@ options:
         C(nodes), C(skip_level)). docs/fleet.md describes every field.
     type: dict
     required: true
+  out_dir:
+    description:
+      - Where the fleet run keeps its ledger, readings and the cells' run logs (C(FLEET) below it) -
+        C(gpufleet_out_dir), else the environment's C(GPUFLEET_OUT_DIR), else C(out) of the working directory, as
+        for one cell. Returned as C(paths).
+    type: str
 extends_documentation_fragment:
   - gpufleet.upgrade.common.CHECK
 author:
@@ -72,16 +78,40 @@ summary:
   description: One line describing the plan.
   returned: success
   type: str
+paths:
+  description: The fleet run's files - C(dir), C(ledger), C(readings) (a directory), C(logs) (a directory).
+  returned: success
+  type: dict
+run:
+  description: The fleet run's settings - C(halt_check_seconds), C(metrics_window_seconds), C(cell_timeout_seconds),
+    C(max_steps) (the playbook's bound on its steps).
+  returned: success
+  type: dict
 """
 
+import os
+
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpufleet.upgrade.plugins.module_utils import fleet_run
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.cell import out_dir
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.fleet import plan_fleet
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.module_support import run_module
 
 
 def main():
-    module = AnsibleModule(argument_spec=dict(fleet=dict(type="dict", required=True)), supports_check_mode=True)
-    run_module(module, lambda: plan_fleet(module.params["fleet"]))
+    module = AnsibleModule(argument_spec=dict(fleet=dict(type="dict", required=True), out_dir=dict(type="str")),
+                           supports_check_mode=True)
+
+    def body():
+        plan = plan_fleet(module.params["fleet"])
+        base = out_dir(module.params["out_dir"], dict(os.environ), os.getcwd())
+        plan["paths"] = fleet_run.paths(base, plan["fleet"])
+        plan["run"]["max_steps"] = fleet_run.max_steps(plan)
+        for cell in plan["cells"].values():  # a relative inventory is the working directory's, as for -i
+            cell["inventory"] = os.path.normpath(os.path.join(os.getcwd(), os.path.expanduser(cell["inventory"])))
+        return plan
+
+    run_module(module, body)
 
 
 if __name__ == "__main__":

@@ -75,7 +75,7 @@ def test_a_run_killed_mid_way_leaves_no_plaintext_snapshot_past_the_next_run(lab
     finally:
         proc.wait(timeout=60)
     assert proc.returncode == -signal.SIGKILL, "".join(seen[-40:])
-    assert list(backups.glob("etcd-lab-*.db.part")), "the kill came too late to test anything"
+    assert list(backups.glob("etcd-%s-*.db.part" % lab.cell)), "the kill came too late to test anything"
     assert podman_exec("cp-1", "sh", "-c", "ls /var/lib/etcd-backup").stdout.strip().endswith(".db")
     after = backup(lab, backups, "-e", "etcd_snapshot_reuse_minutes=0")
     assert after.returncode == 0, after.stdout[-3000:]
@@ -106,21 +106,21 @@ def restore(lab, *extra, records=None):
 def test_etcd_restore_is_break_glass_and_restores_a_verified_snapshot(lab, tmp_path):
     backups = tmp_path / "backups"
     assert backup(lab, backups, "-e", "etcd_snapshot_reuse_minutes=0").returncode == 0
-    (vault_file,) = backups.glob("etcd-lab-*.db.vault")
+    (vault_file,) = backups.glob("etcd-%s-*.db.vault" % lab.cell)
     podman_exec("cp-1", "sh", "-c", "rm -rf /var/lib/etcd.restored-*")
     # without the exact confirmation: refused, nothing changed
     for confirm in ([], ["-e", "gpufleet_break_glass_etcd_restore=yes"]):
         refused = restore(lab, "-e", "etcd_restore_snapshot=%s" % vault_file, *confirm)
         assert refused.returncode != 0
-        assert "restore lab from %s" % vault_file.name in refused.stdout and "Nothing was changed" in refused.stdout
+        assert "restore %s from %s" % (lab.cell, vault_file.name) in refused.stdout and "Nothing was changed" in refused.stdout
     assert podman_exec("cp-1", "sh", "-c", "ls -d /var/lib/etcd.restored-* 2>/dev/null").stdout.strip() == ""
     # confirmed: every member restores the verified snapshot into a new data directory (the lab's etcd is not a
     # static pod on its hosts, so the swap is off here)
     done = restore(lab, "-e", "etcd_restore_snapshot=%s" % vault_file, "-e", "etcd_restore_swap=false",
-                   "-e", json.dumps({"gpufleet_break_glass_etcd_restore": "restore lab from %s" % vault_file.name}),
+                   "-e", json.dumps({"gpufleet_break_glass_etcd_restore": "restore %s from %s" % (lab.cell, vault_file.name)}),
                    records=tmp_path / "records")
     assert done.returncode == 0, done.stdout[-4000:]
-    assert KEY not in done.stdout and "BREAK GLASS: restore lab from" in done.stdout
+    assert KEY not in done.stdout and "BREAK GLASS: restore %s from" % lab.cell in done.stdout
     (record,) = (tmp_path / "records").glob("*-etcd_restore.yml.json")
     (used,) = json.loads(record.read_text())["break_glass"]
     assert used["action"] == "etcd_restore" and used["nodes"] == lab.control_plane and vault_file.name in used["detail"]
@@ -136,13 +136,13 @@ def test_etcd_restore_is_break_glass_and_restores_a_verified_snapshot(lab, tmp_p
 def copies(lab):
     """{backup host: {name: (mode, sha256)}, s3: {key: sha256}} of this lab's etcd snapshots off the controller."""
     listing = podman_exec("backup-1", "sh", "-c", "cd /var/backups/gpufleet/etcd 2>/dev/null && "
-                                                  "for f in etcd-lab-*; do stat -c '%n %a' $f; sha256sum $f; done")
+                                                  "for f in etcd-%s-*; do stat -c '%%n %%a' $f; sha256sum $f; done" % lab.cell)
     host = {}
     for stat_line, sum_line in zip(*[iter(listing.stdout.splitlines())] * 2):
         name, mode = stat_line.split()
         host[name] = (mode, sum_line.split()[0])
     s3 = s3_client(lab)
-    objects = s3.list_objects_v2(Bucket=lab.s3["bucket"], Prefix="lab/etcd-lab-").get("Contents", [])
+    objects = s3.list_objects_v2(Bucket=lab.s3["bucket"], Prefix="lab/etcd-%s-" % lab.cell).get("Contents", [])
     bucket = {o["Key"]: hashlib.sha256(s3.get_object(Bucket=lab.s3["bucket"], Key=o["Key"])["Body"].read())
               .hexdigest() for o in objects}
     return host, bucket
@@ -160,7 +160,7 @@ def test_snapshot_encrypted_copied_off_reused_kept_to_retention_and_restored_fro
     proc = backup(lab, backups, "-e", "etcd_snapshot_reuse_minutes=0")
     assert proc.returncode == 0, proc.stdout[-4000:]
     assert lab.s3["secret_key"] not in proc.stdout and KEY not in proc.stdout and KEY not in proc.stderr
-    (vault_file,) = backups.glob("etcd-lab-*.db.vault")
+    (vault_file,) = backups.glob("etcd-%s-*.db.vault" % lab.cell)
     assert stat.S_IMODE(vault_file.stat().st_mode) == 0o600
     assert vault_file.read_text().startswith("$ANSIBLE_VAULT;1.1;AES256")
     assert not list(backups.glob("*.part"))
@@ -169,7 +169,7 @@ def test_snapshot_encrypted_copied_off_reused_kept_to_retention_and_restored_fro
     assert meta["node"] == "cp-1" and meta["snapshot"]["revision"] > 0 and len(meta["sha256_plaintext"]) == 64
     # nothing left on the node
     assert podman_exec("cp-1", "sh", "-c", "ls /var/lib/etcd-backup").stdout.strip() == ""
-    local = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in backups.glob("etcd-lab-*")}
+    local = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in backups.glob("etcd-%s-*" % lab.cell)}
     assert len(local) == 2  # the snapshot and its record
     host, bucket = copies(lab)
     assert {n: s for n, (_, s) in host.items()} == local and {m for m, _ in host.values()} == {"600"}
@@ -193,7 +193,7 @@ def test_snapshot_encrypted_copied_off_reused_kept_to_retention_and_restored_fro
         podman_exec("cp-1", "sh", "-c", "rm -rf /var/lib/etcd.restored-*")
         done = restore(lab, "-e", "etcd_restore_source=%s" % source, "-e", "etcd_restore_snapshot=%s" % newest,
                        "-e", "etcd_restore_swap=false",
-                       "-e", json.dumps({"gpufleet_break_glass_etcd_restore": "restore lab from %s" % newest}))
+                       "-e", json.dumps({"gpufleet_break_glass_etcd_restore": "restore %s from %s" % (lab.cell, newest)}))
         assert done.returncode == 0, (source, done.stdout[-4000:])
         restored = podman_exec("cp-1", "sh", "-c", "ls /var/lib/etcd.restored-*/member/snap/db").stdout.split()
         assert len(restored) == 1, (source, restored)

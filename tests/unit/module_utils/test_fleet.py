@@ -8,6 +8,7 @@ import pytest
 
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import InputError, PolicyError
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.fleet import parse_fleet, plan_fleet
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.fleet_readings import API_READINGS
 
 
 def cell(name, ring, kind, gpus=64, cp="v1.35.4", kubelet="v1.35.4", partner=None, **extra):
@@ -244,3 +245,23 @@ def test_fuzzed_fleets_are_planned_or_refused_clearly():
             assert exc.msg.startswith("gpufleet_fleet"), exc.msg
             continue
         assert plan["rings"] and all(r["ring"] for r in plan["rings"])
+
+
+def test_halt_readings_and_run_settings_are_checked():
+    plan = plan_fleet(fleet())
+    assert plan["cells"]["canary-1"]["halt_readings"] == list(API_READINGS)
+    assert plan["run"] == {"halt_check_seconds": 300, "metrics_window_seconds": 30, "cell_timeout_seconds": 21600}
+    assert plan["halt_policy"]["max_not_ready_nodes"] == 0
+    spec = fleet(halt_check_seconds=15)
+    spec["cells"][0]["halt_readings"] = ["jobset_restarts", "not_ready_nodes"]
+    plan = plan_fleet(spec)
+    assert plan["cells"]["canary-1"]["halt_readings"] == ["not_ready_nodes", "jobset_restarts"]  # canonical order
+    assert plan["run"]["halt_check_seconds"] == 15
+    for readings, message in ((["nccl_busbw_gbps"], "nccl_busbw_gbps cannot be read by the fleet run"),
+                              ([], "empty; a cell judged on nothing would always promote")):
+        spec = fleet()
+        spec["cells"][0]["halt_readings"] = readings
+        with pytest.raises(InputError, match=r"cells\[0\] \(canary-1\).halt_readings: " + message):
+            plan_fleet(spec)
+    with pytest.raises(InputError, match="policy.metrics_window_seconds: 0; give 1 or more seconds"):
+        plan_fleet(fleet(metrics_window_seconds=0))

@@ -116,6 +116,7 @@ def test_a_halt_restarts_the_rings_soak():
 @pytest.mark.parametrize("name, before, after, held", [
     ("apiserver_429_per_minute", 1, 6, False), ("apiserver_429_per_minute", 1, 6.5, True),
     ("apiserver_p99_seconds", 0.2, 0.3, False), ("apiserver_p99_seconds", 0.2, 0.31, True),
+    ("apiserver_p99_seconds", 0.02, 0.25, False), ("apiserver_p99_seconds", 0.02, 0.26, True),  # the 0.25 s floor
     ("not_ready_nodes", None, 0, False), ("not_ready_nodes", None, 1, True),
     ("gpu_allocatable_fraction", None, 1.0, False), ("gpu_allocatable_fraction", None, 0.875, True),
     ("nccl_busbw_gbps", 480, 432, False), ("nccl_busbw_gbps", 480, 431, True),
@@ -142,3 +143,52 @@ def test_a_reading_that_is_missing_or_not_a_number_halts():
         parse_halt_policy({"max_not_ready_nodes": -1})
     with pytest.raises(InputError, match=r"policy.halt: .*max_errors"):
         parse_halt_policy({"max_errors": 1})
+
+
+# -- what the fleet playbook asks (hops, judge, bounds, the retry confirmation, paths) ------------------------------
+def test_hops_are_releases_and_a_bare_minor_is_refused_before_anything_runs():
+    plan = plan_fleet(fleet())
+    ledger = run.check_ledger(None, plan)
+    assert run.hops(plan, "canary-1") == ["v1.36.3"]
+    assert set(run.runnable(plan, ledger)) == set(plan["cells"])
+    far = fleet()
+    far["policy"]["target"] = "v1.37.2"
+    plan = plan_fleet(far)
+    with pytest.raises(InputError, match=r"canary-1: the hop\(s\) v1.36 have no release; set gpufleet_fleet.policy"
+                                         r".hop_versions \(such as \{\"1.36\": \"v1.36.3\"\}\)"):
+        run.runnable(plan, run.check_ledger(None, plan))
+    far["policy"]["hop_versions"] = {"1.36": "v1.36.3"}
+    plan = plan_fleet(far)
+    assert run.hops(plan, "train-a") == ["v1.36.3", "v1.37.2"]
+    with pytest.raises(InputError, match="nope is not a cell of fleet prod"):
+        run.hops(plan, "nope")
+    done = run.record(run.check_ledger(None, plan), "canary-1", "done", T0)
+    assert "canary-1" not in run.runnable(plan, done)
+
+
+def test_judge_takes_each_cells_own_readings_and_the_fleets_thresholds():
+    spec = fleet()
+    spec["cells"][0]["halt_readings"] = ["not_ready_nodes"]  # canary-1: nodes only
+    plan = plan_fleet(spec)
+    before = {"canary-1": {}, "dev-1": {k: 0 for k in ("apiserver_429_per_minute", "not_ready_nodes",
+                                                       "jobset_restarts")}}
+    before["dev-1"].update(apiserver_p99_seconds=0.05, gpu_allocatable_fraction=1.0)
+    after = {"canary-1": {"not_ready_nodes": 0}, "dev-1": dict(before["dev-1"], gpu_allocatable_fraction=0.97)}
+    found = run.judge(plan, ["canary-1", "dev-1"], before, after)
+    assert [(f["cell"], f["condition"]) for f in found] == [("dev-1", "gpu_allocatable_fraction")]
+    assert "is 0.97 (at least 1)" in found[0]["message"]
+    assert run.judge(plan, ["dev-1"], before, {})[0]["message"].startswith(
+        "dev-1: apiserver_429_per_minute was not measured after the upgrade")
+    assert run.judge(plan, [], before, after) == []
+
+
+def test_the_playbooks_bounds_paths_and_the_retry_confirmations_cell():
+    plan = plan_fleet(fleet())
+    assert run.max_steps(plan) == sum(len(r["batches"]) + 2 for r in plan["rings"]) + 1
+    assert run.paths("/srv/out/", "prod") == {"dir": "/srv/out/fleet/prod", "ledger": "/srv/out/fleet/prod/ledger.json",
+                                              "readings": "/srv/out/fleet/prod/readings",
+                                              "logs": "/srv/out/fleet/prod/logs"}
+    assert run.retry_cell("retry dev-1 in fleet prod") == "dev-1"
+    for bad in ("", "retry dev-1", "please retry dev-1 in fleet prod", "retry dev-1 of fleet prod"):
+        with pytest.raises(InputError, match="type 'retry CELL in fleet FLEET'"):
+            run.retry_cell(bad)

@@ -1,0 +1,181 @@
+# Copyright: gpufleet contributors
+# Apache License 2.0
+"""The fleet's halt readings of one cell, from the cell's own API: pure functions over what the
+``fleet_readings`` module fetched (each apiserver's /metrics text, twice, a window apart; the Node and JobSet
+objects). fleet_run.halts judges them against the readings taken before the cell's upgrade.
+
+- ``apiserver_429_per_minute``: requests the apiservers answered 429 (throttled: API Priority and Fairness or
+  max-inflight), per minute over the window, summed over every apiserver (``apiserver_request_total{code="429"}``).
+- ``apiserver_p99_seconds``: the 99th percentile of request latency over the window, all apiservers' histograms
+  merged (``apiserver_request_duration_seconds``), long-running verbs (WATCH, CONNECT) left out as the apiserver's
+  own SLO metrics do; the quantile is interpolated within its bucket the way Prometheus' histogram_quantile does.
+- ``not_ready_nodes``: Nodes whose Ready condition is not True (Unknown and missing count).
+- ``gpu_allocatable_fraction``: allocatable ``nvidia.com/gpu`` on Ready nodes over the GPUs the fleet expects of
+  the cell (its ``gpus``).
+- ``jobset_restarts``: the sum of every JobSet's ``status.restarts`` (the JobSet controller counts each restart of
+  a gang under its failure policy).
+
+Counters are per apiserver process: one that restarted inside the window (its counter went down) counts from zero,
+as Prometheus' rate() does. A window in which an apiserver served no request has no latency: not measured.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import InputError
+
+REQUESTS = "apiserver_request_total"
+DURATION = "apiserver_request_duration_seconds_bucket"
+LONG_RUNNING = frozenset(("WATCH", "CONNECT"))
+GPU = "nvidia.com/gpu"
+API_READINGS = ("apiserver_429_per_minute", "apiserver_p99_seconds", "not_ready_nodes", "gpu_allocatable_fraction",
+                "jobset_restarts")
+
+
+def scrape(text: str, where: str) -> Dict[str, Any]:
+    """One apiserver's /metrics text reduced to what the readings need: ``{"throttled": count of 429 answers,
+    "buckets": {le: cumulative count}}``. Parsed by prometheus_client's text parser (the exposition format has
+    escapes, exemplars and comments a hand parser gets wrong); a text without the two metrics is refused."""
+    try:
+        from prometheus_client.parser import text_string_to_metric_families
+    except ImportError as exc:  # pragma: no cover - the module reports missing_required_lib first
+        raise InputError("the Python library prometheus-client is missing on the controller: pip install "
+                         "prometheus-client (pip install -r requirements.txt from the collection)") from exc
+    throttled, buckets, seen = 0.0, {}, set()  # type: float, Dict[float, float], set
+    try:
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                if sample.name == REQUESTS:
+                    seen.add(REQUESTS)
+                    if sample.labels.get("code") == "429":
+                        throttled += sample.value
+                elif sample.name == DURATION:
+                    seen.add(DURATION)
+                    if sample.labels.get("verb", "").upper() in LONG_RUNNING:
+                        continue
+                    bound = float(sample.labels["le"])
+                    buckets[bound] = buckets.get(bound, 0.0) + sample.value
+    except (ValueError, KeyError, IndexError, TypeError) as exc:
+        raise InputError("%s: /metrics is not Prometheus text (%s)" % (where, exc)) from None
+    missing = sorted({REQUESTS, DURATION} - seen)
+    if missing:
+        raise InputError("%s: /metrics has no %s; is this a kube-apiserver (and may these credentials get /metrics)?"
+                         % (where, " or ".join(missing)))
+    return {"throttled": throttled, "buckets": buckets}
+
+
+def _delta(first: float, second: float) -> float:
+    """A counter's increase; a counter that went down restarted with its process and counts from zero."""
+    return second - first if second >= first else second
+
+
+def histogram_quantile(q: float, buckets: Mapping[float, float]) -> Optional[float]:
+    """The ``q`` quantile of a cumulative histogram ``{upper bound: count}`` (``+Inf`` included), by linear
+    interpolation within the bucket it falls in, as Prometheus computes it; None with no observations. Falling in
+    the +Inf bucket gives the largest finite bound."""
+    bounds = sorted(buckets)
+    if not bounds or not math.isinf(bounds[-1]):
+        raise InputError("a latency histogram without its +Inf bucket")
+    total = buckets[bounds[-1]]
+    if total <= 0:
+        return None
+    rank = q * total
+    lower, below = 0.0, 0.0
+    for bound in bounds:
+        count = buckets[bound]
+        if count >= rank:
+            if math.isinf(bound):
+                return lower
+            if count == below:
+                return bound
+            return lower + (bound - lower) * (rank - below) / (count - below)
+        lower, below = bound, count
+    return lower  # pragma: no cover - the +Inf bucket holds every observation
+
+
+def apiserver_readings(first: Mapping[str, Mapping[str, Any]], second: Mapping[str, Mapping[str, Any]],
+                       seconds: float) -> Dict[str, Any]:
+    """429s per minute and the p99 latency over the window between two scrapes of each apiserver
+    (``{apiserver: scrape()}``). Every apiserver must be in both scrapes."""
+    if seconds <= 0:
+        raise InputError("the metrics window must be above 0 seconds, got %s" % seconds)
+    if set(first) != set(second) or not first:
+        raise InputError("apiserver metrics: scraped %s first and %s second; every apiserver must answer both" % (
+            ", ".join(sorted(first)) or "none", ", ".join(sorted(second)) or "none"))
+    throttled = 0.0
+    merged: Dict[float, float] = {}
+    per: Dict[str, Any] = {}
+    for name in sorted(first):
+        a, b = first[name], second[name]
+        t = _delta(a["throttled"], b["throttled"])
+        throttled += t
+        bounds = set(a["buckets"]) | set(b["buckets"])
+        restarted = b["buckets"].get(math.inf, 0.0) < a["buckets"].get(math.inf, 0.0)
+        for bound in bounds:
+            d = b["buckets"].get(bound, 0.0) if restarted else _delta(a["buckets"].get(bound, 0.0),
+                                                                         b["buckets"].get(bound, 0.0))
+            merged[bound] = merged.get(bound, 0.0) + d
+        per[name] = {"throttled": t, "requests": b["buckets"].get(math.inf, 0.0) - (
+            0.0 if restarted else a["buckets"].get(math.inf, 0.0))}
+    p99 = histogram_quantile(0.99, merged) if merged else None
+    return {"apiserver_429_per_minute": round(throttled * 60.0 / seconds, 3),
+            "apiserver_p99_seconds": None if p99 is None else round(p99, 4), "apiservers": per}
+
+
+def _ready(node: Mapping[str, Any]) -> bool:
+    return any(c.get("type") == "Ready" and c.get("status") == "True"
+               for c in ((node.get("status") or {}).get("conditions") or []))
+
+
+def _quantity(value: Any, where: str) -> int:
+    try:
+        return int(str(value))
+    except ValueError:
+        raise InputError("%s: allocatable %s is %r, not a whole number of GPUs" % (where, GPU, value)) from None
+
+
+def node_readings(nodes: Sequence[Mapping[str, Any]], expected_gpus: int) -> Dict[str, Any]:
+    """NotReady nodes and the fraction of the expected GPUs allocatable on Ready nodes."""
+    if expected_gpus < 0:
+        raise InputError("expected_gpus: %d; give the GPUs the cell should have (0 or more)" % expected_gpus)
+    not_ready: List[str] = []
+    gpus = 0
+    for node in nodes:
+        name = (node.get("metadata") or {}).get("name", "?")
+        if not _ready(node):
+            not_ready.append(name)
+            continue
+        alloc = ((node.get("status") or {}).get("allocatable") or {}).get(GPU)
+        if alloc is not None:
+            gpus += _quantity(alloc, "node %s" % name)
+    if not nodes:
+        raise InputError("the cell's API lists no Node: nothing to read (wrong cluster?)")
+    fraction = 1.0 if expected_gpus == 0 else gpus / float(expected_gpus)
+    return {"not_ready_nodes": len(not_ready), "not_ready": sorted(not_ready), "gpus_allocatable": gpus,
+            "gpu_allocatable_fraction": round(fraction, 4)}
+
+
+def jobset_restarts(jobsets: Sequence[Mapping[str, Any]]) -> Tuple[int, Dict[str, int]]:
+    """The sum of the JobSets' ``status.restarts`` and the non-zero ones by namespace/name."""
+    per: Dict[str, int] = {}
+    for js in jobsets:
+        meta = js.get("metadata") or {}
+        count = int((js.get("status") or {}).get("restarts") or 0)
+        if count:
+            per["%s/%s" % (meta.get("namespace"), meta.get("name"))] = count
+    return sum(per.values()), per
+
+
+def readings(first: Mapping[str, Mapping[str, Any]], second: Mapping[str, Mapping[str, Any]], seconds: float,
+             nodes: Sequence[Mapping[str, Any]], expected_gpus: int,
+             jobsets: Optional[Sequence[Mapping[str, Any]]]) -> Dict[str, Any]:
+    """Every API reading of a cell, with the details behind them. ``jobsets`` None: the JobSet API is not
+    served (no JobSet can have restarted: 0)."""
+    out = apiserver_readings(first, second, seconds)
+    out.update(node_readings(nodes, expected_gpus))
+    total, per = jobset_restarts(jobsets or [])
+    out["jobset_restarts"] = total
+    out["jobsets_restarted"] = per
+    out["jobset_api"] = jobsets is not None
+    return out

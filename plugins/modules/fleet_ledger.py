@@ -1,0 +1,220 @@
+#!/usr/bin/python
+# Copyright: gpufleet contributors
+# Apache License 2.0
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: fleet_ledger
+short_description: Keep a fleet run's ledger, say its next step, and halt it on a condition
+version_added: 0.4.0
+description:
+  - The fleet ledger is a JSON file per fleet (per cell its ring, state, version, reason and change record; per
+    ring its soak; the halt that stopped the fleet). It is read back on every run, checked against the plan, and
+    written atomically after each change. Every call returns the ledger and the next step
+    (C(upgrade), C(wait), C(soak), C(promote), C(stop) or C(complete)).
+  - C(read) also refuses, before anything runs, a cell whose path has a hop without a release.
+  - C(judge) compares the readings of O(cells) (files C(CELL-before.json) and C(CELL-after.json) in
+    O(readings_dir), as C(playbooks/fleet_readings.yml) writes them) with the fleet policy's thresholds. A
+    condition that holds, or a reading that is missing, halts the fleet - the halt is written to the ledger with
+    the cell, the condition and the readings, and the task fails naming them.
+  - C(resume) is C(judge) for a halted fleet's cells: clean readings clear the halt (the ring's soak starts
+    over), otherwise the fleet stays halted.
+  - C(retry) puts a failed cell back to pending, only with the typed confirmation C(retry CELL in fleet FLEET).
+options:
+  plan:
+    description: The fleet plan (M(gpufleet.upgrade.fleet_plan)'s C(plan)).
+    type: dict
+    required: true
+  path:
+    description: The ledger file (created on the first run).
+    type: path
+    required: true
+  action:
+    description: What to do.
+    type: str
+    choices: [read, record, soak, judge, resume, retry]
+    default: read
+  cell:
+    description: The cell, for C(record) and C(retry) (for C(retry) the one O(confirmation) names by default).
+    type: str
+  cells:
+    description: The cells to judge, for C(judge).
+    type: list
+    elements: str
+    default: []
+  ring:
+    description: The ring, for C(soak) and C(judge).
+    type: str
+  state:
+    description: The cell's new state, for C(record).
+    type: str
+    choices: [pending, upgrading, done, failed]
+  version:
+    description: The cell's control-plane release after the change, for C(record).
+    type: str
+    default: ""
+  reason:
+    description: Why, for C(record) (a failure's cause).
+    type: str
+    default: ""
+  change_record:
+    description: Where the cell's run left its log or change record, for C(record).
+    type: str
+  done:
+    description: For C(soak), the soak ended clean (else it starts now).
+    type: bool
+    default: false
+  readings_dir:
+    description: Where the cells' readings files are, for C(judge) and C(resume).
+    type: path
+  confirmation:
+    description: For C(retry), exactly C(retry CELL in fleet FLEET).
+    type: str
+    no_log: true
+attributes:
+  check_mode:
+    support: full
+    description: Computes the change and the next step; writes nothing.
+  diff_mode:
+    support: none
+    description: Returns no diff.
+author:
+  - gpufleet maintainers (@gpufleet)
+"""
+
+EXAMPLES = r"""
+- name: Read the fleet ledger back and say what comes next
+  gpufleet.upgrade.fleet_ledger:
+    plan: "{{ __fleet.plan }}"
+    path: out/fleet/prod/ledger.json
+  register: __ledger
+
+- name: Record a cell's wave as done
+  gpufleet.upgrade.fleet_ledger:
+    plan: "{{ __fleet.plan }}"
+    path: out/fleet/prod/ledger.json
+    action: record
+    cell: canary-1
+    state: done
+    version: v1.36.3
+"""
+
+RETURN = r"""
+ledger:
+  description: The ledger after the action.
+  returned: always
+  type: dict
+next:
+  description: The next step (C(action), C(ring), C(cells), C(remaining), C(message)); see fleet_run.next_step.
+  returned: always
+  type: dict
+hops:
+  description: Per cell still to move, the releases its waves take (C(read)).
+  returned: action is read
+  type: dict
+halts:
+  description: The halt conditions found (C(cell), C(condition), C(before), C(after), C(threshold), C(message)).
+  returned: action is judge or resume
+  type: list
+"""
+
+import datetime
+import json
+import os
+import tempfile
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpufleet.upgrade.plugins.module_utils import fleet_run
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import InputError, PolicyError
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.module_support import run_module
+
+
+def _load(path):
+    if not os.path.exists(path):
+        return None
+    try:
+        with open(path) as handle:
+            return json.load(handle)
+    except ValueError as exc:
+        raise InputError("fleet ledger %s is not JSON (%s); restore it from the run's copy, or move it aside to start "
+                         "the fleet over" % (path, exc)) from None
+
+
+def _save(path, ledger):
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".ledger-")
+    with os.fdopen(fd, "w") as handle:
+        json.dump(ledger, handle, indent=1, sort_keys=True)
+        handle.write("\n")
+    os.chmod(tmp, 0o644)
+    os.replace(tmp, path)
+
+
+def _readings(folder, cells, which):
+    out = {}
+    for cell in cells:
+        path = os.path.join(folder, "%s-%s.json" % (cell, which))
+        if os.path.exists(path):
+            with open(path) as handle:
+                out[cell] = json.load(handle)
+    return out
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            plan=dict(type="dict", required=True), path=dict(type="path", required=True),
+            action=dict(type="str", default="read", choices=["read", "record", "soak", "judge", "resume", "retry"]),
+            cell=dict(type="str"), cells=dict(type="list", elements="str", default=[]), ring=dict(type="str"),
+            state=dict(type="str", choices=list(fleet_run.CELL_STATES)), version=dict(type="str", default=""),
+            reason=dict(type="str", default=""), change_record=dict(type="str"), done=dict(type="bool", default=False),
+            readings_dir=dict(type="path"), confirmation=dict(type="str", no_log=True)),
+        required_if=[("action", "record", ("cell", "state")), ("action", "retry", ("confirmation",)),
+                     ("action", "soak", ("ring",)), ("action", "judge", ("ring", "readings_dir")),
+                     ("action", "resume", ("readings_dir",))],
+        supports_check_mode=True,
+    )
+    p = module.params
+
+    def body():
+        plan, now = p["plan"], datetime.datetime.now(datetime.UTC)
+        before = fleet_run.check_ledger(_load(p["path"]), plan)
+        ledger, extra = before, {}
+        if p["action"] == "read":
+            extra["hops"] = fleet_run.runnable(plan, ledger)
+        elif p["action"] == "record":
+            ledger = fleet_run.record(ledger, p["cell"], p["state"], now, p["version"], p["reason"],
+                                      p["change_record"])
+        elif p["action"] == "soak":
+            ledger = fleet_run.soak(ledger, p["ring"], now, p["done"])
+        elif p["action"] == "retry":
+            cell = p["cell"] or fleet_run.retry_cell(p["confirmation"])
+            ledger = fleet_run.retry(ledger, cell, p["confirmation"], now)
+        elif p["action"] in ("judge", "resume"):
+            halt = ledger.get("halt")
+            if p["action"] == "resume" and not halt:
+                extra["halts"] = []
+            else:
+                cells = p["cells"] if p["action"] == "judge" else sorted({c["cell"] for c in halt["conditions"]})
+                ring = p["ring"] if p["action"] == "judge" else halt["ring"]
+                found = fleet_run.judge(plan, cells, _readings(p["readings_dir"], cells, "before"),
+                                        _readings(p["readings_dir"], cells, "after"))
+                extra["halts"] = found
+                ledger = fleet_run.halt(ledger, ring, found, now) if found else (
+                    fleet_run.clear_halt(ledger) if halt else ledger)
+        changed = ledger != before or not os.path.exists(p["path"])
+        if changed and not module.check_mode:
+            _save(p["path"], ledger)
+        if extra.get("halts"):
+            raise PolicyError(ledger["halt"]["message"] + ". Later rings are untouched; clear the cause and run the "
+                              "fleet again - it resumes from its ledger (%s)" % p["path"],
+                              halts=extra["halts"], ledger=ledger)
+        step = fleet_run.next_step(plan, ledger, now)
+        return dict(extra, ledger=ledger, next=step, changed=changed, msg=step["message"])
+
+    run_module(module, body)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,104 @@
+#!/usr/bin/python
+# Copyright: gpufleet contributors
+# Apache License 2.0
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: fleet_readings
+short_description: Read a cell's fleet halt readings from its own API - apiserver 429s and latency, nodes, GPUs, JobSets
+version_added: 0.4.0
+description:
+  - Scrapes every apiserver of the cell (O(apiserver_urls), with the connection's credentials) twice,
+    O(window_seconds) apart, and reports the 429 answers per minute and the p99 request latency over the window
+    (C(apiserver_request_total), C(apiserver_request_duration_seconds); WATCH and CONNECT left out).
+  - Reads the Nodes (C(not_ready_nodes); C(gpu_allocatable_fraction), allocatable C(nvidia.com/gpu) on Ready nodes
+    over O(expected_gpus)) and the JobSets (C(jobset_restarts), the sum of C(status.restarts)).
+  - The readings are judged by M(gpufleet.upgrade.fleet_ledger) against the ones taken before the cell's upgrade;
+    this module judges nothing. An apiserver that does not answer, or metrics without the two series, fail the task:
+    a reading that could not be taken is never a pass.
+options:
+  cell:
+    description: The cell's name, for messages.
+    type: str
+    required: true
+  apiserver_urls:
+    description: Every apiserver of the cell, each its own URL (C(gpufleet_apiserver_url) of each control-plane host).
+    type: list
+    elements: str
+    required: true
+  expected_gpus:
+    description: The GPUs the cell should have allocatable (the fleet's C(cells[].gpus)).
+    type: int
+    required: true
+  window_seconds:
+    description: Seconds between the two scrapes of each apiserver.
+    type: float
+    default: 10
+extends_documentation_fragment:
+  - gpufleet.upgrade.common.KUBE
+  - kubernetes.core.k8s_auth_options
+author:
+  - gpufleet maintainers (@gpufleet)
+"""
+
+EXAMPLES = r"""
+- name: The cell's halt readings
+  gpufleet.upgrade.fleet_readings:
+    cell: "{{ __gpufleet_cell.cell.name }}"
+    apiserver_urls: "{{ __gpufleet_cell.cell.apiserver_urls.values() | list }}"
+    expected_gpus: 32
+    window_seconds: 30
+  delegate_to: localhost
+  run_once: true
+"""
+
+RETURN = r"""
+readings:
+  description:
+    - C(apiserver_429_per_minute), C(apiserver_p99_seconds) (null when no request was served in the window),
+      C(not_ready_nodes), C(gpu_allocatable_fraction), C(jobset_restarts), and what they come from
+      (C(apiservers), C(not_ready), C(gpus_allocatable), C(jobsets_restarted)).
+  returned: success
+  type: dict
+"""
+
+import time
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpufleet.upgrade.plugins.module_utils import fleet_readings, kube
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import InputError
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.module_support import run_module
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(cell=dict(type="str", required=True),
+                           apiserver_urls=dict(type="list", elements="str", required=True),
+                           expected_gpus=dict(type="int", required=True),
+                           window_seconds=dict(type="float", default=10.0), **kube.KUBE_ARGSPEC),
+        supports_check_mode=True,
+    )
+    params = module.params
+
+    def body():
+        if not params["apiserver_urls"]:
+            raise InputError("apiserver_urls: empty; give every apiserver of cell %s" % params["cell"])
+        apis = {url: kube.connect(module, host=url) for url in params["apiserver_urls"]}
+        first = {url: fleet_readings.scrape(api.metrics_text(), url) for url, api in apis.items()}
+        started = time.monotonic()
+        time.sleep(params["window_seconds"])
+        second = {url: fleet_readings.scrape(api.metrics_text(), url) for url, api in apis.items()}
+        seconds = time.monotonic() - started
+        api = kube.connect(module)
+        out = fleet_readings.readings(first, second, seconds, api.list_nodes(), params["expected_gpus"],
+                                      api.list_custom(kube.JOBSET))
+        out["cell"] = params["cell"]
+        out["taken"] = kube.now_rfc3339()
+        return {"readings": out, "msg": "%s: %s" % (params["cell"], ", ".join(
+            "%s %s" % (k, out[k]) for k in fleet_readings.API_READINGS))}
+
+    run_module(module, body)
+
+
+if __name__ == "__main__":
+    main()

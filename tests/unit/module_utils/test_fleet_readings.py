@@ -1,0 +1,123 @@
+"""The fleet's halt readings (plugins/module_utils/fleet_readings.py) from a real kube-apiserver's /metrics
+(tests/fixtures/metrics/apiserver-window-*.prom: two scrapes of the lab's v1.35.4 apiserver cp-1, 10 s apart,
+trimmed to five resources' series), Node and JobSet objects - and every way a reading fails closed."""
+from __future__ import annotations
+
+import math
+import pathlib
+
+import pytest
+
+from ansible_collections.gpufleet.upgrade.plugins.module_utils import fleet_readings as fr
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import InputError
+
+FIXTURES = pathlib.Path(__file__).resolve().parents[2] / "fixtures" / "metrics"
+WINDOW = [(FIXTURES / ("apiserver-window-%d.prom" % i)).read_text() for i in (1, 2)]
+
+
+def node(name, ready="True", gpus="8"):
+    status = {"conditions": [{"type": "Ready", "status": ready}]}
+    if gpus is not None:
+        status["allocatable"] = {"cpu": "96", fr.GPU: gpus}
+    return {"metadata": {"name": name}, "status": status}
+
+
+def test_a_real_apiserver_scrape_reduces_to_throttled_requests_and_a_latency_histogram():
+    first, second = (fr.scrape(text, "cp-1") for text in WINDOW)
+    assert first["throttled"] == 1  # the LIST of jobsets answered 429 while the CRD was being established
+    assert math.inf in first["buckets"] and first["buckets"][math.inf] > 0
+    bounds = sorted(first["buckets"])
+    assert all(first["buckets"][a] <= first["buckets"][b] for a, b in zip(bounds, bounds[1:]))  # cumulative
+    assert second["buckets"][math.inf] > first["buckets"][math.inf]  # the lab's controllers kept asking
+    out = fr.apiserver_readings({"cp-1": first}, {"cp-1": second}, 10.0)
+    assert out["apiserver_429_per_minute"] == 0.0
+    assert 0 < out["apiserver_p99_seconds"] < 1.0
+    assert out["apiservers"]["cp-1"]["requests"] == second["buckets"][math.inf] - first["buckets"][math.inf]
+
+
+def test_watch_and_connect_do_not_count_as_latency():
+    text = "\n".join([
+        "# TYPE apiserver_request_total counter",
+        'apiserver_request_total{code="429",verb="LIST"} 3',
+        'apiserver_request_total{code="200",verb="WATCH"} 9',
+        "# TYPE apiserver_request_duration_seconds histogram",
+        'apiserver_request_duration_seconds_bucket{verb="WATCH",le="60"} 0',
+        'apiserver_request_duration_seconds_bucket{verb="WATCH",le="+Inf"} 5',
+        'apiserver_request_duration_seconds_bucket{verb="GET",le="0.1"} 4',
+        'apiserver_request_duration_seconds_bucket{verb="GET",le="+Inf"} 4',
+        'apiserver_request_duration_seconds_sum{verb="GET"} 0.2',
+        'apiserver_request_duration_seconds_count{verb="GET"} 4', ""])
+    out = fr.scrape(text, "x")
+    assert out == {"throttled": 3.0, "buckets": {0.1: 4.0, math.inf: 4.0}}
+
+
+def test_histogram_quantile_interpolates_as_prometheus_does():
+    buckets = {0.1: 50.0, 0.2: 90.0, 0.4: 100.0, math.inf: 100.0}
+    assert fr.histogram_quantile(0.5, buckets) == 0.1
+    assert fr.histogram_quantile(0.99, buckets) == pytest.approx(0.2 + 0.2 * 9 / 10)
+    assert fr.histogram_quantile(0.99, {0.1: 0.0, math.inf: 0.0}) is None  # nothing served: no latency
+    assert fr.histogram_quantile(0.99, {0.1: 1.0, math.inf: 100.0}) == 0.1  # beyond the last bound
+    with pytest.raises(InputError, match=r"\+Inf"):
+        fr.histogram_quantile(0.99, {0.1: 1.0})
+
+
+def test_rates_over_the_window_and_an_apiserver_that_restarted_counts_from_zero():
+    a = {"throttled": 10.0, "buckets": {0.1: 100.0, 1.0: 110.0, math.inf: 110.0}}
+    b = {"throttled": 15.0, "buckets": {0.1: 150.0, 1.0: 210.0, math.inf: 210.0}}
+    restarted = {"throttled": 2.0, "buckets": {0.1: 8.0, 1.0: 10.0, math.inf: 10.0}}
+    out = fr.apiserver_readings({"cp-1": a, "cp-2": a}, {"cp-1": b, "cp-2": restarted}, 30.0)
+    assert out["apiserver_429_per_minute"] == (5 + 2) * 2.0
+    assert out["apiservers"]["cp-2"] == {"throttled": 2.0, "requests": 10.0}
+    # merged: 58 under 0.1 s, 110 in all: the p99 is in (0.1, 1.0]
+    assert 0.1 < out["apiserver_p99_seconds"] <= 1.0
+    quiet = fr.apiserver_readings({"cp-1": a}, {"cp-1": a}, 30.0)
+    assert quiet["apiserver_p99_seconds"] is None and quiet["apiserver_429_per_minute"] == 0
+
+
+@pytest.mark.parametrize("first, second, seconds, message", [
+    ({"cp-1": {}}, {}, 10, "every apiserver must answer both"),
+    ({}, {}, 10, "scraped none"),
+    ({"cp-1": {}}, {"cp-1": {}}, 0, "above 0 seconds"),
+])
+def test_a_window_that_is_not_one_is_refused(first, second, seconds, message):
+    with pytest.raises(InputError, match=message):
+        fr.apiserver_readings(first, second, seconds)
+
+
+@pytest.mark.parametrize("text, message", [
+    ("", "has no apiserver_request_duration_seconds_bucket or apiserver_request_total"),
+    ("# TYPE apiserver_request_total counter\napiserver_request_total{code=\"200\"} 1\n",
+     "has no apiserver_request_duration_seconds_bucket"),
+    ("<html>login</html>", "not Prometheus text|has no"),
+    ('apiserver_request_duration_seconds_bucket{le="x"} 1\napiserver_request_total 1\n', "not Prometheus text"),
+])
+def test_metrics_that_are_not_an_apiservers_are_refused(text, message):
+    with pytest.raises(InputError, match=message):
+        fr.scrape(text, "https://cp-1:6443")
+
+
+def test_nodes_not_ready_and_gpus_allocatable_on_ready_nodes_only():
+    nodes = [node("a"), node("b", gpus="7"), node("c", ready="Unknown"), node("d", ready="False"),
+             {"metadata": {"name": "e"}, "status": {}}, node("cp-1", gpus=None)]
+    out = fr.node_readings(nodes, 32)
+    assert out["not_ready_nodes"] == 3 and out["not_ready"] == ["c", "d", "e"]
+    assert out["gpus_allocatable"] == 15 and out["gpu_allocatable_fraction"] == round(15 / 32, 4)
+    assert fr.node_readings([node("cp-1", gpus=None)], 0)["gpu_allocatable_fraction"] == 1.0
+    with pytest.raises(InputError, match="lists no Node"):
+        fr.node_readings([], 8)
+    with pytest.raises(InputError, match="not a whole number"):
+        fr.node_readings([node("a", gpus="8Gi")], 8)
+    with pytest.raises(InputError, match="expected_gpus"):
+        fr.node_readings([node("a")], -1)
+
+
+def test_jobset_restarts_are_summed():
+    jobsets = [{"metadata": {"namespace": "training", "name": "llm"}, "status": {"restarts": 2}},
+               {"metadata": {"namespace": "training", "name": "idle"}, "status": {}},
+               {"metadata": {"namespace": "ml", "name": "new"}}]
+    assert fr.jobset_restarts(jobsets) == (2, {"training/llm": 2})
+    out = fr.readings({"cp-1": fr.scrape(WINDOW[0], "a")}, {"cp-1": fr.scrape(WINDOW[1], "a")}, 10.0,
+                      [node("a")], 8, jobsets)
+    assert set(fr.API_READINGS) <= set(out) and out["jobset_restarts"] == 2
+    assert fr.readings({"cp-1": fr.scrape(WINDOW[0], "a")}, {"cp-1": fr.scrape(WINDOW[1], "a")}, 10.0,
+                       [node("a")], 8, None)["jobset_api"] is False
