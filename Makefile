@@ -13,7 +13,7 @@ MODULES := $(sort $(basename $(notdir $(wildcard plugins/modules/*.py))))
 FILTERS := $(sort $(basename $(notdir $(wildcard plugins/filter/*.yml))))
 TESTS := $(sort $(basename $(notdir $(wildcard plugins/test/*.yml))))
 
-.PHONY: setup plan wave test lint unit lab-tests lab-tests-a lab-tests-b sanity docs docs-gen bench freeze clean-venv venv-path lab-up lab-down lab-reset \
+.PHONY: setup plan wave fleet test lint unit lab-tests lab-tests-a lab-tests-b lab-tests-fleet sanity docs docs-gen bench freeze clean-venv venv-path lab-up lab-down lab-reset \
 	lab-status molecule
 
 setup: $(VENV)/.installed
@@ -37,6 +37,15 @@ plan: setup
 wave: setup lab-up
 	$(BIN)/ansible-playbook playbooks/upgrade_wave.yml -i inventories/lab $(ARGS)
 
+# The fleet run on the lab: every lab cell up, the lab's cells as a fleet (`bin/lab fleet`: one ring per cell,
+# lab-b the canary ring, lab the training ring), then playbooks/fleet.yml; its ledger is out/fleet/lab/ledger.json
+# and the same command resumes a halted or interrupted fleet.
+fleet: setup lab-up
+	$(LAB_B) bin/lab up
+	@mkdir -p out
+	bin/lab fleet > out/lab-fleet.yml
+	$(BIN)/ansible-playbook playbooks/fleet.yml -e @out/lab-fleet.yml $(ARGS)
+
 # Every test, each phase timed by bin/phase (CI prints the table). The lab tests run on two lab cells at once
 # (lab/lab.yml `cells`; bin/parallel): on `lab` the wave story and the jobs in the execution-environment image, on
 # `lab-b` every other lab test and then the Molecule scenarios that use the cluster (after a reset of lab-b). Beside
@@ -52,6 +61,7 @@ test: setup
 	    && bin/phase unit $(M) unit && bin/phase ee-image bin/lab ee" "lab-tests-a=$(M) lab-tests-a" \
 	  "lab-tests-b=$(M) lab-tests-b && bin/phase molecule env $(LAB_B) $(M) molecule MOLECULE_NO_CLUSTER=" \
 	  "molecule-no-cluster=BIN=$(BIN) tests/molecule-run --parallel 1 $(MOLECULE_NO_CLUSTER)" || rc=$$?; \
+	  if [ $$rc = 0 ]; then $(PHASE) lab-fleet $(M) lab-tests-fleet || rc=$$?; fi; \
 	  $(LAB_B) bin/lab down >/dev/null || rc=1; exit $$rc
 
 lint: setup
@@ -71,6 +81,7 @@ unit: setup
 # wave story, then the jobs in the execution-environment image on the fresh lab the story leaves), lab-tests-b on
 # its twin lab-b (every other lab test). lab-b stays up after; `bin/lab down --all` stops both.
 LAB_TESTS_A := tests/lab/test_upgrade_wave.py tests/lab/test_awx_runner.py
+LAB_TESTS_FLEET := tests/lab/test_fleet.py
 lab-tests: setup lab-up
 	@bin/parallel "lab-tests-a=$(M) lab-tests-a" "lab-tests-b=$(M) lab-tests-b"
 
@@ -80,7 +91,12 @@ lab-tests-a: setup
 
 lab-tests-b: setup
 	$(LAB_B) bin/lab up
-	$(LAB_B) $(BIN)/pytest -q --durations=12 -m lab tests $(LAB_TESTS_A:%=--ignore=%)
+	$(LAB_B) $(BIN)/pytest -q --durations=12 -m lab tests $(LAB_TESTS_A:%=--ignore=%) $(LAB_TESTS_FLEET:%=--ignore=%)
+
+# The fleet run on both lab cells (each reset to `from` first when it is not there): after the other lab tests,
+# since it needs both cells at once.
+lab-tests-fleet: setup
+	$(BIN)/pytest -q -s --durations=6 -m lab $(LAB_TESTS_FLEET)
 
 # ansible-test sanity on the collection as Galaxy installs it (tests/sanity/run).
 sanity: setup

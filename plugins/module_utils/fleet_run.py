@@ -127,6 +127,8 @@ def check_ledger(ledger: Any, plan: Mapping[str, Any]) -> Dict[str, Any]:
         if ring in fresh["rings"]:
             fresh["rings"][ring].update(entry or {})
     fresh["halt"] = ledger.get("halt")
+    if ledger.get("last_halt"):
+        fresh["last_halt"] = ledger["last_halt"]
     return fresh
 
 
@@ -237,6 +239,7 @@ def halt(ledger: Mapping[str, Any], ring: str, found: List[Dict[str, Any]], now:
     out = dict(ledger, rings=dict(ledger["rings"]))
     out["rings"][ring] = dict(out["rings"][ring], soak_started=None, soak_done=None)
     out["halt"] = {"ring": ring, "at": now.isoformat(), "conditions": list(found),
+                   "cells": sorted({f["cell"] for f in found}),
                    "message": "fleet %s halted in ring %s: %s" % (ledger["fleet"], ring,
                                                                   "; ".join(f["message"] for f in found))}
     return out
@@ -299,3 +302,13 @@ def retry_cell(confirmation: str) -> str:
         raise InputError("gpufleet_fleet_retry: type 'retry CELL in fleet FLEET' naming the failed cell and the fleet "
                          "(got %r)" % confirmation)
     return words[1]
+
+
+def resume_interrupted(ledger: Mapping[str, Any], now: datetime.datetime) -> Dict[str, Any]:
+    """The ledger as a new run finds it: a cell still ``upgrading`` was left so by a run that ended mid-wave (one
+    fleet run at a time), and goes back to pending - its wave resumes from its own per-node ledger."""
+    out = dict(ledger)
+    for cell, entry in sorted(ledger["cells"].items()):
+        if entry["state"] == "upgrading":
+            out = record(out, cell, "pending", now, reason="resumed: the run that upgraded it ended mid-wave")
+    return out

@@ -12,12 +12,14 @@ description:
     ring its soak; the halt that stopped the fleet). It is read back on every run, checked against the plan, and
     written atomically after each change. Every call returns the ledger and the next step
     (C(upgrade), C(wait), C(soak), C(promote), C(stop) or C(complete)).
-  - C(read) also refuses, before anything runs, a cell whose path has a hop without a release.
+  - C(read) also refuses, before anything runs, a cell whose path has a hop without a release, and puts a cell
+    left C(upgrading) by a run that ended mid-wave back to pending (its wave resumes from its per-node ledger).
+    One fleet run at a time per ledger.
   - C(judge) compares the readings of O(cells) (files C(CELL-before.json) and C(CELL-after.json) in
     O(readings_dir), as C(playbooks/fleet_readings.yml) writes them) with the fleet policy's thresholds. A
     condition that holds, or a reading that is missing, halts the fleet - the halt is written to the ledger with
     the cell, the condition and the readings, and the task fails naming them.
-  - C(resume) is C(judge) for a halted fleet's cells: clean readings clear the halt (the ring's soak starts
+  - C(resume) is C(judge) for a halted fleet's cells - clean readings clear the halt (the ring's soak starts
     over), otherwise the fleet stays halted.
   - C(retry) puts a failed cell back to pending, only with the typed confirmation C(retry CELL in fleet FLEET).
 options:
@@ -182,6 +184,7 @@ def main():
         before = fleet_run.check_ledger(_load(p["path"]), plan)
         ledger, extra = before, {}
         if p["action"] == "read":
+            ledger = fleet_run.resume_interrupted(ledger, now)
             extra["hops"] = fleet_run.runnable(plan, ledger)
         elif p["action"] == "record":
             ledger = fleet_run.record(ledger, p["cell"], p["state"], now, p["version"], p["reason"],
@@ -196,7 +199,7 @@ def main():
             if p["action"] == "resume" and not halt:
                 extra["halts"] = []
             else:
-                cells = p["cells"] if p["action"] == "judge" else sorted({c["cell"] for c in halt["conditions"]})
+                cells = p["cells"] if p["action"] == "judge" else halt["cells"]
                 ring = p["ring"] if p["action"] == "judge" else halt["ring"]
                 found = fleet_run.judge(plan, cells, _readings(p["readings_dir"], cells, "before"),
                                         _readings(p["readings_dir"], cells, "after"))

@@ -14,7 +14,7 @@ description:
   - Reads the Nodes (C(not_ready_nodes); C(gpu_allocatable_fraction), allocatable C(nvidia.com/gpu) on Ready nodes
     over O(expected_gpus)) and the JobSets (C(jobset_restarts), the sum of C(status.restarts)).
   - The readings are judged by M(gpufleet.upgrade.fleet_ledger) against the ones taken before the cell's upgrade;
-    this module judges nothing. An apiserver that does not answer, or metrics without the two series, fail the task:
+    this module judges nothing. An apiserver that does not answer, or metrics without the two series, fail the task -
     a reading that could not be taken is never a pass.
 options:
   cell:

@@ -112,12 +112,14 @@ def test_etcd_restore_is_break_glass_and_restores_a_verified_snapshot(lab, tmp_p
     for confirm in ([], ["-e", "gpufleet_break_glass_etcd_restore=yes"]):
         refused = restore(lab, "-e", "etcd_restore_snapshot=%s" % vault_file, *confirm)
         assert refused.returncode != 0
-        assert "restore %s from %s" % (lab.cell, vault_file.name) in refused.stdout and "Nothing was changed" in refused.stdout
+        assert "restore %s from %s" % (lab.cell, vault_file.name) in refused.stdout
+        assert "Nothing was changed" in refused.stdout
     assert podman_exec("cp-1", "sh", "-c", "ls -d /var/lib/etcd.restored-* 2>/dev/null").stdout.strip() == ""
     # confirmed: every member restores the verified snapshot into a new data directory (the lab's etcd is not a
     # static pod on its hosts, so the swap is off here)
     done = restore(lab, "-e", "etcd_restore_snapshot=%s" % vault_file, "-e", "etcd_restore_swap=false",
-                   "-e", json.dumps({"gpufleet_break_glass_etcd_restore": "restore %s from %s" % (lab.cell, vault_file.name)}),
+                   "-e", json.dumps({"gpufleet_break_glass_etcd_restore":
+                                     "restore %s from %s" % (lab.cell, vault_file.name)}),
                    records=tmp_path / "records")
     assert done.returncode == 0, done.stdout[-4000:]
     assert KEY not in done.stdout and "BREAK GLASS: restore %s from" % lab.cell in done.stdout
@@ -135,8 +137,8 @@ def test_etcd_restore_is_break_glass_and_restores_a_verified_snapshot(lab, tmp_p
 
 def copies(lab):
     """{backup host: {name: (mode, sha256)}, s3: {key: sha256}} of this lab's etcd snapshots off the controller."""
-    listing = podman_exec("backup-1", "sh", "-c", "cd /var/backups/gpufleet/etcd 2>/dev/null && "
-                                                  "for f in etcd-%s-*; do stat -c '%%n %%a' $f; sha256sum $f; done" % lab.cell)
+    listing = podman_exec("backup-1", "sh", "-c", ("cd /var/backups/gpufleet/etcd 2>/dev/null && for f in etcd-%s-*; "
+                                                   "do stat -c '%%n %%a' $f; sha256sum $f; done") % lab.cell)
     host = {}
     for stat_line, sum_line in zip(*[iter(listing.stdout.splitlines())] * 2):
         name, mode = stat_line.split()
@@ -193,7 +195,8 @@ def test_snapshot_encrypted_copied_off_reused_kept_to_retention_and_restored_fro
         podman_exec("cp-1", "sh", "-c", "rm -rf /var/lib/etcd.restored-*")
         done = restore(lab, "-e", "etcd_restore_source=%s" % source, "-e", "etcd_restore_snapshot=%s" % newest,
                        "-e", "etcd_restore_swap=false",
-                       "-e", json.dumps({"gpufleet_break_glass_etcd_restore": "restore %s from %s" % (lab.cell, newest)}))
+                       "-e", json.dumps({"gpufleet_break_glass_etcd_restore":
+                                         "restore %s from %s" % (lab.cell, newest)}))
         assert done.returncode == 0, (source, done.stdout[-4000:])
         restored = podman_exec("cp-1", "sh", "-c", "ls /var/lib/etcd.restored-*/member/snap/db").stdout.split()
         assert len(restored) == 1, (source, restored)

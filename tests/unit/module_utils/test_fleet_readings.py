@@ -3,6 +3,7 @@
 trimmed to five resources' series), Node and JobSet objects - and every way a reading fails closed."""
 from __future__ import annotations
 
+import itertools
 import math
 import pathlib
 
@@ -27,7 +28,7 @@ def test_a_real_apiserver_scrape_reduces_to_throttled_requests_and_a_latency_his
     assert first["throttled"] == 1  # the LIST of jobsets answered 429 while the CRD was being established
     assert math.inf in first["buckets"] and first["buckets"][math.inf] > 0
     bounds = sorted(first["buckets"])
-    assert all(first["buckets"][a] <= first["buckets"][b] for a, b in zip(bounds, bounds[1:]))  # cumulative
+    assert all(first["buckets"][a] <= first["buckets"][b] for a, b in itertools.pairwise(bounds))  # cumulative
     assert second["buckets"][math.inf] > first["buckets"][math.inf]  # the lab's controllers kept asking
     out = fr.apiserver_readings({"cp-1": first}, {"cp-1": second}, 10.0)
     assert out["apiserver_429_per_minute"] == 0.0

@@ -111,6 +111,7 @@ def test_a_halt_restarts_the_rings_soak():
     assert (step["action"], step["start"]) == ("soak", True)  # the soak starts over once the run resumes
     resumed = run.clear_halt(halted)
     assert resumed["halt"] is None and resumed["last_halt"]["ring"] == "ring0"
+    assert run.check_ledger(copy.deepcopy(resumed), plan)["last_halt"] == resumed["last_halt"]  # read back, kept
 
 
 @pytest.mark.parametrize("name, before, after, held", [
@@ -192,3 +193,13 @@ def test_the_playbooks_bounds_paths_and_the_retry_confirmations_cell():
     for bad in ("", "retry dev-1", "please retry dev-1 in fleet prod", "retry dev-1 of fleet prod"):
         with pytest.raises(InputError, match="type 'retry CELL in fleet FLEET'"):
             run.retry_cell(bad)
+
+
+def test_a_cell_left_upgrading_by_an_interrupted_run_goes_again():
+    plan = plan_fleet(fleet())
+    ledger = run.record(run.check_ledger(None, plan), "canary-1", "upgrading", T0)
+    ledger = run.record(ledger, "dev-1", "done", T0)
+    again = run.resume_interrupted(ledger, at(5))
+    assert again["cells"]["canary-1"]["state"] == "pending" and "ended mid-wave" in again["cells"]["canary-1"]["reason"]
+    assert again["cells"]["dev-1"]["state"] == "done" and ledger["cells"]["canary-1"]["state"] == "upgrading"
+    assert run.next_step(plan, again, at(5))["cells"] == ["canary-1"]

@@ -3,12 +3,13 @@ fixture, so the command line is checked too), check mode, and the failure messag
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
 from ansible_collections.gpufleet.upgrade.plugins.modules import (
-    addon_support, baseline_info, dcgm_diag, etcd_status, fleet_plan, fleet_report, gpu_health, kubeadm_plan,
-    nccl_allreduce, node_gate, removed_apis, version_skew, wave_plan)
+    addon_support, baseline_info, dcgm_diag, etcd_status, fleet_ledger, fleet_plan, fleet_report, gpu_health,
+    kubeadm_plan, nccl_allreduce, node_gate, removed_apis, version_skew, wave_plan)
 from tests.conftest import pool_baseline, FIXTURES, fixture_text
 
 
@@ -240,3 +241,48 @@ def test_an_unexpected_error_is_a_clear_failure_naming_the_module(run, monkeypat
                                         "output given): KeyError: 'results'")
     assert "Nothing was judged as passed" in out.result["msg"] and "Traceback" in out.result["exception"]
     assert dcgm.parse_diag is not broken
+
+
+def test_fleet_ledger_keeps_the_ledger_judges_halts_and_writes_nothing_in_check_mode(run, tmp_path):
+    from tests.unit.module_utils.test_fleet import fleet
+    plan = run(fleet_plan, {"fleet": fleet(), "out_dir": str(tmp_path)}).result
+    assert plan["paths"]["ledger"] == "%s/fleet/prod/ledger.json" % tmp_path
+    assert plan["run"]["max_steps"] > len(plan["rings"])
+    path = plan["paths"]["ledger"]
+    base = {"plan": plan, "path": path}
+    dry = run(fleet_ledger, base, check_mode=True)
+    assert dry.result["next"]["action"] == "upgrade" and not os.path.exists(path)
+    first = run(fleet_ledger, base)
+    assert first.result["changed"] and first.result["hops"]["canary-1"] == ["v1.36.3"]
+    assert json.load(open(path))["fleet"] == "prod"
+    run(fleet_ledger, dict(base, action="record", cell="canary-1", state="done", version="v1.36.3"))
+    run(fleet_ledger, dict(base, action="record", cell="dev-1", state="done", version="v1.36.3"))
+    assert run(fleet_ledger, base).result["changed"] is False  # read back: the same ledger
+    # a halt: readings before and after on disk, one condition holds
+    readings = tmp_path / "readings"
+    readings.mkdir()
+    clean = {"apiserver_429_per_minute": 0, "apiserver_p99_seconds": 0.02, "not_ready_nodes": 0,
+             "gpu_allocatable_fraction": 1.0, "jobset_restarts": 0}
+    for cell in ("canary-1", "dev-1"):
+        (readings / ("%s-before.json" % cell)).write_text(json.dumps(clean))
+        (readings / ("%s-after.json" % cell)).write_text(json.dumps(clean))
+    (readings / "dev-1-after.json").write_text(json.dumps(dict(clean, not_ready_nodes=2)))
+    judged = run(fleet_ledger, dict(base, action="judge", ring="ring0", cells=["canary-1", "dev-1"],
+                                    readings_dir=str(readings)))
+    assert judged.failed and judged.result["msg"].startswith(
+        "fleet prod halted in ring ring0: dev-1: not_ready_nodes is 2 (at most 0). Later rings are untouched")
+    assert json.load(open(path))["halt"]["cells"] == ["dev-1"]
+    still = run(fleet_ledger, dict(base, action="resume", readings_dir=str(readings)))
+    assert still.failed and "not_ready_nodes is 2" in still.result["msg"]
+    (readings / "dev-1-after.json").write_text(json.dumps(clean))
+    resumed = run(fleet_ledger, dict(base, action="resume", readings_dir=str(readings)))
+    assert not resumed.failed and resumed.result["ledger"]["halt"] is None
+    assert resumed.result["next"]["action"] == "soak" and resumed.result["next"]["start"] is True
+    # a retry needs the typed confirmation; a cell that has not failed has nothing to retry
+    bad = run(fleet_ledger, dict(base, action="retry", confirmation="retry dev-1"))
+    assert bad.failed and "type 'retry CELL in fleet FLEET'" in bad.result["msg"]
+    done = run(fleet_ledger, dict(base, action="retry", confirmation="retry dev-1 in fleet prod"))
+    assert done.failed and "dev-1 has not failed (it is done)" in done.result["msg"]
+    (tmp_path / "broken.json").write_text("{")
+    broken = run(fleet_ledger, dict(base, path=str(tmp_path / "broken.json")))
+    assert broken.failed and "is not JSON" in broken.result["msg"]

@@ -1,0 +1,168 @@
+"""The fleet run on the lab's cells as a fleet (`bin/lab fleet`; playbooks/fleet.yml): ring0 is the twin cell lab-b
+(a canary cell), ring1 the cell lab with its training gang. Every cell upgrades through its own inventory with its
+own upgrade_wave.yml; halts come from the cells' own API (apiserver /metrics, Nodes, JobSets).
+
+The story: a fleet whose cell points at another cell's inventory is refused before anything moves; then a GPU lost
+on lab-b during ring0's soak halts the fleet with the cell, the condition and the readings named and ring1
+untouched; a rerun with the fault still there stays halted; once it is cleared the same command resumes from the
+ledger, soaks ring0 again, upgrades ring1 and completes; a last run changes nothing.
+
+Needs both lab cells; each is reset to `from` first when it is not there."""
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import time
+
+import pytest
+import yaml
+
+from tests.lab.conftest import ROOT
+
+from gpufleet_lab import config as lab_config
+
+pytestmark = pytest.mark.lab
+BIN = pathlib.Path(sys.executable).parent
+
+
+def lab_cli(cell, *args):
+    env = dict(os.environ, GPUFLEET_VENV=str(BIN.parent), GPUFLEET_LAB_CELL=cell)
+    proc = subprocess.run([str(ROOT / "bin" / "lab"), *args], capture_output=True, text=True, env=env, check=False,
+                          timeout=3600)
+    assert proc.returncode == 0, "lab %s (%s) failed:\n%s\n%s" % (" ".join(args), cell, proc.stdout[-3000:],
+                                                                  proc.stderr[-3000:])
+    return proc
+
+
+def versions(cell):
+    return set(json.loads(lab_cli(cell, "status").stdout)["apiserver_versions"].values())
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory):
+    """Both cells up on `from`, the fleet file `bin/lab fleet` writes, and the names of the cells by ring."""
+    cells = lab_config.cells()
+    for cell in cells:
+        cfg = lab_config.load(cell=cell)
+        lab_cli(cell, "up")
+        if versions(cell) != {cfg.from_version}:
+            lab_cli(cell, "reset")
+            lab_cli(cell, "up")
+    doc = yaml.safe_load(lab_cli(cells[0], "fleet").stdout)
+    path = tmp_path_factory.mktemp("fleet") / "fleet.yml"
+    path.write_text(yaml.safe_dump(doc))
+    yield path, doc["gpufleet_fleet"]
+    for cell in cells:
+        for host in lab_config.load(cell=cell).gpu_hosts:
+            lab_cli(cell, "clear", host)
+
+
+def run_fleet(fleet_file, out, *extra, background=False):
+    env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
+               ANSIBLE_CALLBACK_RESULT_FORMAT="json", GPUFLEET_CHANGE_RECORD_DIR=str(out / "change-records"),
+               PATH="%s:%s" % (BIN, os.environ["PATH"]))
+    argv = [str(BIN / "ansible-playbook"), "playbooks/fleet.yml", "-e", "@%s" % fleet_file,
+            "-e", "gpufleet_out_dir=%s" % out, *extra]
+    log = open(out / ("fleet-%d.log" % time.time_ns()), "w+")
+    proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, text=True)
+    if background:
+        return proc, log
+    return finish(proc, log)
+
+
+def finish(proc, log, timeout=3000):
+    started = time.time()
+    proc.wait(timeout=timeout)
+    log.seek(0)
+    output = log.read()
+    print("fleet.yml: rc=%d (%s)" % (proc.returncode, log.name))
+    return proc.returncode, output, started
+
+
+def ledger(out):
+    return json.loads((out / "fleet" / "lab" / "ledger.json").read_text())
+
+
+def test_a_cell_with_another_cells_inventory_is_refused_before_anything_moves(fleet, tmp_path):
+    _, spec = fleet
+    wrong = dict(spec, cells=[dict(c) for c in spec["cells"]])
+    wrong["cells"][0]["inventory"] = wrong["cells"][1]["inventory"]  # ring0's cell, pointed at ring1's inventory
+    fleet_file = tmp_path / "wrong.yml"
+    fleet_file.write_text(yaml.safe_dump({"gpufleet_fleet": wrong}))
+    started = time.time()
+    rc, out, _ = run_fleet(fleet_file, tmp_path)
+    print("wrong inventory refused in %.0f s" % (time.time() - started))
+    first = spec["cells"][0]["name"]
+    assert rc != 0
+    assert "the inventory is cell %s's (gpufleet_cluster_name), not %s's" % (spec["cells"][1]["name"], first) in out
+    assert "cell(s) %s could not be read before the upgrade" % first in out
+    assert ledger(tmp_path)["cells"][first]["state"] == "pending"
+    for cell in spec["cells"]:
+        assert versions(cell["name"]) == {cell["control_plane"]}, "%s moved" % cell["name"]
+
+
+def test_a_halt_in_ring0s_soak_stops_the_fleet_then_it_resumes_and_upgrades_every_ring(fleet, tmp_path):
+    path, spec = fleet
+    canary, training = (c["name"] for c in spec["cells"])
+    target = spec["policy"]["target"]
+    began = time.time()
+    proc, log = run_fleet(path, tmp_path, background=True)
+    # wait for ring0's soak: the canary cell is upgraded and judged clean after its wave
+    deadline = time.time() + 2400
+    while time.time() < deadline and proc.poll() is None:
+        state = ledger(tmp_path) if (tmp_path / "fleet" / "lab" / "ledger.json").exists() else None
+        if state and state["rings"]["ring0"]["soak_started"]:
+            break
+        time.sleep(0.5)
+    assert proc.poll() is None, "the fleet ended before ring0's soak:\n" + open(log.name).read()[-6000:]
+    print("ring0 (%s) upgraded and judged clean, soak started after %.0f s" % (canary, time.time() - began))
+    gpu_host = lab_config.load(cell=canary).gpu_hosts[0]
+    lab_cli(canary, "fault", gpu_host, "gpu-missing")  # one GPU gone: allocatable 31 of 32
+    rc, out, _ = finish(proc, log)
+    print("halted %.0f s after the start" % (time.time() - began))
+    assert rc != 0
+    assert "fleet lab halted in ring ring0: %s: gpu_allocatable_fraction is 0.9688 (at least 1)" % canary in out
+    state = ledger(tmp_path)
+    assert state["halt"]["cells"] == [canary] and state["halt"]["ring"] == "ring0"
+    (cond,) = state["halt"]["conditions"]
+    assert (cond["condition"], cond["before"], cond["after"]) == ("gpu_allocatable_fraction", 1.0, 0.9688)
+    assert state["cells"][canary]["state"] == "done" and state["cells"][canary]["version"] == target
+    assert state["cells"][training]["state"] == "pending"
+    assert versions(canary) == {target}
+    assert versions(training) == {spec["cells"][1]["control_plane"]}, "ring1 moved during ring0's halt"
+
+    # the fault is still there: the fleet stays halted, ring1 untouched
+    started = time.time()
+    rc, out, _ = run_fleet(path, tmp_path)
+    print("still halted, refused in %.0f s" % (time.time() - started))
+    assert rc != 0 and "fleet lab halted in ring ring0: %s: gpu_allocatable_fraction" % canary in out
+    assert ledger(tmp_path)["cells"][training]["state"] == "pending"
+
+    # cleared: the same command resumes from the ledger, soaks ring0 again, upgrades ring1, completes
+    lab_cli(canary, "clear", gpu_host)
+    started = time.time()
+    rc, out, _ = run_fleet(path, tmp_path)
+    print("resumed and finished ring0's soak and ring1 in %.0f s" % (time.time() - started))
+    assert rc == 0, out[-8000:]
+    assert "every ring of fleet lab is done and soaked" in out
+    state = ledger(tmp_path)
+    assert state["halt"] is None and state["last_halt"]["cells"] == [canary]
+    assert {c: (e["state"], e["version"]) for c, e in state["cells"].items()} == {
+        canary: ("done", target), training: ("done", target)}
+    assert all(r["soak_done"] for r in state["rings"].values())
+    assert versions(training) == {target}
+    wave_log = (tmp_path / "fleet" / "lab" / "logs" / ("%s.log" % training)).read_text()
+    assert "== gpufleet fleet: %s to %s" % (training, target) in wave_log and "failed=0" in wave_log
+    print("the whole fleet story in %.0f s" % (time.time() - began))
+
+    # done: a last run starts no wave and leaves the ledger as it was
+    logs = {p.name: p.stat().st_mtime_ns for p in (tmp_path / "fleet" / "lab" / "logs").iterdir()}
+    started = time.time()
+    rc, out, _ = run_fleet(path, tmp_path)
+    print("complete fleet rerun in %.0f s" % (time.time() - started))
+    assert rc == 0 and "every ring of fleet lab is done and soaked" in out
+    assert {p.name: p.stat().st_mtime_ns for p in (tmp_path / "fleet" / "lab" / "logs").iterdir()} == logs
+    assert ledger(tmp_path) == state
