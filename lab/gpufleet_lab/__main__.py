@@ -146,7 +146,7 @@ def fleet_doc() -> dict:
         "name": "lab",
         "policy": {
             "target": config.load(cell=names[0]).to_version,
-            "rings": [{"name": c["ring"], "soak_seconds": 20} for c in cells],
+            "rings": [{"name": c["ring"], "soak_seconds": 10} for c in cells],
             "max_cells_in_flight": 1,
             "max_gpu_fraction_in_flight": round(max(c["gpus"] for c in cells) / float(total), 4),
             "halt_check_seconds": 10, "metrics_window_seconds": 5, "cell_timeout_seconds": 1800,

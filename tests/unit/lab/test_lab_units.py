@@ -109,7 +109,8 @@ def test_cells_are_twins_with_their_own_ports_state_hosts_and_inventory(monkeypa
     assert inv["children"]["etcd"]["vars"]["etcd_snapshot_endpoints"] == ["https://127.0.0.1:%d" % twin.ports["etcd"]]
     assert inv["vars"]["gpufleet_out_dir"] == str(twin.out_dir)
     assert inv["vars"]["gpufleet_kubeconfig"] == str(twin.kubeconfig)
-    assert (twin.inventory / "group_vars").resolve() == ROOT / "inventories" / "lab" / "group_vars"
+    shared = ROOT / "inventories" / "lab" / "group_vars"
+    assert (twin.inventory / "group_vars" / "etcd.yml").resolve() == shared / "etcd.yml"
     assert (twin.inventory / "baselines" / "h100-train.yml").is_file()
     # and what Molecule scenarios read of it
     from gpufleet_lab.__main__ import shell_env
@@ -123,3 +124,32 @@ def test_unknown_cell_is_refused_naming_the_variable_and_the_cells(monkeypatch):
     monkeypatch.setenv("GPUFLEET_LAB_CELL", "lab-z")
     with pytest.raises(config.ConfigError, match=r"GPUFLEET_LAB_CELL=lab-z is not a lab cell: use one of lab, lab-b"):
         config.load()
+
+
+def test_the_labs_cells_as_a_fleet_plan_one_ring_each_the_training_cell_last(tmp_path, monkeypatch):
+    from ansible_collections.gpufleet.upgrade.plugins.module_utils.fleet import plan_fleet
+    from gpufleet_lab.__main__ import fleet_doc
+    monkeypatch.setenv("GPUFLEET_LAB_CACHE", str(tmp_path))
+    doc = fleet_doc()["gpufleet_fleet"]
+    plan = plan_fleet(doc)
+    names = config.cells()
+    assert [r["cells"] for r in plan["rings"]] == [[c] for c in reversed(names)]
+    assert plan["cells"][names[0]]["kind"] == "training" and plan["cells"][names[0]]["inventory"] == str(
+        ROOT / "inventories" / "lab")
+    assert all(p["control_plane_path"] == [config.load(cell=names[0]).to_version] for p in plan["cells"].values())
+    assert plan["caps"]["max_gpus_in_flight"] == max(c["gpus"] for c in doc["cells"])  # one cell at a time
+
+
+def test_a_twin_cells_group_vars_link_the_committed_ones_and_name_the_twin(tmp_path, monkeypatch):
+    monkeypatch.setenv("GPUFLEET_LAB_CACHE", str(tmp_path))
+    cfg = config.load(cell=config.cells()[1])
+    old = cfg.inventory / "group_vars"
+    old.parent.mkdir(parents=True)
+    old.symlink_to(ROOT / "inventories" / "lab" / "group_vars")  # the layout before twins had names
+    hosts.write_inventory(cfg, "uid-1")
+    assert not old.is_symlink() and (old / "gpu_nodes.yml").resolve() == (
+        ROOT / "inventories" / "lab" / "group_vars" / "gpu_nodes.yml").resolve()
+    assert (old / "all" / "00-lab.yml").resolve() == (ROOT / "inventories" / "lab" / "group_vars" / "all.yml").resolve()
+    assert yaml.safe_load((old / "all" / "50-cell.yml").read_text()) == {"gpufleet_cluster_name": cfg.cell}
+    hosts.write_inventory(cfg, "uid-1")  # again: the same
+    assert sorted(p.name for p in old.iterdir()) == ["all", "etcd.yml", "gpu_nodes.yml", "kube_control_plane.yml"]
