@@ -166,6 +166,21 @@ VARIABLES: Tuple[Var, ...] = (
     Var("gpufleet_awx_snapshot_key", "str (secret)", NONE, "run", ("awx_configure",),
         "The cell's etcd snapshot key (16 characters or more, from a vault), given to the AWX credential under "
         "no_log."),
+    # -- the fleet (docs/fleet.md) ----------------------------------------------------------------------------------
+    Var("gpufleet_fleet", "dict", REQUIRED, "run", ("fleet",),
+        "The fleet: name, policy (target, rings, caps, halt thresholds, run settings), cells (ring, kind, region, "
+        "GPUs, inventory, versions, pools); checked by gpufleet.upgrade.fleet_plan, described in docs/fleet.md."),
+    Var("gpufleet_fleet_retry", "str", NONE, "run", ("fleet",),
+        "Puts a failed cell back to pending: exactly 'retry CELL in fleet FLEET'."),
+    Var("gpufleet_fleet_cell", "str", REQUIRED, "run", ("fleet_readings",),
+        "The fleet's name for the cell whose readings are taken; its inventory's gpufleet_cluster_name must match."),
+    Var("gpufleet_fleet_expected_gpus", "int", REQUIRED, "run", ("fleet_readings",),
+        "The GPUs the cell should have allocatable (the fleet's cells[].gpus)."),
+    Var("gpufleet_fleet_window_seconds", "int", NONE, "run", ("fleet_readings",),
+        "Seconds between the two scrapes of each apiserver (the fleet's policy.metrics_window_seconds); unset, the "
+        "fleet_readings module's default."),
+    Var("gpufleet_fleet_readings_dest", "path", REQUIRED, "run", ("fleet_readings",),
+        "The JSON file the readings are written to."),
     # -- job artifacts (set_stats) -----------------------------------------------------------------------------------
     Var("gpufleet_plan", "dict", NONE, "artifact", ("plan",),
         "The plan's summary: cell, target, run id, control-plane path, violations, waves, the plan file."),
