@@ -33,6 +33,24 @@ API_READINGS = ("apiserver_429_per_minute", "apiserver_p99_seconds", "not_ready_
                 "jobset_restarts")
 
 
+def check_inputs(cell: str, urls: Sequence[str], expected_gpus: int, window: float, timeout: float) -> None:
+    """The readings' inputs, refused before any request: every apiserver once (behind one load-balanced address
+    two scrapes may reach two apiservers, and their difference means nothing), a window and timeout above 0, the
+    expected GPUs 0 or more."""
+    if not urls:
+        raise InputError("apiserver_urls: empty; give every apiserver of cell %s, each its own URL" % cell)
+    twice = sorted({u for u in urls if list(urls).count(u) > 1})
+    if twice:
+        raise InputError("apiserver_urls: %s listed more than once; give each apiserver of cell %s its own URL "
+                         "(gpufleet_apiserver_url per control-plane host), not a shared load-balanced one" % (
+                             ", ".join(twice), cell))
+    for name, value in (("window_seconds", window), ("request_timeout", timeout)):
+        if not value > 0 or not math.isfinite(value):
+            raise InputError("%s: %s; give seconds above 0" % (name, value))
+    if expected_gpus < 0:
+        raise InputError("expected_gpus: %d; give the GPUs cell %s should have (0 or more)" % (expected_gpus, cell))
+
+
 def scrape(text: str, where: str) -> Dict[str, Any]:
     """One apiserver's /metrics text reduced to what the readings need: ``{"throttled": count of 429 answers,
     "buckets": {le: cumulative count}}``. Parsed by prometheus_client's text parser (the exposition format has
@@ -63,11 +81,6 @@ def scrape(text: str, where: str) -> Dict[str, Any]:
         raise InputError("%s: /metrics has no %s; is this a kube-apiserver (and may these credentials get /metrics)?"
                          % (where, " or ".join(missing)))
     return {"throttled": throttled, "buckets": buckets}
-
-
-def _delta(first: float, second: float) -> float:
-    """A counter's increase; a counter that went down restarted with its process and counts from zero."""
-    return second - first if second >= first else second
 
 
 def histogram_quantile(q: float, buckets: Mapping[float, float]) -> Optional[float]:
@@ -108,16 +121,17 @@ def apiserver_readings(first: Mapping[str, Mapping[str, Any]], second: Mapping[s
     per: Dict[str, Any] = {}
     for name in sorted(first):
         a, b = first[name], second[name]
-        t = _delta(a["throttled"], b["throttled"])
+        # one decision per apiserver: it restarted in the window when any of its counters went down; then every
+        # counter of the second scrape counts from zero (a restart with more 429s since is not undercounted)
+        restarted = b["throttled"] < a["throttled"] or any(
+            b["buckets"].get(bound, 0.0) < count for bound, count in a["buckets"].items())
+        base: Mapping[str, Any] = {"throttled": 0.0, "buckets": {}} if restarted else a
+        t = b["throttled"] - base["throttled"]
         throttled += t
-        bounds = set(a["buckets"]) | set(b["buckets"])
-        restarted = b["buckets"].get(math.inf, 0.0) < a["buckets"].get(math.inf, 0.0)
-        for bound in bounds:
-            d = b["buckets"].get(bound, 0.0) if restarted else _delta(a["buckets"].get(bound, 0.0),
-                                                                         b["buckets"].get(bound, 0.0))
-            merged[bound] = merged.get(bound, 0.0) + d
-        per[name] = {"throttled": t, "requests": b["buckets"].get(math.inf, 0.0) - (
-            0.0 if restarted else a["buckets"].get(math.inf, 0.0))}
+        for bound in set(a["buckets"]) | set(b["buckets"]):
+            merged[bound] = merged.get(bound, 0.0) + b["buckets"].get(bound, 0.0) - base["buckets"].get(bound, 0.0)
+        per[name] = {"throttled": t, "requests": b["buckets"].get(math.inf, 0.0) - base["buckets"].get(math.inf, 0.0),
+                     "restarted": restarted}
     p99 = histogram_quantile(0.99, merged) if merged else None
     return {"apiserver_429_per_minute": round(throttled * 60.0 / seconds, 3),
             "apiserver_p99_seconds": None if p99 is None else round(p99, 4), "apiservers": per}

@@ -126,6 +126,9 @@ def check_ledger(ledger: Any, plan: Mapping[str, Any]) -> Dict[str, Any]:
     for ring, entry in (ledger.get("rings") or {}).items():
         if ring in fresh["rings"]:
             fresh["rings"][ring].update(entry or {})
+    for ring in plan["rings"]:  # a soak belongs to the cells it soaked: a ring with a cell still to move has none
+        if any(fresh["cells"][c]["state"] != "done" for c in ring["cells"]):
+            fresh["rings"][ring["ring"]] = {"soak_started": None, "soak_done": None}
     fresh["halt"] = ledger.get("halt")
     if ledger.get("last_halt"):
         fresh["last_halt"] = ledger["last_halt"]
@@ -135,9 +138,13 @@ def check_ledger(ledger: Any, plan: Mapping[str, Any]) -> Dict[str, Any]:
 def next_step(plan: Mapping[str, Any], ledger: Mapping[str, Any], now: datetime.datetime) -> Dict[str, Any]:
     """What the fleet does next: ``stop`` (a failed cell), ``upgrade`` (the next cells of the first unfinished
     ring, under the caps given what is already upgrading), ``wait`` (cells still upgrading, no room), ``soak``
-    (the ring is done; its soak has ``remaining`` seconds), ``promote`` (the soak is over: mark it and go on) or
+    (the ring is done; its soak has ``remaining`` seconds - 0 when its time is up: the soak's last check still has to
+    read clean before it is marked done, so no ring is promoted on time alone), ``stop`` also for a recorded halt, or
     ``complete``. Rings are strictly in order: nothing of a ring starts before the one before it soaked clean."""
     cells = ledger["cells"]
+    if ledger.get("halt"):
+        return {"action": "stop", "cells": halted_cells(ledger),
+                "message": "%s; it resumes only when the halted cells read clean again" % ledger["halt"]["message"]}
     failed = sorted(c for c, e in cells.items() if e["state"] == "failed")
     if failed:
         reasons = "; ".join("%s: %s" % (c, cells[c]["reason"] or "no reason") for c in failed)
@@ -169,8 +176,8 @@ def next_step(plan: Mapping[str, Any], ledger: Mapping[str, Any], now: datetime.
         if remaining:
             return {"action": "soak", "ring": name, "remaining": remaining, "start": False,
                     "message": "ring %s soaking: %d s left" % (name, remaining)}
-        return {"action": "promote", "ring": name,
-                "message": "ring %s soaked %d s clean: the next ring may start" % (name, ring["soak_seconds"])}
+        return {"action": "soak", "ring": name, "remaining": 0, "start": False,
+                "message": "ring %s soaked %d s: a last check before the next ring" % (name, ring["soak_seconds"])}
     return {"action": "complete", "message": "every ring of fleet %s is done and soaked" % plan["fleet"]}
 
 
@@ -312,3 +319,28 @@ def resume_interrupted(ledger: Mapping[str, Any], now: datetime.datetime) -> Dic
         if entry["state"] == "upgrading":
             out = record(out, cell, "pending", now, reason="resumed: the run that upgraded it ended mid-wave")
     return out
+
+
+def halted_cells(ledger: Mapping[str, Any]) -> List[str]:
+    """The cells a recorded halt names (also from a halt written before it listed them)."""
+    halt = ledger.get("halt") or {}
+    return sorted(set(halt.get("cells") or [c.get("cell") for c in halt.get("conditions") or [] if c.get("cell")]))
+
+
+def readings_file(folder: str, cell: str, target: str, which: str) -> str:
+    """Where a cell's readings are kept: ``CELL-TARGET-before.json`` once per target (the baseline every later
+    reading of that upgrade is judged against), ``CELL-TARGET-after.json`` the latest one."""
+    return "%s/%s-%s-%s.json" % (folder.rstrip("/"), cell, target, which)
+
+
+def soak_cells(plan: Mapping[str, Any], ring: str, have_before: List[str]) -> List[str]:
+    """The cells a ring's soak judges: every cell of the ring with a reading before its upgrade to this target.
+    A ring that moved cells (it had batches) but has none is refused: a soak that judges nothing is no soak."""
+    info = next((r for r in plan["rings"] if r["ring"] == ring), None)
+    if info is None:
+        raise InputError("%s is not a ring of fleet %s" % (ring, plan["fleet"]))
+    cells = [c for c in info["cells"] if c in have_before]
+    if info["batches"] and not cells:
+        raise InputError("ring %s: no cell has a reading from before its upgrade to judge the soak against (in the "
+                         "fleet's readings); the soak cannot pass on nothing" % ring)
+    return cells

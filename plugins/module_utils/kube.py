@@ -148,13 +148,14 @@ class Kube:
                 return None
             raise
 
-    def list_nodes(self) -> List[Dict[str, Any]]:
-        return [self._plain(n) for n in self._call("list Nodes", self.core.list_node).items]
+    def list_nodes(self, timeout: Optional[float] = None) -> List[Dict[str, Any]]:
+        return [self._plain(n) for n in self._call("list Nodes", self.core.list_node, _request_timeout=timeout).items]
 
-    def metrics_text(self) -> str:
+    def metrics_text(self, timeout: Optional[float] = None) -> str:
         """The apiserver's own /metrics (Prometheus text); needs ``get`` on the non-resource URL /metrics."""
         response = self._call("GET %s/metrics" % self.server, self.client.call_api, "/metrics", "GET",
-                              auth_settings=["BearerToken"], _preload_content=False, _return_http_data_only=True)
+                              auth_settings=["BearerToken"], _preload_content=False, _return_http_data_only=True,
+                              _request_timeout=timeout)
         return response.data.decode("utf-8", "replace")
 
     def patch_node(self, name: str, body: Dict[str, Any]) -> Dict[str, Any]:

@@ -176,9 +176,8 @@ VARIABLES: Tuple[Var, ...] = (
         "The fleet's name for the cell whose readings are taken; its inventory's gpufleet_cluster_name must match."),
     Var("gpufleet_fleet_expected_gpus", "int", REQUIRED, "run", ("fleet_readings",),
         "The GPUs the cell should have allocatable (the fleet's cells[].gpus)."),
-    Var("gpufleet_fleet_window_seconds", "int", NONE, "run", ("fleet_readings",),
-        "Seconds between the two scrapes of each apiserver (the fleet's policy.metrics_window_seconds); unset, the "
-        "fleet_readings module's default."),
+    Var("gpufleet_fleet_window_seconds", "int", REQUIRED, "run", ("fleet_readings",),
+        "Seconds between the two scrapes of each apiserver (the fleet's policy.metrics_window_seconds)."),
     Var("gpufleet_fleet_readings_dest", "path", REQUIRED, "run", ("fleet_readings",),
         "The JSON file the readings are written to."),
     # -- job artifacts (set_stats) -----------------------------------------------------------------------------------

@@ -15,7 +15,8 @@ description:
   - C(read) also refuses, before anything runs, a cell whose path has a hop without a release, and puts a cell
     left C(upgrading) by a run that ended mid-wave back to pending (its wave resumes from its per-node ledger).
     One fleet run at a time per ledger.
-  - C(judge) compares the readings of O(cells) (files C(CELL-before.json) and C(CELL-after.json) in
+  - C(judge) compares the readings of O(cells) - by default, for a soak, every cell of O(ring) with a reading
+    before its upgrade, and never none - (files C(CELL-TARGET-before.json) and C(CELL-TARGET-after.json) in
     O(readings_dir), as C(playbooks/fleet_readings.yml) writes them) with the fleet policy's thresholds. A
     condition that holds, or a reading that is missing, halts the fleet - the halt is written to the ledger with
     the cell, the condition and the readings, and the task fails naming them.
@@ -67,12 +68,12 @@ options:
     type: bool
     default: false
   readings_dir:
-    description: Where the cells' readings files are, for C(judge) and C(resume).
+    description: Where the cells' readings files are, for C(judge) and C(resume); with it every call whose next
+      step is a soak returns the cells that soak judges (C(soak_cells)).
     type: path
   confirmation:
     description: For C(retry), exactly C(retry CELL in fleet FLEET).
     type: str
-    no_log: true
 attributes:
   check_mode:
     support: full
@@ -114,6 +115,14 @@ hops:
   description: Per cell still to move, the releases its waves take (C(read)).
   returned: action is read
   type: dict
+soak_cells:
+  description: When the next step is a soak and O(readings_dir) is given, the cells it reads and judges.
+  returned: sometimes
+  type: list
+judged:
+  description: The cells C(judge) or C(resume) judged.
+  returned: action is judge or resume
+  type: list
 halts:
   description: The halt conditions found (C(cell), C(condition), C(before), C(after), C(threshold), C(message)).
   returned: action is judge or resume
@@ -153,14 +162,20 @@ def _save(path, ledger):
     os.replace(tmp, path)
 
 
-def _readings(folder, cells, which):
+def _readings(folder, plan, cells, which):
     out = {}
     for cell in cells:
-        path = os.path.join(folder, "%s-%s.json" % (cell, which))
+        path = fleet_run.readings_file(folder, cell, plan["cells"][cell]["target"], which)
         if os.path.exists(path):
             with open(path) as handle:
                 out[cell] = json.load(handle)
     return out
+
+
+def _soak_cells(folder, plan, ring):
+    ring_cells = next(r["cells"] for r in plan["rings"] if r["ring"] == ring) if any(
+        r["ring"] == ring for r in plan["rings"]) else []
+    return fleet_run.soak_cells(plan, ring, sorted(_readings(folder or "", plan, ring_cells, "before")))
 
 
 def main():
@@ -171,7 +186,7 @@ def main():
             cell=dict(type="str"), cells=dict(type="list", elements="str", default=[]), ring=dict(type="str"),
             state=dict(type="str", choices=list(fleet_run.CELL_STATES)), version=dict(type="str", default=""),
             reason=dict(type="str", default=""), change_record=dict(type="str"), done=dict(type="bool", default=False),
-            readings_dir=dict(type="path"), confirmation=dict(type="str", no_log=True)),
+            readings_dir=dict(type="path"), confirmation=dict(type="str")),
         required_if=[("action", "record", ("cell", "state")), ("action", "retry", ("confirmation",)),
                      ("action", "soak", ("ring",)), ("action", "judge", ("ring", "readings_dir")),
                      ("action", "resume", ("readings_dir",))],
@@ -199,11 +214,14 @@ def main():
             if p["action"] == "resume" and not halt:
                 extra["halts"] = []
             else:
-                cells = p["cells"] if p["action"] == "judge" else halt["cells"]
                 ring = p["ring"] if p["action"] == "judge" else halt["ring"]
-                found = fleet_run.judge(plan, cells, _readings(p["readings_dir"], cells, "before"),
-                                        _readings(p["readings_dir"], cells, "after"))
-                extra["halts"] = found
+                if p["action"] == "resume":
+                    cells = fleet_run.halted_cells(ledger)
+                else:
+                    cells = p["cells"] or _soak_cells(p["readings_dir"], plan, ring)
+                found = fleet_run.judge(plan, cells, _readings(p["readings_dir"], plan, cells, "before"),
+                                        _readings(p["readings_dir"], plan, cells, "after"))
+                extra["halts"], extra["judged"] = found, cells
                 ledger = fleet_run.halt(ledger, ring, found, now) if found else (
                     fleet_run.clear_halt(ledger) if halt else ledger)
         changed = ledger != before or not os.path.exists(p["path"])
@@ -212,8 +230,10 @@ def main():
         if extra.get("halts"):
             raise PolicyError(ledger["halt"]["message"] + ". Later rings are untouched; clear the cause and run the "
                               "fleet again - it resumes from its ledger (%s)" % p["path"],
-                              halts=extra["halts"], ledger=ledger)
+                              halts=extra["halts"], judged=extra["judged"], ledger=ledger)
         step = fleet_run.next_step(plan, ledger, now)
+        if step["action"] == "soak" and p["readings_dir"]:
+            extra["soak_cells"] = _soak_cells(p["readings_dir"], plan, step["ring"])
         return dict(extra, ledger=ledger, next=step, changed=changed, msg=step["message"])
 
     run_module(module, body)

@@ -108,7 +108,7 @@ def main():
         plan["paths"] = fleet_run.paths(base, plan["fleet"])
         plan["run"]["max_steps"] = fleet_run.max_steps(plan)
         for cell in plan["cells"].values():  # a relative inventory is the working directory's, as for -i
-            cell["inventory"] = os.path.normpath(os.path.join(os.getcwd(), os.path.expanduser(cell["inventory"])))
+            cell["inventory"] = os.path.normpath(os.path.join(os.getcwd(), cell["inventory"]))
         return plan
 
     run_module(module, body)

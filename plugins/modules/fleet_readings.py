@@ -31,9 +31,15 @@ options:
     type: int
     required: true
   window_seconds:
-    description: Seconds between the two scrapes of each apiserver.
+    description: Seconds between the two scrapes of each apiserver (the fleet's C(policy.metrics_window_seconds)).
     type: float
-    default: 10
+    required: true
+  request_timeout:
+    description: Seconds each API request may take; an apiserver that accepts and never answers fails the task.
+    type: float
+    default: 30
+requirements:
+  - the C(prometheus-client) Python library on the controller (requirements.txt)
 extends_documentation_fragment:
   - gpufleet.upgrade.common.KUBE
   - kubernetes.core.k8s_auth_options
@@ -66,7 +72,6 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpufleet.upgrade.plugins.module_utils import fleet_readings, kube
-from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import InputError
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.module_support import run_module
 
 
@@ -75,22 +80,24 @@ def main():
         argument_spec=dict(cell=dict(type="str", required=True),
                            apiserver_urls=dict(type="list", elements="str", required=True),
                            expected_gpus=dict(type="int", required=True),
-                           window_seconds=dict(type="float", default=10.0), **kube.KUBE_ARGSPEC),
+                           window_seconds=dict(type="float", required=True),
+                           request_timeout=dict(type="float", default=30.0), **kube.KUBE_ARGSPEC),
         supports_check_mode=True,
     )
     params = module.params
 
     def body():
-        if not params["apiserver_urls"]:
-            raise InputError("apiserver_urls: empty; give every apiserver of cell %s" % params["cell"])
+        fleet_readings.check_inputs(params["cell"], params["apiserver_urls"], params["expected_gpus"],
+                                    params["window_seconds"], params["request_timeout"])
+        wait = params["request_timeout"]
         apis = {url: kube.connect(module, host=url) for url in params["apiserver_urls"]}
-        first = {url: fleet_readings.scrape(api.metrics_text(), url) for url, api in apis.items()}
+        first = {url: fleet_readings.scrape(api.metrics_text(wait), url) for url, api in apis.items()}
         started = time.monotonic()
         time.sleep(params["window_seconds"])
-        second = {url: fleet_readings.scrape(api.metrics_text(), url) for url, api in apis.items()}
+        second = {url: fleet_readings.scrape(api.metrics_text(wait), url) for url, api in apis.items()}
         seconds = time.monotonic() - started
         api = kube.connect(module)
-        out = fleet_readings.readings(first, second, seconds, api.list_nodes(), params["expected_gpus"],
+        out = fleet_readings.readings(first, second, seconds, api.list_nodes(wait), params["expected_gpus"],
                                       api.list_custom(kube.JOBSET))
         out["cell"] = params["cell"]
         out["taken"] = kube.now_rfc3339()

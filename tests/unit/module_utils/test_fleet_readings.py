@@ -34,6 +34,7 @@ def test_a_real_apiserver_scrape_reduces_to_throttled_requests_and_a_latency_his
     assert out["apiserver_429_per_minute"] == 0.0
     assert 0 < out["apiserver_p99_seconds"] < 1.0
     assert out["apiservers"]["cp-1"]["requests"] == second["buckets"][math.inf] - first["buckets"][math.inf]
+    assert out["apiservers"]["cp-1"]["restarted"] is False
 
 
 def test_watch_and_connect_do_not_count_as_latency():
@@ -68,7 +69,10 @@ def test_rates_over_the_window_and_an_apiserver_that_restarted_counts_from_zero(
     restarted = {"throttled": 2.0, "buckets": {0.1: 8.0, 1.0: 10.0, math.inf: 10.0}}
     out = fr.apiserver_readings({"cp-1": a, "cp-2": a}, {"cp-1": b, "cp-2": restarted}, 30.0)
     assert out["apiserver_429_per_minute"] == (5 + 2) * 2.0
-    assert out["apiservers"]["cp-2"] == {"throttled": 2.0, "requests": 10.0}
+    assert out["apiservers"]["cp-2"] == {"throttled": 2.0, "requests": 10.0, "restarted": True}
+    # restarted and since counted more 429s than before: still counted from zero, not as the difference
+    busy = {"throttled": 12.0, "buckets": {0.1: 8.0, 1.0: 10.0, math.inf: 10.0}}
+    assert fr.apiserver_readings({"cp-1": a}, {"cp-1": busy}, 60.0)["apiserver_429_per_minute"] == 12.0
     # merged: 58 under 0.1 s, 110 in all: the p99 is in (0.1, 1.0]
     assert 0.1 < out["apiserver_p99_seconds"] <= 1.0
     quiet = fr.apiserver_readings({"cp-1": a}, {"cp-1": a}, 30.0)
@@ -122,3 +126,17 @@ def test_jobset_restarts_are_summed():
     assert set(fr.API_READINGS) <= set(out) and out["jobset_restarts"] == 2
     assert fr.readings({"cp-1": fr.scrape(WINDOW[0], "a")}, {"cp-1": fr.scrape(WINDOW[1], "a")}, 10.0,
                        [node("a")], 8, None)["jobset_api"] is False
+
+
+@pytest.mark.parametrize("urls, gpus, window, timeout, message", [
+    ([], 8, 5, 30, "apiserver_urls: empty"),
+    (["https://lb:6443", "https://lb:6443"], 8, 5, 30, "https://lb:6443 listed more than once"),
+    (["https://a:6443"], 8, 0, 30, "window_seconds: 0; give seconds above 0"),
+    (["https://a:6443"], 8, float("nan"), 30, "window_seconds: nan"),
+    (["https://a:6443"], 8, 5, -1, "request_timeout: -1"),
+    (["https://a:6443"], -1, 5, 30, "expected_gpus: -1"),
+])
+def test_readings_inputs_are_refused_before_any_request(urls, gpus, window, timeout, message):
+    with pytest.raises(InputError, match=message):
+        fr.check_inputs("c1", urls, gpus, window, timeout)
+    fr.check_inputs("c1", ["https://a:6443", "https://b:6443"], 0, 5, 30)

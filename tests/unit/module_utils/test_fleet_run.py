@@ -40,7 +40,8 @@ def test_a_fleet_goes_ring_by_ring_with_soaks_and_completes():
     assert (step["action"], step["remaining"], step["start"]) == ("soak", 600, True)
     ledger = run.soak(ledger, "ring0", at(90))
     assert run.next_step(plan, ledger, at(400))["remaining"] == 290
-    assert run.next_step(plan, ledger, at(690))["action"] == "promote"
+    last = run.next_step(plan, ledger, at(690))  # time is up: a last check, never a promotion on time alone
+    assert (last["action"], last["remaining"], last["start"]) == ("soak", 0, False)
     ledger = run.soak(ledger, "ring0", at(690), done=True)
     step = run.next_step(plan, ledger, at(690))
     assert (step["action"], step["ring"], step["cells"]) == ("upgrade", "ring1", ["stage-1", "inf-east"])
@@ -107,9 +108,10 @@ def test_a_halt_restarts_the_rings_soak():
     halted = run.halt(ledger, "ring0", found, at(100))
     assert halted["halt"]["message"] == ("fleet prod halted in ring ring0: dev-1: nccl_busbw_gbps fell from 480 to "
                                          "300 (at most 10% under)")
-    step = run.next_step(plan, halted, at(700))
-    assert (step["action"], step["start"]) == ("soak", True)  # the soak starts over once the run resumes
+    assert run.next_step(plan, halted, at(700))["action"] == "stop"  # halted: nothing moves
     resumed = run.clear_halt(halted)
+    step = run.next_step(plan, resumed, at(700))
+    assert (step["action"], step["start"]) == ("soak", True)  # the soak starts over once the run resumes
     assert resumed["halt"] is None and resumed["last_halt"]["ring"] == "ring0"
     assert run.check_ledger(copy.deepcopy(resumed), plan)["last_halt"] == resumed["last_halt"]  # read back, kept
 
@@ -203,3 +205,37 @@ def test_a_cell_left_upgrading_by_an_interrupted_run_goes_again():
     assert again["cells"]["canary-1"]["state"] == "pending" and "ended mid-wave" in again["cells"]["canary-1"]["reason"]
     assert again["cells"]["dev-1"]["state"] == "done" and ledger["cells"]["canary-1"]["state"] == "upgrading"
     assert run.next_step(plan, again, at(5))["cells"] == ["canary-1"]
+
+
+def test_a_new_target_or_a_retried_cell_soaks_its_ring_again_and_a_recorded_halt_stops():
+    plan = plan_fleet(fleet())
+    ledger = run.check_ledger(None, plan)
+    for cell in plan["cells"]:
+        ledger = run.record(ledger, cell, "done", T0, version="v1.36.3")
+    for ring in plan["rings"]:
+        ledger = run.soak(run.soak(ledger, ring["ring"], T0), ring["ring"], at(10), done=True)
+    assert run.next_step(plan, run.check_ledger(copy.deepcopy(ledger), plan), at(20))["action"] == "complete"
+    newer = fleet()
+    newer["policy"]["target"] = "v1.36.5"
+    plan2 = plan_fleet(newer)
+    again = run.check_ledger(copy.deepcopy(ledger), plan2)
+    assert all(r == {"soak_started": None, "soak_done": None} for r in again["rings"].values())
+    step = run.next_step(plan2, again, at(20))
+    assert step["action"] == "upgrade" and step["ring"] == "ring0"
+    halted = run.halt(ledger, "ring0", [{"cell": "dev-1", "condition": "not_ready_nodes", "message": "dev-1: x"}],
+                      at(30))
+    stop = run.next_step(plan, halted, at(30))
+    assert stop["action"] == "stop" and stop["cells"] == ["dev-1"] and "resumes only when" in stop["message"]
+    old = dict(halted, halt=dict(halted["halt"]))
+    del old["halt"]["cells"]  # a halt written before halts listed their cells
+    assert run.halted_cells(old) == ["dev-1"]
+
+
+def test_a_soak_judges_the_rings_cells_with_a_reading_before_and_never_nothing():
+    plan = plan_fleet(fleet())
+    assert run.soak_cells(plan, "ring0", ["dev-1", "canary-1", "stage-1"]) == ["canary-1", "dev-1"]
+    with pytest.raises(InputError, match="ring ring0: no cell has a reading from before its upgrade"):
+        run.soak_cells(plan, "ring0", [])
+    with pytest.raises(InputError, match="nope is not a ring"):
+        run.soak_cells(plan, "nope", [])
+    assert run.readings_file("/o/r/", "dev-1", "v1.36.3", "before") == "/o/r/dev-1-v1.36.3-before.json"

@@ -264,17 +264,17 @@ def test_fleet_ledger_keeps_the_ledger_judges_halts_and_writes_nothing_in_check_
     clean = {"apiserver_429_per_minute": 0, "apiserver_p99_seconds": 0.02, "not_ready_nodes": 0,
              "gpu_allocatable_fraction": 1.0, "jobset_restarts": 0}
     for cell in ("canary-1", "dev-1"):
-        (readings / ("%s-before.json" % cell)).write_text(json.dumps(clean))
-        (readings / ("%s-after.json" % cell)).write_text(json.dumps(clean))
-    (readings / "dev-1-after.json").write_text(json.dumps(dict(clean, not_ready_nodes=2)))
-    judged = run(fleet_ledger, dict(base, action="judge", ring="ring0", cells=["canary-1", "dev-1"],
-                                    readings_dir=str(readings)))
+        (readings / ("%s-v1.36.3-before.json" % cell)).write_text(json.dumps(clean))
+        (readings / ("%s-v1.36.3-after.json" % cell)).write_text(json.dumps(clean))
+    (readings / "dev-1-v1.36.3-after.json").write_text(json.dumps(dict(clean, not_ready_nodes=2)))
+    judged = run(fleet_ledger, dict(base, action="judge", ring="ring0", readings_dir=str(readings)))  # the ring's
+    assert judged.result["judged"] == ["canary-1", "dev-1"]
     assert judged.failed and judged.result["msg"].startswith(
         "fleet prod halted in ring ring0: dev-1: not_ready_nodes is 2 (at most 0). Later rings are untouched")
     assert json.load(open(path))["halt"]["cells"] == ["dev-1"]
     still = run(fleet_ledger, dict(base, action="resume", readings_dir=str(readings)))
     assert still.failed and "not_ready_nodes is 2" in still.result["msg"]
-    (readings / "dev-1-after.json").write_text(json.dumps(clean))
+    (readings / "dev-1-v1.36.3-after.json").write_text(json.dumps(clean))
     resumed = run(fleet_ledger, dict(base, action="resume", readings_dir=str(readings)))
     assert not resumed.failed and resumed.result["ledger"]["halt"] is None
     assert resumed.result["next"]["action"] == "soak" and resumed.result["next"]["start"] is True
