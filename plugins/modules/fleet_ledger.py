@@ -88,13 +88,13 @@ author:
 EXAMPLES = r"""
 - name: Read the fleet ledger back and say what comes next
   gpufleet.upgrade.fleet_ledger:
-    plan: "{{ __fleet.plan }}"
+    plan: "{{ __fleet }}"  # the registered result of gpufleet.upgrade.fleet_plan
     path: out/fleet/prod/ledger.json
   register: __ledger
 
 - name: Record a cell's wave as done
   gpufleet.upgrade.fleet_ledger:
-    plan: "{{ __fleet.plan }}"
+    plan: "{{ __fleet }}"
     path: out/fleet/prod/ledger.json
     action: record
     cell: canary-1
@@ -173,9 +173,10 @@ def _readings(folder, plan, cells, which):
 
 
 def _soak_cells(folder, plan, ring):
-    ring_cells = next(r["cells"] for r in plan["rings"] if r["ring"] == ring) if any(
-        r["ring"] == ring for r in plan["rings"]) else []
-    return fleet_run.soak_cells(plan, ring, sorted(_readings(folder or "", plan, ring_cells, "before")))
+    """The cells a soak of ``ring`` judges (fleet_run.soak_cells), from the cells' readings before on disk."""
+    return fleet_run.soak_cells(plan, ring, [
+        c for c, info in plan["cells"].items()
+        if os.path.exists(fleet_run.readings_file(folder or "", c, info["target"], "before"))])
 
 
 def main():

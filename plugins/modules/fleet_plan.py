@@ -59,7 +59,8 @@ rings:
   type: list
   elements: dict
 cells:
-  description: Per cell - ring, kind, region, inventory, gpus, current, target, at_target, patch_only,
+  description: Per cell - ring, kind, region, inventory (absolute), readings (the fleet run's files of its halt
+    readings, before and after), gpus, current, target, at_target, patch_only,
     control_plane_path, pools (pool, current, skip_level, nodes, steps, must_upgrade_before_hop),
     node_upgrade_before_next_hop (pools), node_drains.
   returned: success
@@ -107,8 +108,10 @@ def main():
         base = out_dir(module.params["out_dir"], dict(os.environ), os.getcwd())
         plan["paths"] = fleet_run.paths(base, plan["fleet"])
         plan["run"]["max_steps"] = fleet_run.max_steps(plan)
-        for cell in plan["cells"].values():  # a relative inventory is the working directory's, as for -i
+        for name, cell in plan["cells"].items():  # a relative inventory is the working directory's, as for -i
             cell["inventory"] = os.path.normpath(os.path.join(os.getcwd(), cell["inventory"]))
+            cell["readings"] = {which: fleet_run.readings_file(plan["paths"]["readings"], name, cell["target"], which)
+                                for which in ("before", "after")}
         return plan
 
     run_module(module, body)

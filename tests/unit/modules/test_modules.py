@@ -247,6 +247,8 @@ def test_fleet_ledger_keeps_the_ledger_judges_halts_and_writes_nothing_in_check_
     from tests.unit.module_utils.test_fleet import fleet
     plan = run(fleet_plan, {"fleet": fleet(), "out_dir": str(tmp_path)}).result
     assert plan["paths"]["ledger"] == "%s/fleet/prod/ledger.json" % tmp_path
+    assert plan["cells"]["canary-1"]["readings"] == {
+        which: "%s/fleet/prod/readings/canary-1-v1.36.3-%s.json" % (tmp_path, which) for which in ("before", "after")}
     assert plan["run"]["max_steps"] > len(plan["rings"])
     path = plan["paths"]["ledger"]
     base = {"plan": plan, "path": path}
