@@ -46,22 +46,26 @@ fleet: setup lab-up
 	bin/lab fleet > out/lab-fleet.yml
 	$(BIN)/ansible-playbook playbooks/fleet.yml -e @out/lab-fleet.yml $(ARGS)
 
-# Every test, each phase timed by bin/phase (CI prints the table). The lab tests run on two lab cells at once
-# (lab/lab.yml `cells`; bin/parallel): on `lab` the wave story and the jobs in the execution-environment image, on
-# `lab-b` every other lab test and then the Molecule scenarios that use the cluster (after a reset of lab-b). Beside
-# them: the lab-free checks, then the execution-environment image build (out of the busy start: the story asks for
-# it only at its finishing run), and the Molecule scenario that needs no cluster. lab-b goes down at the end.
+# Every test, each phase timed by bin/phase (CI prints the table, with how busy the machine was). Two rounds, each
+# of phases at once (bin/parallel). First the lab tests on two lab cells (lab/lab.yml `cells`): on `lab` the wave
+# story and the jobs in the execution-environment image, on `lab-b` every other lab test and then the Molecule
+# scenarios that use the cluster (after a reset of lab-b); beside them the execution-environment image build. Then
+# the fleet run on both cells, which mostly waits on its cells' waves and soaks (measured: 1,245 s at a third of the
+# machine alone), with the CPU-bound lab-free checks and the Molecule scenario that needs no cluster beside it.
+# lab-b goes down at the end.
 PHASE := bin/phase
 M := $(MAKE) --no-print-directory
 LAB_B := GPUFLEET_LAB_CELL=lab-b
 test: setup
 	@$(PHASE) lab-up $(M) lab-up
 	@$(PHASE) lab-up-b env $(LAB_B) bin/lab up
-	@rc=0; bin/parallel "checks=bin/phase lint $(M) lint && bin/phase docs $(M) docs && bin/phase sanity $(M) sanity \
-	    && bin/phase unit $(M) unit && bin/phase ee-image bin/lab ee" "lab-tests-a=$(M) lab-tests-a" \
+	@rc=0; bin/parallel "lab-tests-a=$(M) lab-tests-a" \
 	  "lab-tests-b=$(M) lab-tests-b && bin/phase molecule env $(LAB_B) $(M) molecule MOLECULE_NO_CLUSTER=" \
-	  "molecule-no-cluster=BIN=$(BIN) tests/molecule-run --parallel 1 $(MOLECULE_NO_CLUSTER)" || rc=$$?; \
-	  if [ $$rc = 0 ]; then $(PHASE) lab-fleet $(M) lab-tests-fleet || rc=$$?; fi; \
+	  "ee-image=bin/lab ee" || rc=$$?; \
+	  if [ $$rc = 0 ]; then bin/parallel "lab-fleet=$(M) lab-tests-fleet" \
+	    "checks=bin/phase lint $(M) lint && bin/phase docs $(M) docs && bin/phase sanity $(M) sanity \
+	      && bin/phase unit $(M) unit" \
+	    "molecule-no-cluster=BIN=$(BIN) tests/molecule-run --parallel 1 $(MOLECULE_NO_CLUSTER)" || rc=$$?; fi; \
 	  $(LAB_B) bin/lab down >/dev/null || rc=1; exit $$rc
 
 lint: setup
@@ -94,7 +98,7 @@ lab-tests-b: setup
 	$(LAB_B) $(BIN)/pytest -q --durations=12 -m lab tests $(LAB_TESTS_A:%=--ignore=%) $(LAB_TESTS_FLEET:%=--ignore=%)
 
 # The fleet run on both lab cells (each reset to `from` first when it is not there): after the other lab tests,
-# since it needs both cells at once.
+# since it needs both cells at once (make test runs the lab-free checks beside it).
 lab-tests-fleet: setup
 	$(BIN)/pytest -q -s --durations=6 -m lab $(LAB_TESTS_FLEET)
 

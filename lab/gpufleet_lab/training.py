@@ -86,8 +86,10 @@ class Training:
             total += per_pod * rj.replicas * (rj.template.spec.parallelism or 1)
         return total
 
-    def _create_pods(self, js: Any) -> None:
-        existing = {p.metadata.name for p in self._pods(js.metadata.name)}
+    def _create_pods(self, js: Any, existing: Set[str]) -> Set[str]:
+        """Create the rank pods of ``js`` missing from ``existing`` (the names a list of its pods just returned);
+        returns the names it created."""
+        created: Set[str] = set()
         for rj in js.spec.replicatedJobs:
             for index in range(rj.replicas * (rj.template.spec.parallelism or 1)):
                 name = "%s-%s-%d" % (js.metadata.name, rj.name, index)
@@ -101,6 +103,8 @@ class Training:
                                                           "name": js.metadata.name, "uid": js.metadata.uid}]},
                         "spec": spec}
                 kube.tolerate(409, self.core.create_namespaced_pod, NS, body)
+                created.add(name)
+        return created
 
     def _record_loss(self, js: Any, reason: str) -> None:
         ann = js.metadata.annotations or {}
@@ -116,13 +120,7 @@ class Training:
         self._patch_jobset(js.metadata.name, {"metadata": {"annotations": {LOST: "%.1f" % total}}})
 
     # -- JobSets with real child Jobs -----------------------------------------------------------------------------
-    def reconcile_child_jobs(self) -> None:
-        try:
-            jobsets = self.jobsets.get().items
-        except ApiException as exc:
-            if exc.status == 404:
-                return
-            raise
+    def reconcile_child_jobs(self, jobsets: List[Any]) -> None:
         for js in jobsets:
             ns, name = js.metadata.namespace, js.metadata.name
             if ns == NS or js.spec.suspend:
@@ -161,13 +159,16 @@ class Training:
 
     # -- one reconcile pass ---------------------------------------------------------------------------------------
     def reconcile(self) -> None:
-        self.reconcile_child_jobs()
+        """One pass over every JobSet: a list of the JobSets (every namespace), of the Workloads and of each gang's
+        pods - four requests a pass for the lab's one gang, since every lab cell runs this once a second."""
         try:
-            jobsets = self.jobsets.get(namespace=NS).items
+            every = self.jobsets.get().items
         except ApiException as exc:
             if exc.status == 404:
                 return
             raise
+        self.reconcile_child_jobs(every)
+        jobsets = [js for js in every if js.metadata.namespace == NS]
         workloads = {w.metadata.labels.get(JOBSET_LABEL): w for w in self.workloads.get(namespace=NS).items
                      if w.metadata.labels}
         never = set(self._faulted_nodes("checkpoint-never"))
@@ -216,8 +217,8 @@ class Training:
                     self._delete_pods(pods)
                     self.members[name] = set()
                     continue
-                self._create_pods(js)
-                self.members[name] = {p.metadata.name for p in self._pods(name)}
+                have = {p.metadata.name for p in pods}
+                self.members[name] = have | self._create_pods(js, have)
 
     def _delete_pods(self, pods: List[Any]) -> None:
         for pod in pods:

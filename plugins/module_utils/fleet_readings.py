@@ -23,7 +23,8 @@ from __future__ import annotations
 import math
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import InputError
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import GpufleetError, InputError
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.versions import parse_version
 
 REQUESTS = "apiserver_request_total"
 DURATION = "apiserver_request_duration_seconds_bucket"
@@ -193,3 +194,31 @@ def readings(first: Mapping[str, Mapping[str, Any]], second: Mapping[str, Mappin
     out["jobsets_restarted"] = per
     out["jobset_api"] = jobsets is not None
     return out
+
+
+NOT_IN_INVENTORY = "not-in-inventory"
+
+
+def versions(apiservers: Mapping[str, Any], nodes: Sequence[Mapping[str, Any]],
+             node_pools: Mapping[str, str]) -> Dict[str, Any]:
+    """What the fleet report shows of a cell (module_utils/fleet_report.py): each apiserver's version, the control
+    plane's - the oldest of them, since a cell mid-rollout is only as new as its oldest apiserver - and per pool its
+    kubelets' versions. ``node_pools``: the inventory's pool of each node (the cell's ``host_pool``); a Node the
+    inventory does not list is shown under ``not-in-inventory`` rather than left out, and a kubelet version that is
+    missing stays empty, which the report shows as an alert."""
+    if not apiservers:
+        raise InputError("no apiserver was read: give every apiserver of the cell")
+    parsed = []
+    for url, version in sorted(apiservers.items()):
+        try:
+            parsed.append((parse_version(version, "apiserver %s" % url).sort_key(), str(version)))
+        except GpufleetError as exc:
+            raise InputError("the apiserver %s answered version %r, which does not parse: %s" % (
+                url, version, exc.msg)) from None
+    kubelets: Dict[str, List[str]] = {}
+    for node in nodes:
+        name = (node.get("metadata") or {}).get("name", "?")
+        info = (node.get("status") or {}).get("nodeInfo") or {}
+        kubelets.setdefault(node_pools.get(name, NOT_IN_INVENTORY), []).append(str(info.get("kubeletVersion") or ""))
+    return {"control_plane": min(parsed)[1], "apiservers": dict(sorted(apiservers.items())),
+            "kubelets": {pool: sorted(found) for pool, found in sorted(kubelets.items())}}

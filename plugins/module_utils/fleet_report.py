@@ -63,6 +63,9 @@ def _cell_row(cell: Mapping[str, Any], reading: Optional[Mapping[str, Any]], tod
     row["state"] = state
     row["reason"] = reading.get("reason") or ""
     row["change_record"] = reading.get("change_record") or None
+    if reading.get("unread"):
+        row["alerts"].append("%s: its versions could not be read from its API (state %s)" % (cell["name"], state))
+        return row
     try:
         cp = parse_version(reading.get("control_plane"), "%s.control_plane" % cell["name"])
     except GpufleetError as exc:
@@ -110,6 +113,45 @@ def _cell_row(cell: Mapping[str, Any], reading: Optional[Mapping[str, Any]], tod
         row["alerts"].append("%s: %s is %d days behind %s (released %s; the patch SLO is %d days)" % (
             cell["name"], cp, days, latest["version"], latest["released"], slo))
     return row
+
+
+def readings_from_ledger(fleet_name: str, ledger: Optional[Mapping[str, Any]],
+                         versions: Mapping[str, Optional[Mapping[str, Any]]]) -> Dict[str, Dict[str, Any]]:
+    """The report's per-cell readings from what the fleet run keeps: the fleet ledger (module_utils/fleet_run.py) for
+    each cell's state, reason and last change record, and each cell's ``versions`` as read from its own API just now
+    (module_utils/fleet_readings.py). A halted cell shows ``halted`` with its conditions; a done cell whose ring is
+    still soaking shows ``soaking``. A cell whose versions could not be read keeps its state and gets no versions, so
+    the report alerts on it; ``ledger`` None (the fleet never ran): every cell ``pending``."""
+    if ledger is not None:
+        if not isinstance(ledger, Mapping) or not isinstance(ledger.get("cells"), Mapping):
+            raise InputError("ledger: expected the fleet ledger (ledger.json: version, fleet, halt, rings, cells)")
+        if ledger.get("fleet") != fleet_name:
+            raise InputError("ledger: it is fleet %s's, not %s's; give the ledger of this fleet (out/fleet/%s/"
+                             "ledger.json)" % (ledger.get("fleet"), fleet_name, fleet_name))
+    cells = dict((ledger or {}).get("cells") or {})
+    halt = (ledger or {}).get("halt") or {}
+    rings = (ledger or {}).get("rings") or {}
+    out: Dict[str, Dict[str, Any]] = {}
+    for name in sorted(set(cells) | set(versions)):
+        entry = cells.get(name) or {}
+        state, reason = str(entry.get("state") or "pending"), str(entry.get("reason") or "")
+        if name in (halt.get("cells") or []):
+            state = "halted"
+            reason = "; ".join(c.get("message", "") for c in halt.get("conditions") or [] if c.get("cell") == name) \
+                or str(halt.get("message") or "")
+        elif state == "done":
+            soak = rings.get(entry.get("ring")) or {}
+            if soak.get("soak_started") and not soak.get("soak_done"):
+                state = "soaking"
+        reading: Dict[str, Any] = {"state": state, "reason": reason, "change_record": entry.get("change_record")}
+        found = versions.get(name)
+        if isinstance(found, Mapping):
+            reading["control_plane"] = found.get("control_plane")
+            reading["kubelets"] = dict(found.get("kubelets") or {})
+        else:
+            reading["unread"] = True
+        out[name] = reading
+    return out
 
 
 def build_report(fleet: Any, readings: Optional[Mapping[str, Any]], latest_patches: Any, today: Any,

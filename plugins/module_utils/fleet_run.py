@@ -291,9 +291,16 @@ def judge(plan: Mapping[str, Any], cells: List[str], before: Mapping[str, Any],
 
 def paths(out_dir: str, fleet: str) -> Dict[str, str]:
     """The fleet run's files under ``out_dir`` (cell.out_dir's rule): the ledger, the cells' readings (before their
-    upgrade, and the latest after it) and each cell wave's log."""
+    upgrade, and the latest after it), each cell wave's log, and the fleet report (playbooks/fleet_report.yml) with
+    the versions it read from each cell."""
     base = "%s/fleet/%s" % (out_dir.rstrip("/"), fleet)
-    return {"dir": base, "ledger": base + "/ledger.json", "readings": base + "/readings", "logs": base + "/logs"}
+    return {"dir": base, "ledger": base + "/ledger.json", "readings": base + "/readings", "logs": base + "/logs",
+            "report": base + "/report"}
+
+
+def versions_file(report_dir: str, cell: str) -> str:
+    """Where the fleet report keeps the versions it read from ``cell`` (replaced on every report)."""
+    return "%s/versions/%s.json" % (report_dir.rstrip("/"), cell)
 
 
 def max_steps(plan: Mapping[str, Any]) -> int:

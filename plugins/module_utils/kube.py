@@ -219,9 +219,10 @@ class Kube:
         return out
 
     # what the security checks read (plain dicts; Secrets reduced to metadata and type)
-    def server_version(self) -> str:
+    def server_version(self, timeout: Optional[float] = None) -> str:
         from kubernetes import client
-        return str(self._call("read the apiserver version", client.VersionApi(self.client).get_code).git_version)
+        return str(self._call("read the apiserver version at %s" % self.server, client.VersionApi(self.client).get_code,
+                              _request_timeout=timeout).git_version)
 
     def namespaces(self) -> List[Dict[str, Any]]:
         return [self._plain(n) for n in self._call("list Namespaces", self.core.list_namespace).items]

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, Mapping, Optional, Tuple
 
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import InputError
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.fleet_report import DEFAULT_PATCH_SLO_DAYS
 
 CELL_PLAYBOOKS = ("plan", "preflight", "upgrade_wave", "control_plane", "node_pool", "canary", "maintenance",
                   "validate", "psa_pin")
@@ -167,7 +168,7 @@ VARIABLES: Tuple[Var, ...] = (
         "The cell's etcd snapshot key (16 characters or more, from a vault), given to the AWX credential under "
         "no_log."),
     # -- the fleet (docs/fleet.md) ----------------------------------------------------------------------------------
-    Var("gpufleet_fleet", "dict", REQUIRED, "run", ("fleet",),
+    Var("gpufleet_fleet", "dict", REQUIRED, "run", ("fleet", "fleet_report"),
         "The fleet: name, policy (target, rings, caps, halt thresholds, run settings), cells (ring, kind, region, "
         "GPUs, inventory, versions, pools); checked by gpufleet.upgrade.fleet_plan, described in docs/fleet.md."),
     Var("gpufleet_fleet_retry", "str", NONE, "run", ("fleet",),
@@ -180,6 +181,13 @@ VARIABLES: Tuple[Var, ...] = (
         "Seconds between the two scrapes of each apiserver (the fleet's policy.metrics_window_seconds)."),
     Var("gpufleet_fleet_readings_dest", "path", REQUIRED, "run", ("fleet_readings",),
         "The JSON file the readings are written to."),
+    Var("gpufleet_fleet_versions_only", "bool", False, "run", ("fleet_readings",),
+        "Read only the versions (apiservers, kubelets per pool), for the fleet report; no metrics window."),
+    Var("gpufleet_fleet_latest_patches", "dict", REQUIRED, "run", ("fleet_report",),
+        "Each running minor's latest patch and its date, e.g. {'1.36': {version: v1.36.3, released: 2026-07-22}}; "
+        "a running minor missing here is an alert."),
+    Var("gpufleet_fleet_patch_slo_days", "int", DEFAULT_PATCH_SLO_DAYS, "run", ("fleet_report",),
+        "Days a cell may stay behind its minor's latest patch before the report alerts."),
     # -- job artifacts (set_stats) -----------------------------------------------------------------------------------
     Var("gpufleet_plan", "dict", NONE, "artifact", ("plan",),
         "The plan's summary: cell, target, run id, control-plane path, violations, waves, the plan file."),

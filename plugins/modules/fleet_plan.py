@@ -36,6 +36,12 @@ options:
         C(gpufleet_out_dir), else the environment's C(GPUFLEET_OUT_DIR), else C(out) of the working directory, as
         for one cell. Returned as C(paths).
     type: str
+  working_dir:
+    description:
+      - The directory a relative O(out_dir), a relative C(cells[].inventory) and the default C(out) are taken from,
+        and where the cells' own runs start. Set by the module's action plugin to the controller's working
+        directory (the module itself runs in the playbook's directory); default the module's own.
+    type: path
 extends_documentation_fragment:
   - gpufleet.upgrade.common.CHECK
 author:
@@ -60,7 +66,7 @@ rings:
   elements: dict
 cells:
   description: Per cell - ring, kind, region, inventory (absolute), readings (the fleet run's files of its halt
-    readings, before and after), gpus, current, target, at_target, patch_only,
+    readings, before and after, and the versions the fleet report read), gpus, current, target, at_target, patch_only,
     control_plane_path, pools (pool, current, skip_level, nodes, steps, must_upgrade_before_hop),
     node_upgrade_before_next_hop (pools), node_drains.
   returned: success
@@ -80,12 +86,13 @@ summary:
   returned: success
   type: str
 paths:
-  description: The fleet run's files - C(dir), C(ledger), C(readings) (a directory), C(logs) (a directory).
+  description: The fleet run's files - C(dir), C(ledger), C(readings) (a directory), C(logs) (a directory), C(report)
+    (the fleet report's directory).
   returned: success
   type: dict
 run:
   description: The fleet run's settings - C(halt_check_seconds), C(metrics_window_seconds), C(cell_timeout_seconds),
-    C(max_steps) (the playbook's bound on its steps).
+    C(max_steps) (the playbook's bound on its steps), C(working_dir) (where the cells' runs start).
   returned: success
   type: dict
 """
@@ -100,18 +107,22 @@ from ansible_collections.gpufleet.upgrade.plugins.module_utils.module_support im
 
 
 def main():
-    module = AnsibleModule(argument_spec=dict(fleet=dict(type="dict", required=True), out_dir=dict(type="str")),
+    module = AnsibleModule(argument_spec=dict(fleet=dict(type="dict", required=True), out_dir=dict(type="str"),
+                                              working_dir=dict(type="path")),
                            supports_check_mode=True)
 
     def body():
         plan = plan_fleet(module.params["fleet"])
-        base = out_dir(module.params["out_dir"], dict(os.environ), os.getcwd())
+        cwd = module.params["working_dir"] or os.getcwd()
+        base = out_dir(module.params["out_dir"], dict(os.environ), cwd)
         plan["paths"] = fleet_run.paths(base, plan["fleet"])
         plan["run"]["max_steps"] = fleet_run.max_steps(plan)
+        plan["run"]["working_dir"] = cwd  # the cells' runs start here, as this run did
         for name, cell in plan["cells"].items():  # a relative inventory is the working directory's, as for -i
-            cell["inventory"] = os.path.normpath(os.path.join(os.getcwd(), cell["inventory"]))
+            cell["inventory"] = os.path.normpath(os.path.join(cwd, cell["inventory"]))
             cell["readings"] = {which: fleet_run.readings_file(plan["paths"]["readings"], name, cell["target"], which)
                                 for which in ("before", "after")}
+            cell["readings"]["versions"] = fleet_run.versions_file(plan["paths"]["report"], name)
         return plan
 
     run_module(module, body)

@@ -38,6 +38,18 @@ options:
     description: Seconds each API request may take; an apiserver that accepts and never answers fails the task.
     type: float
     default: 30
+  node_pools:
+    description:
+      - The inventory's pool of each node (the cell's C(host_pool) from M(gpufleet.upgrade.cell)), for the kubelet
+        versions per pool in C(readings.versions). A Node not listed is reported under C(not-in-inventory).
+    type: dict
+    default: {}
+  versions_only:
+    description:
+      - Read only the versions (each apiserver's, the kubelets' per pool) for the fleet report
+        (playbooks/fleet_report.yml) - no metrics window, no halt readings.
+    type: bool
+    default: false
 requirements:
   - the C(prometheus-client) Python library on the controller (requirements.txt)
 extends_documentation_fragment:
@@ -64,6 +76,8 @@ readings:
     - C(apiserver_429_per_minute), C(apiserver_p99_seconds) (null when no request was served in the window),
       C(not_ready_nodes), C(gpu_allocatable_fraction), C(jobset_restarts), and what they come from
       (C(apiservers), C(not_ready), C(gpus_allocatable), C(jobsets_restarted)).
+    - C(versions) - C(control_plane) (the oldest apiserver's version), C(apiservers) (URL to version) and
+      C(kubelets) (pool to its kubelets' versions); with O(versions_only) the only reading, with C(cell) and C(taken).
   returned: success
   type: dict
 """
@@ -81,7 +95,9 @@ def main():
                            apiserver_urls=dict(type="list", elements="str", required=True),
                            expected_gpus=dict(type="int", required=True),
                            window_seconds=dict(type="float", required=True),
-                           request_timeout=dict(type="float", default=30.0), **kube.KUBE_ARGSPEC),
+                           request_timeout=dict(type="float", default=30.0),
+                           node_pools=dict(type="dict", default={}),
+                           versions_only=dict(type="bool", default=False), **kube.KUBE_ARGSPEC),
         supports_check_mode=True,
     )
     params = module.params
@@ -91,14 +107,22 @@ def main():
                                     params["window_seconds"], params["request_timeout"])
         wait = params["request_timeout"]
         apis = {url: kube.connect(module, host=url) for url in params["apiserver_urls"]}
+        api = kube.connect(module)
+        if params["versions_only"]:
+            found = fleet_readings.versions({url: a.server_version(wait) for url, a in apis.items()},
+                                            api.list_nodes(wait), params["node_pools"])
+            return {"readings": {"versions": found, "cell": params["cell"], "taken": kube.now_rfc3339()},
+                    "msg": "%s: control plane %s" % (params["cell"], found["control_plane"])}
         first = {url: fleet_readings.scrape(api.metrics_text(wait), url) for url, api in apis.items()}
         started = time.monotonic()
         time.sleep(params["window_seconds"])
         second = {url: fleet_readings.scrape(api.metrics_text(wait), url) for url, api in apis.items()}
         seconds = time.monotonic() - started
-        api = kube.connect(module)
-        out = fleet_readings.readings(first, second, seconds, api.list_nodes(wait), params["expected_gpus"],
+        nodes = api.list_nodes(wait)
+        out = fleet_readings.readings(first, second, seconds, nodes, params["expected_gpus"],
                                       api.list_custom(kube.JOBSET))
+        out["versions"] = fleet_readings.versions({url: a.server_version(wait) for url, a in apis.items()}, nodes,
+                                                  params["node_pools"])
         out["cell"] = params["cell"]
         out["taken"] = kube.now_rfc3339()
         return {"readings": out, "msg": "%s: %s" % (params["cell"], ", ".join(

@@ -27,6 +27,18 @@ options:
         C(state) (pending, upgrading, soaking, done, failed, halted), C(reason), C(change_record).
       - Unset, the versions declared in the fleet are reported, every cell C(pending).
     type: dict
+  ledger:
+    description:
+      - The fleet ledger (C(out/fleet/FLEET/ledger.json) of M(gpufleet.upgrade.fleet_ledger)), for each cell's state,
+        reason and last change record; a halted cell is reported C(halted), a done cell whose ring soaks C(soaking).
+      - With O(versions) instead of O(readings); unset with O(versions), every cell is C(pending).
+    type: dict
+  versions:
+    description:
+      - Per cell name the versions read from its own API (C(readings.versions) of M(gpufleet.upgrade.fleet_readings)
+        - C(control_plane), C(kubelets)); a cell missing here, or null, is an alert (its versions could not be read).
+      - Mutually exclusive with O(readings).
+    type: dict
   latest_patches:
     description:
       - "Each running minor's latest patch release and its date, such as
@@ -60,6 +72,18 @@ EXAMPLES = r"""
     dest: /var/lib/gpufleet/reports
   delegate_to: localhost
   run_once: true
+
+- name: Report the fleet from its ledger and the versions read from each cell (playbooks/fleet_report.yml)
+  gpufleet.upgrade.fleet_report:
+    fleet: "{{ gpufleet_fleet }}"
+    ledger: "{{ lookup('ansible.builtin.file', 'out/fleet/prod/ledger.json') | from_json }}"
+    versions:
+      gpu-east-1: {control_plane: v1.36.3, kubelets: {h100-train: [v1.36.3, v1.36.3]}}
+    latest_patches:
+      "1.36": {version: v1.36.5, released: "2026-11-12"}
+    dest: /var/lib/gpufleet/reports
+  delegate_to: localhost
+  run_once: true
 """
 
 RETURN = r"""
@@ -81,7 +105,8 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import GpufleetError
-from ansible_collections.gpufleet.upgrade.plugins.module_utils.fleet_report import build_report, write_files
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.fleet_report import DEFAULT_PATCH_SLO_DAYS, \
+    build_report, readings_from_ledger, write_files
 
 
 def main():
@@ -89,18 +114,27 @@ def main():
         argument_spec=dict(
             fleet=dict(type="dict", required=True),
             readings=dict(type="dict"),
+            ledger=dict(type="dict"),
+            versions=dict(type="dict"),
             latest_patches=dict(type="dict", required=True),
             today=dict(type="str"),
-            patch_slo_days=dict(type="int", default=30),
+            patch_slo_days=dict(type="int", default=DEFAULT_PATCH_SLO_DAYS),
             dest=dict(type="path", required=True),
         ),
+        mutually_exclusive=[("readings", "versions"), ("readings", "ledger")],
+        required_by={"ledger": "versions"},
         supports_check_mode=True,
     )
     p = module.params
     if not os.path.isabs(p["dest"]):
         module.fail_json(msg="dest: %s is not an absolute path; give the report directory's full path" % p["dest"])
     try:
-        report = build_report(p["fleet"], p["readings"], p["latest_patches"],
+        readings = p["readings"]
+        if p["versions"] is not None:
+            names = [c.get("name") for c in p["fleet"].get("cells") or [] if isinstance(c, dict)]
+            readings = readings_from_ledger(str(p["fleet"].get("name")), p["ledger"],
+                                            dict({n: None for n in names}, **p["versions"]))
+        report = build_report(p["fleet"], readings, p["latest_patches"],
                               p["today"] or datetime.date.today().isoformat(), p["patch_slo_days"])
     except GpufleetError as exc:
         module.fail_json(msg=exc.msg, error_type=type(exc).__name__)

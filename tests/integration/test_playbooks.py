@@ -269,3 +269,25 @@ def test_change_records_of_runs_finishing_in_the_same_second_are_all_kept(tmp_pa
     assert sorted(p.name for p in tmp_path.glob("*-preflight.yml.json")) == [pathlib.Path(b).name + ".json"
                                                                             for b in bases]  # newest sorts last
     assert {oct(p.stat().st_mode & 0o777) for p in tmp_path.iterdir()} == {"0o600"}
+
+
+def test_fleet_report_by_fqcn_from_another_directory_fails_closed_on_cells_it_cannot_read(tmp_path):
+    """The fleet report as a Galaxy user runs it, from their own directory: the fleet's relative inventories and the
+    default ./out are that directory's (fleet_plan's action plugin), not the collection's playbooks/; a cell whose
+    inventory cannot be read is an alert naming it, and the report is still written for the others."""
+    patches = tmp_path / "patches.yml"
+    patches.write_text("gpufleet_fleet_latest_patches: {'1.36': {version: v1.36.3, released: '2026-07-22'}}\n")
+    env = {"ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"), "GPUFLEET_CHANGE_RECORD_DIR": None, "GPUFLEET_OUT_DIR": None}
+    empty = tmp_path / "none.yml"  # not the lab's inventory (ansible.cfg's default): the fleet names its cells'
+    empty.write_text("all: {}\n")
+    proc = ansible("ansible-playbook", "gpufleet.upgrade.fleet_report", "-i", str(empty),
+                   "-e", "@%s" % (ROOT / "docs/fleet-example.yml"),
+                   "-e", "@%s" % patches, cwd=tmp_path, env_extra=env)
+    assert proc.returncode != 0
+    report = json.loads((tmp_path / "out" / "fleet" / "prod" / "report" / "fleet-report.json").read_text())
+    assert report["alerts"] == ["%s: its versions could not be read from its API (state pending)" % r["cell"]
+                                for r in report["cells"]]
+    # the cells' inventories were looked for where it started, and each refused by name
+    said = " ".join(proc.stdout.split())  # the YAML callback folds long lines
+    assert "the inventory (%s) has no kube_control_plane hosts" % (tmp_path / "inventories" / "canary-1") in said
+    assert not (ROOT / "playbooks" / "out").exists()

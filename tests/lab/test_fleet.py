@@ -10,6 +10,7 @@ ledger, soaks ring0 again, upgrades ring1 and completes; a last run changes noth
 Needs both lab cells; each is reset to `from` first when it is not there."""
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import pathlib
@@ -88,6 +89,42 @@ def finish(proc, log, timeout=3000):
     return proc.returncode, output, started
 
 
+def report_fleet_while_halted(fleet_file, spec, out):
+    canary, training = (c["name"] for c in spec["cells"])
+    target, before = spec["policy"]["target"], spec["cells"][1]["control_plane"]
+    old_minor, new_minor = (".".join(v.lstrip("v").split(".")[:2]) for v in (before, target))
+    newer = "v%s.%d" % (old_minor, int(before.split(".")[2]) + 1)
+    today = datetime.date.today()
+    patches = out / "latest-patches.yml"
+    patches.write_text(yaml.safe_dump({"gpufleet_fleet_latest_patches": {
+        old_minor: {"version": newer, "released": str(today - datetime.timedelta(days=60))},
+        new_minor: {"version": target, "released": str(today - datetime.timedelta(days=5))}}}))
+    env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
+               GPUFLEET_CHANGE_RECORD_DIR=str(out / "change-records"), PATH="%s:%s" % (BIN, os.environ["PATH"]))
+    started = time.time()
+    proc = subprocess.run([str(BIN / "ansible-playbook"), "playbooks/fleet_report.yml", "-e", "@%s" % fleet_file,
+                           "-e", "@%s" % patches, "-e", "gpufleet_out_dir=%s" % out], cwd=ROOT, env=env,
+                          capture_output=True, text=True, check=False, timeout=900)
+    print("fleet report while halted in %.0f s" % (time.time() - started))
+    output = proc.stdout + proc.stderr
+    assert proc.returncode != 0, output[-6000:]
+    assert "fleet lab: 1 alert(s): %s: %s is 60 days behind %s" % (training, before, newer) in output, output[-6000:]
+    report = json.loads((out / "fleet" / "lab" / "report" / "fleet-report.json").read_text())
+    rows = {r["cell"]: r for r in report["cells"]}
+    assert rows[canary]["state"] == "halted" and "gpu_allocatable_fraction" in rows[canary]["reason"]
+    assert rows[canary]["control_plane"] == target and rows[canary]["alerts"] == []
+    assert rows[training]["state"] == "pending" and rows[training]["control_plane"] == before
+    for cell in (canary, training):  # every pool of the cell's inventory, each kubelet read from its Node
+        cfg = lab_config.load(cell=cell)
+        pools = {p["pool"]: p for p in rows[cell]["pools"]}
+        assert "not-in-inventory" not in pools
+        assert sum(p["nodes"] for p in pools.values()) == len(cfg.hosts), pools
+    assert {p["oldest"] for p in rows[training]["pools"]} == {before}
+    assert report["version_spread"] == {before: 1, target: 1}
+    html = (out / "fleet" / "lab" / "report" / "fleet-report.html").read_text()
+    assert "halted" in html and training in html
+
+
 def ledger(out):
     return json.loads((out / "fleet" / "lab" / "ledger.json").read_text())
 
@@ -147,6 +184,10 @@ def test_a_halt_in_ring0s_soak_stops_the_fleet_then_it_resumes_and_upgrades_ever
     print("still halted, refused in %.0f s" % (time.time() - started))
     assert rc != 0 and "fleet lab halted in ring ring0: %s: gpu_allocatable_fraction" % canary in out
     assert ledger(tmp_path)["cells"][training]["state"] == "pending"
+
+    # the fleet report from the ledger and the cells' versions read now: the canary halted on the target, ring1
+    # pending on `from` and - with a newer patch of `from` out for 60 days - an alert that fails the report's run
+    report_fleet_while_halted(path, spec, tmp_path)
 
     # cleared: the same command resumes from the ledger, soaks ring0 again, upgrades ring1, completes
     lab_cli(canary, "clear", gpu_host)

@@ -140,3 +140,39 @@ def test_readings_inputs_are_refused_before_any_request(urls, gpus, window, time
     with pytest.raises(InputError, match=message):
         fr.check_inputs("c1", urls, gpus, window, timeout)
     fr.check_inputs("c1", ["https://a:6443", "https://b:6443"], 0, 5, 30)
+
+
+# -- the versions the fleet report shows ------------------------------------------------------------------------------
+def kubelet(name, version):
+    return {"metadata": {"name": name}, "status": {"nodeInfo": {"kubeletVersion": version}}}
+
+
+def test_versions_take_the_oldest_apiserver_and_group_kubelets_by_the_inventorys_pools():
+    nodes = [kubelet("cp-1", "v1.36.3"), kubelet("gpu-a1", "v1.35.4"), kubelet("gpu-a2", "v1.36.3"),
+             kubelet("stray", "v1.34.1")]
+    got = fr.versions({"https://b:6443": "v1.36.3", "https://a:6443": "v1.35.4", "https://c:6443": "v1.36.3"},
+                      nodes, {"cp-1": "control-plane", "gpu-a1": "h100-train", "gpu-a2": "h100-train"})
+    assert got["control_plane"] == "v1.35.4"  # mid-rollout, a cell is as new as its oldest apiserver
+    assert list(got["apiservers"]) == ["https://a:6443", "https://b:6443", "https://c:6443"]
+    assert got["kubelets"] == {"control-plane": ["v1.36.3"], "h100-train": ["v1.35.4", "v1.36.3"],
+                               fr.NOT_IN_INVENTORY: ["v1.34.1"]}
+
+
+def test_versions_order_by_version_not_by_text():
+    got = fr.versions({"a": "v1.36.10", "b": "v1.36.9"}, [kubelet("n", "v1.36.9")], {"n": "p"})
+    assert got["control_plane"] == "v1.36.9"
+
+
+def test_a_kubelet_without_a_version_stays_empty_for_the_report_to_alert_on():
+    got = fr.versions({"a": "v1.36.3"}, [{"metadata": {"name": "n"}, "status": {}}], {"n": "p"})
+    assert got["kubelets"] == {"p": [""]}
+
+
+@pytest.mark.parametrize("apiservers, message", [
+    ({}, "no apiserver was read"),
+    ({"https://a:6443": "banana"}, "the apiserver https://a:6443 answered version 'banana', which does not parse"),
+    ({"https://a:6443": None}, "answered version None"),
+])
+def test_versions_fail_closed_on_apiservers(apiservers, message):
+    with pytest.raises(InputError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        fr.versions(apiservers, [kubelet("n", "v1.36.3")], {})

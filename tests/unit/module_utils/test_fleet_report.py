@@ -10,7 +10,9 @@ import yaml
 
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import InputError
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.fleet_report import (
-    build_report, html_page, markdown, write_files)
+    build_report, html_page, markdown, readings_from_ledger, write_files)
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.fleet import plan_fleet
+from ansible_collections.gpufleet.upgrade.plugins.module_utils import fleet_run
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
 TODAY = "2026-12-01"
@@ -113,3 +115,73 @@ def test_declared_versions_when_there_is_no_reading_and_the_renderings(tmp_path)
         "fleet-report.html", "fleet-report.json", "fleet-report.md"]
     assert json.loads((tmp_path / "fleet-report.json").read_text())["fleet"] == "prod"
     assert write_files(str(tmp_path), report)["changed"] is False
+
+
+# -- fed from the fleet ledger and the versions read from each cell ----------------------------------------------------
+def ledger_of(**cells):
+    ledger = fleet_run.new_ledger(plan_fleet(example()))
+    for name, changes in cells.items():
+        ledger["cells"][name.replace("_", "-")].update(changes)
+    return ledger
+
+
+def versions_of(*names, control_plane="v1.36.3"):
+    out = {}
+    for c in example()["cells"]:
+        if c["name"] in names:
+            out[c["name"]] = {"control_plane": control_plane,
+                              "kubelets": {p["name"]: [control_plane] for p in c["pools"]}}
+    return out
+
+
+def every_cell():
+    return [c["name"] for c in example()["cells"]]
+
+
+def test_the_ledger_gives_state_reason_and_change_record_and_the_cells_their_versions():
+    ledger = ledger_of(canary_1={"state": "done", "change_record": "out/fleet/prod/logs/canary-1.log"},
+                       inf_east={"state": "failed", "reason": "upgrade_wave.yml exited 2"})
+    got = readings_from_ledger("prod", ledger, versions_of(*every_cell()))
+    assert got["canary-1"]["state"] == "done" and got["canary-1"]["change_record"].endswith("canary-1.log")
+    assert (got["inf-east"]["state"], got["inf-east"]["reason"]) == ("failed", "upgrade_wave.yml exited 2")
+    assert got["train-a"]["control_plane"] == "v1.36.3" and "unread" not in got["train-a"]
+    report = build_report(example(), got, PATCHES, TODAY)
+    assert {r["cell"]: r["state"] for r in report["cells"]}["inf-east"] == "failed"
+
+
+def test_a_halted_cell_is_halted_with_its_conditions_and_a_soaking_ring_shows():
+    ledger = ledger_of(canary_1={"state": "done"}, inf_east={"state": "done"})
+    ledger["halt"] = {"ring": "ring1", "cells": ["inf-east"], "message": "fleet prod halted in ring ring1",
+                      "conditions": [{"cell": "inf-east", "condition": "not_ready_nodes",
+                                      "message": "inf-east: not_ready_nodes is 2 (at most 0)"},
+                                     {"cell": "canary-1", "condition": "x", "message": "not this cell's"}]}
+    ledger["rings"]["ring0"] = {"soak_started": "2026-12-01T10:00:00+00:00", "soak_done": None}
+    got = readings_from_ledger("prod", ledger, versions_of(*every_cell()))
+    assert (got["inf-east"]["state"], got["inf-east"]["reason"]) == (
+        "halted", "inf-east: not_ready_nodes is 2 (at most 0)")
+    assert got["canary-1"]["state"] == "soaking"
+    ledger["rings"]["ring0"]["soak_done"] = "2026-12-01T10:10:00+00:00"
+    assert readings_from_ledger("prod", ledger, versions_of(*every_cell()))["canary-1"]["state"] == "done"
+
+
+def test_a_cell_whose_versions_could_not_be_read_is_an_alert_naming_it_and_its_state():
+    got = readings_from_ledger("prod", ledger_of(train_b={"state": "done"}),
+                               dict(versions_of(*every_cell()), **{"train-b": None}))
+    report = build_report(example(), got, PATCHES, TODAY)
+    assert report["alerts"] == ["train-b: its versions could not be read from its API (state done)"]
+    assert {r["cell"]: r["control_plane"] for r in report["cells"]}["train-b"] is None
+
+
+def test_without_a_ledger_every_cell_is_pending():
+    got = readings_from_ledger("prod", None, versions_of(*every_cell()))
+    assert {r["state"] for r in got.values()} == {"pending"}
+
+
+@pytest.mark.parametrize("ledger, message", [
+    ({"fleet": "other", "cells": {}}, "ledger: it is fleet other's, not prod's"),
+    ({"fleet": "prod"}, "ledger: expected the fleet ledger"),
+    ("not a ledger", "ledger: expected the fleet ledger"),
+])
+def test_a_ledger_of_another_fleet_or_no_ledger_at_all_is_refused(ledger, message):
+    with pytest.raises(InputError, match=message):
+        readings_from_ledger("prod", ledger, {})

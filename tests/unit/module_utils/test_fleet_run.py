@@ -190,7 +190,10 @@ def test_the_playbooks_bounds_paths_and_the_retry_confirmations_cell():
     assert run.max_steps(plan) == sum(len(r["batches"]) + 2 for r in plan["rings"]) + 1
     assert run.paths("/srv/out/", "prod") == {"dir": "/srv/out/fleet/prod", "ledger": "/srv/out/fleet/prod/ledger.json",
                                               "readings": "/srv/out/fleet/prod/readings",
-                                              "logs": "/srv/out/fleet/prod/logs"}
+                                              "logs": "/srv/out/fleet/prod/logs",
+                                              "report": "/srv/out/fleet/prod/report"}
+    assert run.versions_file("/srv/out/fleet/prod/report", "gpu-east-1") == \
+        "/srv/out/fleet/prod/report/versions/gpu-east-1.json"
     assert run.retry_cell("retry dev-1 in fleet prod") == "dev-1"
     for bad in ("", "retry dev-1", "please retry dev-1 in fleet prod", "retry dev-1 of fleet prod"):
         with pytest.raises(InputError, match="type 'retry CELL in fleet FLEET'"):

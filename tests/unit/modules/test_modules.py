@@ -210,6 +210,33 @@ def test_fleet_plan(run):
     assert "inf-east and inf-west are a DR pair and both in ring ring1" in bad.result["msg"]
 
 
+def test_fleet_plan_takes_relative_paths_from_the_working_directory_it_is_given(run, tmp_path):
+    from tests.unit.module_utils.test_fleet import fleet
+    doc = fleet()
+    doc["cells"][0]["inventory"] = "inventories/canary-1"
+    plan = run(fleet_plan, {"fleet": doc, "working_dir": str(tmp_path)}).result
+    assert plan["run"]["working_dir"] == str(tmp_path)
+    assert plan["paths"]["dir"] == "%s/out/fleet/prod" % tmp_path  # the default ./out of where the run started
+    assert plan["cells"][doc["cells"][0]["name"]]["inventory"] == "%s/inventories/canary-1" % tmp_path
+    relative = run(fleet_plan, {"fleet": doc, "working_dir": str(tmp_path), "out_dir": "runs"}).result
+    assert relative["paths"]["ledger"] == "%s/runs/fleet/prod/ledger.json" % tmp_path
+
+
+def test_fleet_report_from_the_ledger_and_the_cells_versions(run, tmp_path):
+    from tests.unit.module_utils.test_fleet_report import PATCHES, example, ledger_of, versions_of, every_cell
+    args = {"fleet": example(), "ledger": ledger_of(canary_1={"state": "done"}),
+            "versions": versions_of(*[c for c in every_cell() if c != "train-b"]), "latest_patches": PATCHES,
+            "today": "2026-12-01", "dest": str(tmp_path)}
+    out = run(fleet_report, args)
+    assert out.failed and out.result["msg"] == (
+        "fleet prod: 1 alert(s): train-b: its versions could not be read from its API (state pending)")
+    assert {r["cell"]: r["state"] for r in out.result["report"]["cells"]}["canary-1"] == "done"
+    both = run(fleet_report, dict(args, readings={}))
+    assert both.failed and "mutually exclusive" in both.result["msg"]
+    alone = run(fleet_report, {k: v for k, v in args.items() if k != "versions"})
+    assert alone.failed and "versions" in alone.result["msg"]
+
+
 def test_fleet_report_fails_on_an_alert_and_writes_nothing_in_check_mode(run, tmp_path):
     from tests.unit.module_utils.test_fleet_report import PATCHES, example, readings
     args = {"fleet": example(), "readings": readings(), "latest_patches": PATCHES, "today": "2026-12-01",
@@ -247,8 +274,9 @@ def test_fleet_ledger_keeps_the_ledger_judges_halts_and_writes_nothing_in_check_
     from tests.unit.module_utils.test_fleet import fleet
     plan = run(fleet_plan, {"fleet": fleet(), "out_dir": str(tmp_path)}).result
     assert plan["paths"]["ledger"] == "%s/fleet/prod/ledger.json" % tmp_path
-    assert plan["cells"]["canary-1"]["readings"] == {
-        which: "%s/fleet/prod/readings/canary-1-v1.36.3-%s.json" % (tmp_path, which) for which in ("before", "after")}
+    assert plan["cells"]["canary-1"]["readings"] == dict({
+        which: "%s/fleet/prod/readings/canary-1-v1.36.3-%s.json" % (tmp_path, which) for which in ("before", "after")},
+        versions="%s/fleet/prod/report/versions/canary-1.json" % tmp_path)
     assert plan["run"]["max_steps"] > len(plan["rings"])
     path = plan["paths"]["ledger"]
     base = {"plan": plan, "path": path}
