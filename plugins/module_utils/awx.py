@@ -11,6 +11,7 @@ import re
 from typing import Any, Dict, List, Mapping
 
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import InputError
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.fleet_report import parse_latest_patches
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.versions import parse_release
 
 SNAPSHOT_CREDENTIAL_TYPE = "gpufleet etcd snapshot key"
@@ -229,3 +230,96 @@ def launch(definition: Mapping[str, Any], answers: Mapping[str, Any]) -> Dict[st
         if value not in (None, ""):
             out[question["variable"]] = value
     return out
+
+
+# -- a fleet (docs/fleet.md): one run template, one report template, a workflow with an approval between rings -------
+FLEET_TEMPLATES = {
+    "fleet": ("The fleet run: resumes from the fleet ledger and upgrades the rings up to the one named "
+              "(gpufleet_fleet_until_ring; empty: every ring)."),
+    "fleet_report": "The fleet report: every cell's versions read now, each cell's state from the ledger; fails "
+                    "on an alert (a cell out of support, behind its patch SLO, or not read).",
+}
+
+
+def fleet_template_name(fleet: str, playbook: str) -> str:
+    return "gpufleet fleet %s %s" % (fleet, "run" if playbook == "fleet" else "report")
+
+
+def fleet_definitions(config: Mapping[str, Any], fleet: Mapping[str, Any], plan: Mapping[str, Any]) -> Dict[str, Any]:
+    """The AWX objects of a fleet run, from ``config`` (``gpufleet_awx_fleet``: organization, project, inventory - a
+    localhost one, the fleet run starts there -, execution_environment, credentials {machine}, out_dir,
+    latest_patches (for the report, as fleet_report takes them), and optionally playbook_dir), the fleet
+    (``gpufleet_fleet``) and its plan (fleet.py plan_fleet: the rings in order).
+
+    The workflow runs the fleet template once per ring, each run holding after its ring (the ledger's ``held``),
+    with an approval before each later ring, then the report. Every run resumes from the ledger, so ``out_dir``
+    must be durable storage mounted into the job (an AWX job's container ends with it, and the ledger with it).
+    No Kubernetes credential: a fleet job's cells each connect through their own inventory (one K8S_AUTH_* for
+    every cell would point them all at one cluster, which each cell's identity check refuses)."""
+    if not isinstance(config, Mapping):
+        raise InputError("gpufleet_awx_fleet: expected a mapping (organization, project, inventory, ...), got %r" % (
+            type(config).__name__,))
+    org, project, inventory = _name(config, "organization"), _name(config, "project"), _name(config, "inventory")
+    ee = _name(config, "execution_environment")
+    creds = config.get("credentials")
+    if not isinstance(creds, Mapping):
+        raise InputError("awx.credentials: expected {machine: NAME} (the SSH credential of the cells' hosts)")
+    machine = _name(creds, "machine")
+    if creds.get("kubernetes"):
+        raise InputError("awx.credentials.kubernetes: a fleet job takes none - each cell connects through its own "
+                         "inventory (gpufleet_kubeconfig); one K8S_AUTH_* for every cell would be one cluster's")
+    out_dir = config.get("out_dir")
+    if not isinstance(out_dir, str) or not out_dir.startswith("/") or ".." in out_dir.split("/"):
+        raise InputError("awx.out_dir: expected an absolute directory on durable storage mounted into the job (the "
+                         "fleet ledger is read back there by every run), got %r" % (out_dir,))
+    latest = dict(config.get("latest_patches") or {})
+    parse_latest_patches(config.get("latest_patches"))  # refused here, not in the report's job
+    playbook_dir = str(config.get("playbook_dir") or "playbooks").strip("/")
+    name = str(plan["fleet"])
+    rings = [r["ring"] for r in plan["rings"]]
+    base_vars = {"gpufleet_fleet": dict(fleet), "gpufleet_out_dir": out_dir}
+    run_survey = {"name": "gpufleet fleet run", "description": "Inputs of this run", "spec": [
+        {"question_name": "Until ring", "variable": "gpufleet_fleet_until_ring", "type": "multiplechoice",
+         "required": False, "default": "", "choices": rings,
+         "question_description": "Stop once every ring up to this one is done and soaked; empty: every ring."},
+        {"question_name": "Retry a failed cell", "variable": "gpufleet_fleet_retry", "type": "text",
+         "required": False, "default": "", "min": 0, "max": 200,
+         "question_description": "Leave empty. To put a failed cell back, type exactly 'retry CELL in fleet %s'."
+                                 % name}]}
+    templates = []
+    for playbook, description in FLEET_TEMPLATES.items():
+        templates.append({
+            "name": fleet_template_name(name, playbook), "description": description, "organization": org,
+            "project": project, "playbook": "%s/%s.yml" % (playbook_dir, playbook), "inventory": inventory,
+            "execution_environment": ee, "job_type": "run", "credentials": [machine],
+            "survey_enabled": playbook == "fleet", "survey_spec": run_survey if playbook == "fleet" else {},
+            "ask_limit_on_launch": False, "allow_simultaneous": False,
+            "extra_vars": dict(base_vars, **({"gpufleet_fleet_latest_patches": latest}
+                                             if playbook == "fleet_report" else {})),
+            "state": "present",
+        })
+    steps: List[Dict[str, Any]] = []
+    for index, ring in enumerate(rings):
+        if index:
+            steps.append({"identifier": "approve-%s" % ring, "unified_job_template": {
+                "name": "gpufleet fleet %s approve %s" % (name, ring), "type": "workflow_approval",
+                "description": "Ring %s is done and soaked clean; approve ring %s." % (rings[index - 1], ring),
+                "timeout": 86400}})
+        last = index == len(rings) - 1
+        steps.append({"identifier": "ring-%s" % ring, "extra_data": {} if last else {
+            "gpufleet_fleet_until_ring": ring}, "unified_job_template": {
+                "name": fleet_template_name(name, "fleet"), "type": "job_template", "organization": {"name": org}}})
+    steps.append({"identifier": "report", "unified_job_template": {
+        "name": fleet_template_name(name, "fleet_report"), "type": "job_template", "organization": {"name": org}}})
+    for index, step in enumerate(steps):
+        following = [{"identifier": steps[index + 1]["identifier"]}] if index + 1 < len(steps) else []
+        step["related"] = {"success_nodes": following, "failure_nodes": [], "always_nodes": []}
+    return {
+        "job_templates": templates,
+        "workflow": {"name": "gpufleet fleet %s rollout" % name, "organization": org, "inventory": inventory,
+                     "state": "present", "allow_simultaneous": False, "survey_enabled": False, "survey_spec": {},
+                     "extra_vars": {},
+                     "description": " -> ".join("ring %s" % r if not i else "approval -> ring %s" % r
+                                                for i, r in enumerate(rings)) + " -> report",
+                     "workflow_nodes": steps, "destroy_current_nodes": True},
+    }

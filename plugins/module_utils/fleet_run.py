@@ -139,9 +139,13 @@ def next_step(plan: Mapping[str, Any], ledger: Mapping[str, Any], now: datetime.
     """What the fleet does next: ``stop`` (a failed cell), ``upgrade`` (the next cells of the first unfinished
     ring, under the caps given what is already upgrading), ``wait`` (cells still upgrading, no room), ``soak``
     (the ring is done; its soak has ``remaining`` seconds - 0 when its time is up: the soak's last check still has to
-    read clean before it is marked done, so no ring is promoted on time alone), ``stop`` also for a recorded halt, or
-    ``complete``. Rings are strictly in order: nothing of a ring starts before the one before it soaked clean."""
+    read clean before it is marked done, so no ring is promoted on time alone), ``stop`` also for a recorded halt,
+    ``held`` (every ring up to the plan's ``run.until_ring`` is done and soaked: the next ring waits for a later run,
+    as an AWX workflow's approval between rings wants), or ``complete``. Rings are strictly in order: nothing of a
+    ring starts before the one before it soaked clean."""
     cells = ledger["cells"]
+    until = (plan.get("run") or {}).get("until_ring")
+    order = [r["ring"] for r in plan["rings"]]
     if ledger.get("halt"):
         return {"action": "stop", "cells": halted_cells(ledger),
                 "message": "%s; it resumes only when the halted cells read clean again" % ledger["halt"]["message"]}
@@ -155,6 +159,10 @@ def next_step(plan: Mapping[str, Any], ledger: Mapping[str, Any], now: datetime.
     for ring in plan["rings"]:
         name = ring["ring"]
         members = ring["cells"]
+        if until and order.index(name) > order.index(until):
+            return {"action": "held", "ring": name, "cells": [],
+                    "message": "every ring up to %s of fleet %s is done and soaked; ring %s waits for a run past it "
+                               "(gpufleet_fleet_until_ring)" % (until, plan["fleet"], name)}
         upgrading = [c for c in members if cells[c]["state"] == "upgrading"]
         pending = [c for c in members if cells[c]["state"] == "pending"]
         if pending or upgrading:
@@ -307,6 +315,17 @@ def max_steps(plan: Mapping[str, Any]) -> int:
     """An upper bound on the fleet playbook's steps (each batch one step, each ring a soak and a promotion, then
     the last look): the playbook loops this many times at most and each step first asks next_step."""
     return sum(len(r["batches"]) + 2 for r in plan["rings"]) + 1
+
+
+def until_ring(plan: Mapping[str, Any], name: Optional[str]) -> Optional[str]:
+    """The ring a run stops after (``gpufleet_fleet_until_ring``), checked against the plan's rings; None: all."""
+    if name in (None, ""):
+        return None
+    rings = [r["ring"] for r in plan["rings"]]
+    if name not in rings:
+        raise InputError("gpufleet_fleet_until_ring: %s is not a ring of fleet %s; give one of %s" % (
+            name, plan["fleet"], ", ".join(rings)))
+    return str(name)
 
 
 def retry_cell(confirmation: str) -> str:

@@ -164,15 +164,20 @@ VARIABLES: Tuple[Var, ...] = (
     Var("gpufleet_awx", "dict", NONE, "run", ("awx_configure",),
         "The cell's AWX objects: organization, project, inventory, execution_environment, cell, target, "
         "credentials {machine, kubernetes}, window {rrule}, backup_dir (see gpufleet.upgrade.awx_definitions)."),
+    Var("gpufleet_awx_fleet", "dict", REQUIRED, "run", ("awx_configure_fleet",),
+        "The fleet's AWX objects: organization, project, inventory (a localhost one), execution_environment, "
+        "credentials {machine}, out_dir (durable storage: the fleet ledger), latest_patches (for the report)."),
     Var("gpufleet_awx_snapshot_key", "str (secret)", NONE, "run", ("awx_configure",),
         "The cell's etcd snapshot key (16 characters or more, from a vault), given to the AWX credential under "
         "no_log."),
     # -- the fleet (docs/fleet.md) ----------------------------------------------------------------------------------
-    Var("gpufleet_fleet", "dict", REQUIRED, "run", ("fleet", "fleet_report"),
+    Var("gpufleet_fleet", "dict", REQUIRED, "run", ("fleet", "fleet_report", "awx_configure_fleet"),
         "The fleet: name, policy (target, rings, caps, halt thresholds, run settings), cells (ring, kind, region, "
         "GPUs, inventory, versions, pools); checked by gpufleet.upgrade.fleet_plan, described in docs/fleet.md."),
     Var("gpufleet_fleet_retry", "str", NONE, "run", ("fleet",),
         "Puts a failed cell back to pending: exactly 'retry CELL in fleet FLEET'."),
+    Var("gpufleet_fleet_until_ring", "str", NONE, "run", ("fleet",),
+        "Stop the run once every ring up to this one is done and soaked (next step 'held'); unset: every ring."),
     Var("gpufleet_fleet_cell", "str", REQUIRED, "run", ("fleet_readings",),
         "The fleet's name for the cell whose readings are taken; its inventory's gpufleet_cluster_name must match."),
     Var("gpufleet_fleet_expected_gpus", "int", REQUIRED, "run", ("fleet_readings",),

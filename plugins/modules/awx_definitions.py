@@ -22,6 +22,15 @@ options:
         optionally C(playbook_dir) (default C(playbooks)).
     type: dict
     required: true
+  fleet:
+    description:
+      - A fleet (C(gpufleet_fleet), docs/fleet.md). Given, the module returns the fleet's objects instead of a
+        cell's - the fleet run and fleet report job templates, and the rollout workflow (one run per ring, each
+        holding after its ring, an approval before each later ring, then the report). O(config) then has
+        C(organization), C(project), C(inventory) (a localhost one), C(execution_environment), C(credentials)
+        (C(machine) only - each cell connects through its own inventory), C(out_dir) (durable storage mounted
+        into the job - the fleet ledger lives there) and C(latest_patches) (for the report).
+    type: dict
 attributes:
   check_mode:
     support: full
@@ -38,16 +47,22 @@ EXAMPLES = r"""
   gpufleet.upgrade.awx_definitions:
     config: "{{ gpufleet_awx }}"
   register: __awx
+
+- name: Compute the AWX objects of a fleet (playbooks/awx_configure_fleet.yml)
+  gpufleet.upgrade.awx_definitions:
+    config: "{{ gpufleet_awx_fleet }}"
+    fleet: "{{ gpufleet_fleet }}"
+  register: __awx
 """
 
 RETURN = r"""
 credential_type:
   description: The snapshot-key credential type (awx.awx.credential_type arguments).
-  returned: success
+  returned: for a cell
   type: dict
 snapshot_credential:
   description: The cell's snapshot-key credential, without its secret (awx.awx.credential arguments).
-  returned: success
+  returned: for a cell
   type: dict
 job_templates:
   description: One awx.awx.job_template argument set per playbook.
@@ -60,18 +75,27 @@ workflow:
   type: dict
 schedule:
   description: The awx.awx.schedule arguments of the maintenance window.
-  returned: success
+  returned: for a cell
   type: dict
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpufleet.upgrade.plugins.module_utils.awx import definitions
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.awx import definitions, fleet_definitions
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.fleet import plan_fleet
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.module_support import run_module
 
 
 def main():
-    module = AnsibleModule(argument_spec=dict(config=dict(type="dict", required=True)), supports_check_mode=True)
-    run_module(module, lambda: definitions(module.params["config"]))
+    module = AnsibleModule(argument_spec=dict(config=dict(type="dict", required=True), fleet=dict(type="dict")),
+                           supports_check_mode=True)
+
+    def body():
+        if module.params["fleet"] is None:
+            return definitions(module.params["config"])
+        fleet = module.params["fleet"]
+        return fleet_definitions(module.params["config"], fleet, plan_fleet(fleet))
+
+    run_module(module, body)
 
 
 if __name__ == "__main__":

@@ -36,6 +36,13 @@ options:
         C(gpufleet_out_dir), else the environment's C(GPUFLEET_OUT_DIR), else C(out) of the working directory, as
         for one cell. Returned as C(paths).
     type: str
+  until_ring:
+    description:
+      - The ring this run stops after (C(gpufleet_fleet_until_ring)) - once every ring up to it is done and soaked,
+        the ledger's next step is C(held) and the run ends without error; a later run without it (or with a later
+        ring) goes on. An AWX workflow puts its approvals there. A ring the fleet does not have is refused.
+      - Returned as C(run.until_ring) (null - every ring).
+    type: str
   working_dir:
     description:
       - The directory a relative O(out_dir), a relative C(cells[].inventory) and the default C(out) are taken from,
@@ -92,7 +99,8 @@ paths:
   type: dict
 run:
   description: The fleet run's settings - C(halt_check_seconds), C(metrics_window_seconds), C(cell_timeout_seconds),
-    C(max_steps) (the playbook's bound on its steps), C(working_dir) (where the cells' runs start).
+    C(max_steps) (the playbook's bound on its steps), C(working_dir) (where the cells' runs start),
+    C(until_ring).
   returned: success
   type: dict
 """
@@ -108,7 +116,7 @@ from ansible_collections.gpufleet.upgrade.plugins.module_utils.module_support im
 
 def main():
     module = AnsibleModule(argument_spec=dict(fleet=dict(type="dict", required=True), out_dir=dict(type="str"),
-                                              working_dir=dict(type="path")),
+                                              until_ring=dict(type="str"), working_dir=dict(type="path")),
                            supports_check_mode=True)
 
     def body():
@@ -118,6 +126,7 @@ def main():
         plan["paths"] = fleet_run.paths(base, plan["fleet"])
         plan["run"]["max_steps"] = fleet_run.max_steps(plan)
         plan["run"]["working_dir"] = cwd  # the cells' runs start here, as this run did
+        plan["run"]["until_ring"] = fleet_run.until_ring(plan, module.params["until_ring"])
         for name, cell in plan["cells"].items():  # a relative inventory is the working directory's, as for -i
             cell["inventory"] = os.path.normpath(os.path.join(cwd, cell["inventory"]))
             cell["readings"] = {which: fleet_run.readings_file(plan["paths"]["readings"], name, cell["target"], which)

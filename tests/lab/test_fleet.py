@@ -4,8 +4,9 @@ own upgrade_wave.yml; halts come from the cells' own API (apiserver /metrics, No
 
 The story: a fleet whose cell points at another cell's inventory is refused before anything moves; then a GPU lost
 on lab-b during ring0's soak halts the fleet with the cell, the condition and the readings named and ring1
-untouched; a rerun with the fault still there stays halted; once it is cleared the same command resumes from the
-ledger, soaks ring0 again, upgrades ring1 and completes; a last run changes nothing.
+untouched; a rerun with the fault still there stays halted, and the fleet report shows it; once it is cleared the
+same command resumes from the ledger and soaks ring0 again, holding there with gpufleet_fleet_until_ring=ring0 (as
+an AWX rollout's first node); the next run upgrades ring1 and completes; a last run changes nothing.
 
 Needs both lab cells; each is reset to `from` first when it is not there."""
 from __future__ import annotations
@@ -191,9 +192,21 @@ def test_a_halt_in_ring0s_soak_stops_the_fleet_then_it_resumes_and_upgrades_ever
 
     # cleared: the same command resumes from the ledger, soaks ring0 again, upgrades ring1, completes
     lab_cli(canary, "clear", gpu_host)
+    # as an AWX rollout's first node (playbooks/awx_configure_fleet.yml): resume, soak ring0 again, hold after it
+    started = time.time()
+    rc, out, _ = run_fleet(path, tmp_path, "-e", "gpufleet_fleet_until_ring=ring0")
+    print("resumed, ring0 soaked again and held in %.0f s" % (time.time() - started))
+    assert rc == 0, out[-8000:]
+    assert "every ring up to ring0 of fleet lab is done and soaked; ring ring1 waits" in out
+    state = ledger(tmp_path)
+    assert state["halt"] is None and state["rings"]["ring0"]["soak_done"]
+    assert not state["rings"]["ring1"]["soak_started"]
+    assert state["cells"][training]["state"] == "pending"
+    assert versions(training) == {spec["cells"][1]["control_plane"]}, "ring1 moved past its hold"
+    # past the approval: the same command, every ring
     started = time.time()
     rc, out, _ = run_fleet(path, tmp_path)
-    print("resumed and finished ring0's soak and ring1 in %.0f s" % (time.time() - started))
+    print("upgraded and soaked ring1 in %.0f s" % (time.time() - started))
     assert rc == 0, out[-8000:]
     assert "every ring of fleet lab is done and soaked" in out
     state = ledger(tmp_path)

@@ -174,3 +174,88 @@ def test_surveys_are_well_formed_and_break_glass_is_empty_by_default(defs):
 def test_bad_configuration_is_refused_naming_the_field(change, message):
     with pytest.raises(InputError, match=message):
         awx.definitions(dict(CONFIG, **change))
+
+
+# -- a fleet: the run and report templates, and the rollout workflow with an approval between rings -----------------
+FLEET_CONFIG = {"organization": "Default", "project": "gpufleet", "inventory": "controller",
+                "execution_environment": "gpufleet", "credentials": {"machine": "fleet ssh"},
+                "out_dir": "/runner/durable/gpufleet",
+                "latest_patches": {"1.36": {"version": "v1.36.3", "released": "2026-07-22"}}}
+
+
+def example_fleet():
+    return yaml.safe_load((ROOT / "docs" / "fleet-example.yml").read_text())["gpufleet_fleet"]
+
+
+@pytest.fixture(scope="module")
+def fleet_defs():
+    from ansible_collections.gpufleet.upgrade.plugins.module_utils.fleet import plan_fleet
+    fleet = example_fleet()
+    return awx.fleet_definitions(FLEET_CONFIG, fleet, plan_fleet(fleet))
+
+
+def test_fleet_definitions_pass_their_awx_module_argument_specs(fleet_defs):
+    for template in fleet_defs["job_templates"]:
+        validate(awx_argspec("job_template"), template, template["name"])
+        assert (ROOT / template["playbook"]).is_file(), template["playbook"]
+    validate(awx_argspec("workflow_job_template"), fleet_defs["workflow"], "workflow")
+    docs = yaml.safe_load(importlib.import_module(
+        "ansible_collections.awx.awx.plugins.modules.workflow_job_template").DOCUMENTATION)
+    node_spec = doc_to_spec(docs["options"]["workflow_nodes"]["suboptions"])
+    for node in fleet_defs["workflow"]["workflow_nodes"]:
+        validate(node_spec, node, node["identifier"])
+
+
+def test_the_rollout_runs_each_ring_held_after_it_with_an_approval_before_each_later_ring(fleet_defs):
+    nodes = {n["identifier"]: n for n in fleet_defs["workflow"]["workflow_nodes"]}
+    order, step = [], "ring-ring0"
+    while step:
+        order.append(step)
+        following = nodes[step]["related"]["success_nodes"]
+        step = following[0]["identifier"] if following else None
+    assert order == ["ring-ring0", "approve-ring1", "ring-ring1", "approve-ring2", "ring-ring2", "report"]
+    assert set(order) == set(nodes)  # no node off the chain
+    assert [nodes[n].get("extra_data") for n in order if n.startswith("ring-")] == [
+        {"gpufleet_fleet_until_ring": "ring0"}, {"gpufleet_fleet_until_ring": "ring1"}, {}]
+    assert nodes["approve-ring1"]["unified_job_template"]["type"] == "workflow_approval"
+    run, report = fleet_defs["job_templates"]
+    assert (run["playbook"], report["playbook"]) == ("playbooks/fleet.yml", "playbooks/fleet_report.yml")
+    assert {nodes[n]["unified_job_template"]["name"] for n in order if n.startswith("ring-")} == {run["name"]}
+    assert nodes["report"]["unified_job_template"]["name"] == report["name"]
+    # every run reads the ledger back from durable storage; the fleet travels as data
+    for template in (run, report):
+        assert template["extra_vars"]["gpufleet_out_dir"] == "/runner/durable/gpufleet"
+        assert template["extra_vars"]["gpufleet_fleet"] == example_fleet()
+        assert template["credentials"] == ["fleet ssh"]
+    assert report["extra_vars"]["gpufleet_fleet_latest_patches"] == FLEET_CONFIG["latest_patches"]
+    # a workflow node's until_ring is a survey answer AWX accepts, as a launch with it gives the playbook
+    assert awx.launch(run, {"gpufleet_fleet_until_ring": "ring0"})["gpufleet_fleet_until_ring"] == "ring0"
+    choices = next(q for q in run["survey_spec"]["spec"] if q["variable"] == "gpufleet_fleet_until_ring")["choices"]
+    assert choices == ["ring0", "ring1", "ring2"]
+
+
+def test_the_fleet_playbook_passes_every_field_of_every_definition(fleet_defs):
+    plays = yaml.safe_load((ROOT / "playbooks" / "awx_configure_fleet.yml").read_text())
+    tasks = {next(k for k in t if k.startswith("awx.awx.")): t for t in plays[0]["tasks"]
+             if any(k.startswith("awx.awx.") for k in t)}
+    sources = {"awx.awx.job_template": fleet_defs["job_templates"][0],
+               "awx.awx.workflow_job_template": fleet_defs["workflow"]}
+    assert set(tasks) == set(sources)
+    for module, task in tasks.items():
+        args = dict(task[module])
+        passed = {re.search(r"\.(\w+) }}$", str(v)).group(1) for v in args.values()}
+        assert passed == set(sources[module]) and set(args) == passed, (module, sorted(set(sources[module]) ^ passed))
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"credentials": {"machine": "ssh", "kubernetes": "api"}}, "awx.credentials.kubernetes: a fleet job takes none"),
+    ({"out_dir": "out"}, "awx.out_dir: expected an absolute directory on durable storage"),
+    ({"out_dir": None}, "awx.out_dir"),
+    ({"latest_patches": None}, "latest_patches"),
+    ({"inventory": ""}, "awx.inventory"),
+])
+def test_bad_fleet_configuration_is_refused_naming_the_field(change, message):
+    from ansible_collections.gpufleet.upgrade.plugins.module_utils.fleet import plan_fleet
+    fleet = example_fleet()
+    with pytest.raises(InputError, match=message):
+        awx.fleet_definitions(dict(FLEET_CONFIG, **change), fleet, plan_fleet(fleet))

@@ -242,3 +242,30 @@ def test_a_soak_judges_the_rings_cells_with_a_reading_before_and_never_nothing()
     with pytest.raises(InputError, match="nope is not a ring"):
         run.soak_cells(plan, "nope", [])
     assert run.readings_file("/o/r/", "dev-1", "v1.36.3", "before") == "/o/r/dev-1-v1.36.3-before.json"
+
+
+def test_until_ring_holds_the_next_ring_only_once_the_ring_soaked_clean():
+    plan = plan_fleet(fleet())
+    plan["run"]["until_ring"] = run.until_ring(plan, "ring0")
+    ledger = run.check_ledger(None, plan)
+    assert run.next_step(plan, ledger, T0)["action"] == "upgrade"  # ring0 itself still runs
+    ledger = finish(ledger, ["canary-1", "dev-1"], at(90))
+    ledger = run.soak(ledger, "ring0", at(90))
+    assert run.next_step(plan, ledger, at(690))["action"] == "soak"  # held only after the last check read clean
+    ledger = run.soak(ledger, "ring0", at(690), done=True)
+    held = run.next_step(plan, ledger, at(690))
+    assert (held["action"], held["ring"], held["cells"]) == ("held", "ring1", [])
+    assert "every ring up to ring0 of fleet prod is done and soaked; ring ring1 waits" in held["message"]
+    plan["run"]["until_ring"] = None  # the next run, past the approval
+    assert run.next_step(plan, ledger, at(700))["cells"] == ["stage-1", "inf-east"]
+
+
+def test_until_ring_never_hides_a_halt_or_a_failed_cell_and_refuses_an_unknown_ring():
+    plan = plan_fleet(fleet())
+    plan["run"]["until_ring"] = "ring0"
+    ledger = run.record(run.check_ledger(None, plan), "canary-1", "failed", T0, reason="wave exited 2")
+    assert run.next_step(plan, ledger, T0)["action"] == "stop"
+    assert run.until_ring(plan, None) is None and run.until_ring(plan, "") is None
+    with pytest.raises(InputError, match="gpufleet_fleet_until_ring: ring9 is not a ring of fleet prod; give one of "
+                                         "ring0, ring1, ring2"):
+        run.until_ring(plan, "ring9")

@@ -8,8 +8,8 @@ import os
 import pytest
 
 from ansible_collections.gpufleet.upgrade.plugins.modules import (
-    addon_support, baseline_info, dcgm_diag, etcd_status, fleet_ledger, fleet_plan, fleet_report, gpu_health,
-    kubeadm_plan, nccl_allreduce, node_gate, removed_apis, version_skew, wave_plan)
+    addon_support, awx_definitions, baseline_info, dcgm_diag, etcd_status, fleet_ledger, fleet_plan, fleet_report,
+    gpu_health, kubeadm_plan, nccl_allreduce, node_gate, removed_apis, version_skew, wave_plan)
 from tests.conftest import pool_baseline, FIXTURES, fixture_text
 
 
@@ -316,3 +316,16 @@ def test_fleet_ledger_keeps_the_ledger_judges_halts_and_writes_nothing_in_check_
     (tmp_path / "broken.json").write_text("{")
     broken = run(fleet_ledger, dict(base, path=str(tmp_path / "broken.json")))
     assert broken.failed and "is not JSON" in broken.result["msg"]
+
+
+def test_awx_definitions_for_a_fleet_plans_it_and_refuses_a_bad_fleet(run):
+    from tests.unit.module_utils.test_awx import CONFIG, FLEET_CONFIG, example_fleet
+    out = run(awx_definitions, {"config": FLEET_CONFIG, "fleet": example_fleet()}, check_mode=True)
+    assert not out.failed and out.result["workflow"]["name"] == "gpufleet fleet prod rollout"
+    assert "schedule" not in out.result
+    cell = run(awx_definitions, {"config": CONFIG})
+    assert not cell.failed and cell.result["workflow"]["name"] == "gpufleet cell1 upgrade"
+    doc = example_fleet()
+    doc["cells"][0]["ring"] = "ring9"
+    bad = run(awx_definitions, {"config": FLEET_CONFIG, "fleet": doc})
+    assert bad.failed and bad.result["error_type"] == "InputError" and "ring9" in bad.result["msg"]
