@@ -160,7 +160,7 @@ class Training:
     # -- one reconcile pass ---------------------------------------------------------------------------------------
     def reconcile(self) -> None:
         """One pass over every JobSet: a list of the JobSets (every namespace), of the Workloads and of each gang's
-        pods - four requests a pass for the lab's one gang, since every lab cell runs this once a second."""
+        pods - three requests a pass for the lab's one gang, since every lab cell runs this once a second."""
         try:
             every = self.jobsets.get().items
         except ApiException as exc:

@@ -16,7 +16,7 @@ class ActionModule(ActionBase):
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
         args = dict(self._task.args)
-        args.setdefault("working_dir", os.getcwd())
+        args["working_dir"] = os.path.abspath(args.get("working_dir") or os.getcwd())  # the controller's, always
         result.update(self._execute_module(module_name="gpufleet.upgrade.fleet_plan", module_args=args,
                                            task_vars=task_vars))
         return result

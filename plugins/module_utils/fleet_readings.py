@@ -204,8 +204,8 @@ def versions(apiservers: Mapping[str, Any], nodes: Sequence[Mapping[str, Any]],
     """What the fleet report shows of a cell (module_utils/fleet_report.py): each apiserver's version, the control
     plane's - the oldest of them, since a cell mid-rollout is only as new as its oldest apiserver - and per pool its
     kubelets' versions. ``node_pools``: the inventory's pool of each node (the cell's ``host_pool``); a Node the
-    inventory does not list is shown under ``not-in-inventory`` rather than left out, and a kubelet version that is
-    missing stays empty, which the report shows as an alert."""
+    inventory does not list is shown under ``not-in-inventory`` rather than left out, an inventory host with no
+    Node is listed in ``no_node``, and a kubelet version that is missing stays empty: the report alerts on each."""
     if not apiservers:
         raise InputError("no apiserver was read: give every apiserver of the cell")
     parsed = []
@@ -220,5 +220,7 @@ def versions(apiservers: Mapping[str, Any], nodes: Sequence[Mapping[str, Any]],
         name = (node.get("metadata") or {}).get("name", "?")
         info = (node.get("status") or {}).get("nodeInfo") or {}
         kubelets.setdefault(node_pools.get(name, NOT_IN_INVENTORY), []).append(str(info.get("kubeletVersion") or ""))
+    seen = {(n.get("metadata") or {}).get("name") for n in nodes}
     return {"control_plane": min(parsed)[1], "apiservers": dict(sorted(apiservers.items())),
-            "kubelets": {pool: sorted(found) for pool, found in sorted(kubelets.items())}}
+            "kubelets": {pool: sorted(found) for pool, found in sorted(kubelets.items())},
+            "no_node": sorted(h for h in node_pools if h not in seen)}

@@ -19,13 +19,14 @@ from typing import Any, Dict, List, Mapping, Optional
 
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import GpufleetError, InputError
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.fleet import parse_fleet
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.fleet_run import check_ledger
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.variables import DEFAULT_PATCH_SLO_DAYS
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.support_calendar import OUT_OF_SUPPORT, UNKNOWN, \
     parse_date, support_status
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.versions import (
     APISERVER, KUBELET, Observed, parse_release, parse_version, skew_violations)
 
 STATES = ("pending", "upgrading", "soaking", "done", "failed", "halted")
-DEFAULT_PATCH_SLO_DAYS = 30
 
 
 def parse_latest_patches(value: Any) -> Dict[str, Dict[str, Any]]:
@@ -63,6 +64,8 @@ def _cell_row(cell: Mapping[str, Any], reading: Optional[Mapping[str, Any]], tod
     row["state"] = state
     row["reason"] = reading.get("reason") or ""
     row["change_record"] = reading.get("change_record") or None
+    if state in ("failed", "halted"):  # a stopped fleet is news for the scheduled report too
+        row["alerts"].append("%s: %s (%s)" % (cell["name"], state, row["reason"] or "no reason recorded"))
     if reading.get("unread"):
         row["alerts"].append("%s: its versions could not be read from its API (state %s)" % (cell["name"], state))
         return row
@@ -97,6 +100,13 @@ def _cell_row(cell: Mapping[str, Any], reading: Optional[Mapping[str, Any]], tod
             row["alerts"].append("%s: pool %s kubelets %s..%s are out of the skew policy against the control plane "
                                  "%s" % (cell["name"], name, versions[0], versions[-1], cp))
     row["pools"] = pools
+    unread = sorted({p["name"] for p in cell["pools"]} - {p["pool"] for p in pools})
+    if unread:  # a pool the fleet declares that no Node of the cell is in
+        row["alerts"].append("%s: pool(s) %s of the fleet have no kubelet read from the cell's Nodes" % (
+            cell["name"], ", ".join(unread)))
+    if reading.get("no_node"):
+        row["alerts"].append("%s: inventory host(s) %s have no Node in the cell's API" % (
+            cell["name"], ", ".join(sorted(reading["no_node"]))))
     support = support_status(str(cp), today)
     row["support"], row["days_to_eol"], row["eol"] = support["status"], support["days_to_eol"], support["eol"]
     if support["status"] in (OUT_OF_SUPPORT, UNKNOWN):
@@ -115,32 +125,26 @@ def _cell_row(cell: Mapping[str, Any], reading: Optional[Mapping[str, Any]], tod
     return row
 
 
-def readings_from_ledger(fleet_name: str, ledger: Optional[Mapping[str, Any]],
+def readings_from_ledger(plan: Mapping[str, Any], ledger: Optional[Mapping[str, Any]],
                          versions: Mapping[str, Optional[Mapping[str, Any]]]) -> Dict[str, Dict[str, Any]]:
-    """The report's per-cell readings from what the fleet run keeps: the fleet ledger (module_utils/fleet_run.py) for
-    each cell's state, reason and last change record, and each cell's ``versions`` as read from its own API just now
-    (module_utils/fleet_readings.py). A halted cell shows ``halted`` with its conditions; a done cell whose ring is
-    still soaking shows ``soaking``. A cell whose versions could not be read keeps its state and gets no versions, so
-    the report alerts on it; ``ledger`` None (the fleet never ran): every cell ``pending``."""
-    if ledger is not None:
-        if not isinstance(ledger, Mapping) or not isinstance(ledger.get("cells"), Mapping):
-            raise InputError("ledger: expected the fleet ledger (ledger.json: version, fleet, halt, rings, cells)")
-        if ledger.get("fleet") != fleet_name:
-            raise InputError("ledger: it is fleet %s's, not %s's; give the ledger of this fleet (out/fleet/%s/"
-                             "ledger.json)" % (ledger.get("fleet"), fleet_name, fleet_name))
-    cells = dict((ledger or {}).get("cells") or {})
-    halt = (ledger or {}).get("halt") or {}
-    rings = (ledger or {}).get("rings") or {}
+    """The report's per-cell readings from what the fleet run keeps: the fleet ledger, read back as the fleet run
+    reads it (fleet_run.check_ledger: a ledger of another fleet or version is refused, a cell done on an older target
+    is pending again, a ring with a cell still to move has no soak), for each cell's state, reason and last change
+    record; and each cell's ``versions`` as read from its own API just now (module_utils/fleet_readings.py). A
+    halted cell shows ``halted`` with its conditions; a done cell whose ring is still soaking shows ``soaking``. A
+    cell whose versions could not be read keeps its state and gets no versions, so the report alerts on it.
+    ``ledger`` None: the fleet never ran (cells at their target done, the others pending)."""
+    checked = check_ledger(ledger, plan)
+    halt = checked.get("halt") or {}
     out: Dict[str, Dict[str, Any]] = {}
-    for name in sorted(set(cells) | set(versions)):
-        entry = cells.get(name) or {}
+    for name, entry in sorted(checked["cells"].items()):
         state, reason = str(entry.get("state") or "pending"), str(entry.get("reason") or "")
         if name in (halt.get("cells") or []):
             state = "halted"
             reason = "; ".join(c.get("message", "") for c in halt.get("conditions") or [] if c.get("cell") == name) \
                 or str(halt.get("message") or "")
         elif state == "done":
-            soak = rings.get(entry.get("ring")) or {}
+            soak = checked["rings"].get(entry.get("ring")) or {}
             if soak.get("soak_started") and not soak.get("soak_done"):
                 state = "soaking"
         reading: Dict[str, Any] = {"state": state, "reason": reason, "change_record": entry.get("change_record")}
@@ -148,9 +152,13 @@ def readings_from_ledger(fleet_name: str, ledger: Optional[Mapping[str, Any]],
         if isinstance(found, Mapping):
             reading["control_plane"] = found.get("control_plane")
             reading["kubelets"] = dict(found.get("kubelets") or {})
+            reading["no_node"] = list(found.get("no_node") or [])
         else:
             reading["unread"] = True
         out[name] = reading
+    unknown = sorted(set(versions) - set(out))
+    if unknown:
+        raise InputError("versions: %s not a cell of the fleet %s" % (", ".join(unknown), plan["fleet"]))
     return out
 
 

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from typing import Any, Dict, Mapping, Optional, Tuple
 
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import InputError
-from ansible_collections.gpufleet.upgrade.plugins.module_utils.fleet_report import DEFAULT_PATCH_SLO_DAYS
+
+DEFAULT_PATCH_SLO_DAYS = 30  # days a cell may stay behind its minor's latest patch (the fleet report)
 
 CELL_PLAYBOOKS = ("plan", "preflight", "upgrade_wave", "control_plane", "node_pool", "canary", "maintenance",
                   "validate", "psa_pin")
@@ -186,6 +187,8 @@ VARIABLES: Tuple[Var, ...] = (
         "Seconds between the two scrapes of each apiserver (the fleet's policy.metrics_window_seconds)."),
     Var("gpufleet_fleet_readings_dest", "path", REQUIRED, "run", ("fleet_readings",),
         "The JSON file the readings are written to."),
+    Var("gpufleet_fleet_never_ran", "bool", False, "run", ("fleet_report",),
+        "Report a fleet that has no ledger yet (cells at their target done, the others pending); else refused."),
     Var("gpufleet_fleet_versions_only", "bool", False, "run", ("fleet_readings",),
         "Read only the versions (apiservers, kubelets per pool), for the fleet report; no metrics window."),
     Var("gpufleet_fleet_latest_patches", "dict", REQUIRED, "run", ("fleet_report",),

@@ -41,7 +41,8 @@ options:
   node_pools:
     description:
       - The inventory's pool of each node (the cell's C(host_pool) from M(gpufleet.upgrade.cell)), for the kubelet
-        versions per pool in C(readings.versions). A Node not listed is reported under C(not-in-inventory).
+        versions per pool in C(readings.versions) (with O(versions_only)). A Node not listed is reported under
+        C(not-in-inventory).
     type: dict
     default: {}
   versions_only:
@@ -76,8 +77,9 @@ readings:
     - C(apiserver_429_per_minute), C(apiserver_p99_seconds) (null when no request was served in the window),
       C(not_ready_nodes), C(gpu_allocatable_fraction), C(jobset_restarts), and what they come from
       (C(apiservers), C(not_ready), C(gpus_allocatable), C(jobsets_restarted)).
-    - C(versions) - C(control_plane) (the oldest apiserver's version), C(apiservers) (URL to version) and
-      C(kubelets) (pool to its kubelets' versions); with O(versions_only) the only reading, with C(cell) and C(taken).
+    - With O(versions_only), only C(versions) - C(control_plane) (the oldest apiserver's version), C(apiservers)
+      (URL to version), C(kubelets) (pool to its kubelets' versions) and C(no_node) (inventory hosts with no Node) -
+      with C(cell) and C(taken).
   returned: success
   type: dict
 """
@@ -118,11 +120,8 @@ def main():
         time.sleep(params["window_seconds"])
         second = {url: fleet_readings.scrape(api.metrics_text(wait), url) for url, api in apis.items()}
         seconds = time.monotonic() - started
-        nodes = api.list_nodes(wait)
-        out = fleet_readings.readings(first, second, seconds, nodes, params["expected_gpus"],
+        out = fleet_readings.readings(first, second, seconds, api.list_nodes(wait), params["expected_gpus"],
                                       api.list_custom(kube.JOBSET))
-        out["versions"] = fleet_readings.versions({url: a.server_version(wait) for url, a in apis.items()}, nodes,
-                                                  params["node_pools"])
         out["cell"] = params["cell"]
         out["taken"] = kube.now_rfc3339()
         return {"readings": out, "msg": "%s: %s" % (params["cell"], ", ".join(

@@ -25,18 +25,23 @@ options:
     description:
       - Per cell name its reading - C(control_plane), C(kubelets) (pool to the list of its kubelets' versions),
         C(state) (pending, upgrading, soaking, done, failed, halted), C(reason), C(change_record).
-      - Unset, the versions declared in the fleet are reported, every cell C(pending).
+      - Unset (and no O(versions)), the versions declared in the fleet are reported, every cell C(pending).
     type: dict
   ledger:
     description:
       - The fleet ledger (C(out/fleet/FLEET/ledger.json) of M(gpufleet.upgrade.fleet_ledger)), for each cell's state,
         reason and last change record; a halted cell is reported C(halted), a done cell whose ring soaks C(soaking).
-      - With O(versions) instead of O(readings); unset with O(versions), every cell is C(pending).
+      - Read back as the fleet run reads it - a ledger of another fleet or version is refused, a cell done on an
+        older target is C(pending) again. A C(failed) or C(halted) cell is an alert, so a scheduled report fails
+        while the fleet is stopped.
+      - Only with O(versions); unset with O(versions), the fleet never ran - cells already at their target are
+        C(done), the others C(pending).
     type: dict
   versions:
     description:
       - Per cell name the versions read from its own API (C(readings.versions) of M(gpufleet.upgrade.fleet_readings)
-        - C(control_plane), C(kubelets)); a cell missing here, or null, is an alert (its versions could not be read).
+        - C(control_plane), C(kubelets), C(no_node)); a cell missing here, or null, is an alert (its versions could
+        not be read), as is an inventory host in C(no_node) or a pool of the fleet with no kubelet read.
       - Mutually exclusive with O(readings).
     type: dict
   latest_patches:
@@ -76,7 +81,7 @@ EXAMPLES = r"""
 - name: Report the fleet from its ledger and the versions read from each cell (playbooks/fleet_report.yml)
   gpufleet.upgrade.fleet_report:
     fleet: "{{ gpufleet_fleet }}"
-    ledger: "{{ lookup('ansible.builtin.file', 'out/fleet/prod/ledger.json') | from_json }}"
+    ledger: "{{ lookup('ansible.builtin.file', '/srv/gpufleet/out/fleet/prod/ledger.json') | from_json }}"
     versions:
       gpu-east-1: {control_plane: v1.36.3, kubelets: {h100-train: [v1.36.3, v1.36.3]}}
     latest_patches:
@@ -107,6 +112,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import GpufleetError
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.fleet_report import DEFAULT_PATCH_SLO_DAYS, \
     build_report, readings_from_ledger, write_files
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.fleet import plan_fleet
 
 
 def main():
@@ -130,10 +136,8 @@ def main():
         module.fail_json(msg="dest: %s is not an absolute path; give the report directory's full path" % p["dest"])
     try:
         readings = p["readings"]
-        if p["versions"] is not None:
-            names = [c.get("name") for c in p["fleet"].get("cells") or [] if isinstance(c, dict)]
-            readings = readings_from_ledger(str(p["fleet"].get("name")), p["ledger"],
-                                            dict({n: None for n in names}, **p["versions"]))
+        if p["versions"] is not None:  # the fleet is checked (plan_fleet) before its ledger is read against it
+            readings = readings_from_ledger(plan_fleet(p["fleet"]), p["ledger"], p["versions"])
         report = build_report(p["fleet"], readings, p["latest_patches"],
                               p["today"] or datetime.date.today().isoformat(), p["patch_slo_days"])
     except GpufleetError as exc:

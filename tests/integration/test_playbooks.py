@@ -277,15 +277,23 @@ def test_fleet_report_by_fqcn_from_another_directory_fails_closed_on_cells_it_ca
     inventory cannot be read is an alert naming it, and the report is still written for the others."""
     patches = tmp_path / "patches.yml"
     patches.write_text("gpufleet_fleet_latest_patches: {'1.36': {version: v1.36.3, released: '2026-07-22'}}\n")
-    env = {"ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"), "GPUFLEET_CHANGE_RECORD_DIR": None, "GPUFLEET_OUT_DIR": None}
+    # the operator's own ansible.cfg in their directory, found by the fleet's child runs only if they start there
+    (tmp_path / "ansible.cfg").write_text("[defaults]\ncollections_path = %s\n" % (ROOT / "collections"))
+    env = {"ANSIBLE_CONFIG": None, "GPUFLEET_CHANGE_RECORD_DIR": None, "GPUFLEET_OUT_DIR": None}
     empty = tmp_path / "none.yml"  # not the lab's inventory (ansible.cfg's default): the fleet names its cells'
     empty.write_text("all: {}\n")
+    args = ["gpufleet.upgrade.fleet_report", "-i", str(empty), "-e", "@%s" % (ROOT / "docs/fleet-example.yml"),
+            "-e", "@%s" % patches]
+    first = ansible("ansible-playbook", *args, cwd=tmp_path, env_extra=env)  # no ledger: refused, no cell read
+    assert first.returncode != 0 and "no fleet ledger at %s/out/fleet/prod/ledger.json" % tmp_path in " ".join(
+        first.stdout.split())
+    assert not (tmp_path / "out" / "fleet" / "prod" / "report").exists()
     proc = ansible("ansible-playbook", "gpufleet.upgrade.fleet_report", "-i", str(empty),
                    "-e", "@%s" % (ROOT / "docs/fleet-example.yml"),
-                   "-e", "@%s" % patches, cwd=tmp_path, env_extra=env)
+                   "-e", "@%s" % patches, "-e", "gpufleet_fleet_never_ran=true", cwd=tmp_path, env_extra=env)
     assert proc.returncode != 0
     report = json.loads((tmp_path / "out" / "fleet" / "prod" / "report" / "fleet-report.json").read_text())
-    assert report["alerts"] == ["%s: its versions could not be read from its API (state pending)" % r["cell"]
+    assert report["alerts"] == ["%s: its versions could not be read from its API (state %s)" % (r["cell"], r["state"])
                                 for r in report["cells"]]
     # the cells' inventories were looked for where it started, and each refused by name
     said = " ".join(proc.stdout.split())  # the YAML callback folds long lines

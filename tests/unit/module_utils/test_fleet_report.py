@@ -138,15 +138,20 @@ def every_cell():
     return [c["name"] for c in example()["cells"]]
 
 
+def plan():
+    return plan_fleet(example())
+
+
 def test_the_ledger_gives_state_reason_and_change_record_and_the_cells_their_versions():
     ledger = ledger_of(canary_1={"state": "done", "change_record": "out/fleet/prod/logs/canary-1.log"},
                        inf_east={"state": "failed", "reason": "upgrade_wave.yml exited 2"})
-    got = readings_from_ledger("prod", ledger, versions_of(*every_cell()))
+    got = readings_from_ledger(plan(), ledger, versions_of(*every_cell()))
     assert got["canary-1"]["state"] == "done" and got["canary-1"]["change_record"].endswith("canary-1.log")
     assert (got["inf-east"]["state"], got["inf-east"]["reason"]) == ("failed", "upgrade_wave.yml exited 2")
     assert got["train-a"]["control_plane"] == "v1.36.3" and "unread" not in got["train-a"]
     report = build_report(example(), got, PATCHES, TODAY)
     assert {r["cell"]: r["state"] for r in report["cells"]}["inf-east"] == "failed"
+    assert report["alerts"] == ["inf-east: failed (upgrade_wave.yml exited 2)"]  # a stopped fleet fails the report
 
 
 def test_a_halted_cell_is_halted_with_its_conditions_and_a_soaking_ring_shows():
@@ -156,32 +161,57 @@ def test_a_halted_cell_is_halted_with_its_conditions_and_a_soaking_ring_shows():
                                       "message": "inf-east: not_ready_nodes is 2 (at most 0)"},
                                      {"cell": "canary-1", "condition": "x", "message": "not this cell's"}]}
     ledger["rings"]["ring0"] = {"soak_started": "2026-12-01T10:00:00+00:00", "soak_done": None}
-    got = readings_from_ledger("prod", ledger, versions_of(*every_cell()))
+    got = readings_from_ledger(plan(), ledger, versions_of(*every_cell()))
     assert (got["inf-east"]["state"], got["inf-east"]["reason"]) == (
         "halted", "inf-east: not_ready_nodes is 2 (at most 0)")
     assert got["canary-1"]["state"] == "soaking"
+    assert build_report(example(), got, PATCHES, TODAY)["alerts"] == [
+        "inf-east: halted (inf-east: not_ready_nodes is 2 (at most 0))"]
     ledger["rings"]["ring0"]["soak_done"] = "2026-12-01T10:10:00+00:00"
-    assert readings_from_ledger("prod", ledger, versions_of(*every_cell()))["canary-1"]["state"] == "done"
+    assert readings_from_ledger(plan(), ledger, versions_of(*every_cell()))["canary-1"]["state"] == "done"
+
+
+def test_the_ledger_is_read_back_as_the_fleet_run_reads_it_so_an_older_target_is_not_done():
+    ledger = ledger_of(**{c.replace("-", "_"): {"state": "done", "target": "v1.35.4"} for c in every_cell()})
+    got = readings_from_ledger(plan(), ledger, versions_of(*every_cell(), control_plane="v1.35.4"))
+    assert {r["state"] for r in got.values()} == {"pending"}  # done was the old target; this one has not started
+    with pytest.raises(InputError, match="fleet ledger: not a version-1 gpufleet ledger"):
+        readings_from_ledger(plan(), dict(ledger, version=999), {})
 
 
 def test_a_cell_whose_versions_could_not_be_read_is_an_alert_naming_it_and_its_state():
-    got = readings_from_ledger("prod", ledger_of(train_b={"state": "done"}),
+    got = readings_from_ledger(plan(), ledger_of(train_b={"state": "done"}),
                                dict(versions_of(*every_cell()), **{"train-b": None}))
     report = build_report(example(), got, PATCHES, TODAY)
     assert report["alerts"] == ["train-b: its versions could not be read from its API (state done)"]
     assert {r["cell"]: r["control_plane"] for r in report["cells"]}["train-b"] is None
+    missing = {k: v for k, v in versions_of(*every_cell()).items() if k != "train-b"}  # no entry at all
+    assert readings_from_ledger(plan(), None, missing)["train-b"]["unread"] is True
 
 
-def test_without_a_ledger_every_cell_is_pending():
-    got = readings_from_ledger("prod", None, versions_of(*every_cell()))
-    assert {r["state"] for r in got.values()} == {"pending"}
+def test_a_pool_without_nodes_and_a_host_without_a_node_are_alerts():
+    versions = versions_of(*every_cell())
+    versions["train-a"]["kubelets"] = {}  # no Node of its pool in the API
+    versions["train-b"]["no_node"] = ["gpu-b7"]
+    report = build_report(example(), readings_from_ledger(plan(), None, versions), PATCHES, TODAY)
+    pools = [p["name"] for c in example()["cells"] if c["name"] == "train-a" for p in c["pools"]]
+    assert report["alerts"] == [
+        "train-a: pool(s) %s of the fleet have no kubelet read from the cell's Nodes" % ", ".join(sorted(pools)),
+        "train-b: inventory host(s) gpu-b7 have no Node in the cell's API"]
 
 
-@pytest.mark.parametrize("ledger, message", [
-    ({"fleet": "other", "cells": {}}, "ledger: it is fleet other's, not prod's"),
-    ({"fleet": "prod"}, "ledger: expected the fleet ledger"),
-    ("not a ledger", "ledger: expected the fleet ledger"),
+def test_without_a_ledger_cells_at_their_target_are_done_and_the_others_pending():
+    got = readings_from_ledger(plan(), None, versions_of(*every_cell()))
+    expected = {name: "done" if c["at_target"] else "pending" for name, c in plan()["cells"].items()}
+    assert {name: r["state"] for name, r in got.items()} == expected
+    assert "pending" in expected.values()
+
+
+@pytest.mark.parametrize("ledger, versions, message", [
+    ({"version": 1, "fleet": "other", "cells": {}}, {}, "fleet ledger: it belongs to fleet other, not prod"),
+    ("not a ledger", {}, "fleet ledger: not a version-1 gpufleet ledger"),
+    (None, {"nowhere-1": {"control_plane": "v1.36.3"}}, "versions: nowhere-1 not a cell of the fleet prod"),
 ])
-def test_a_ledger_of_another_fleet_or_no_ledger_at_all_is_refused(ledger, message):
+def test_a_ledger_of_another_fleet_or_versions_of_a_stranger_are_refused(ledger, versions, message):
     with pytest.raises(InputError, match=message):
-        readings_from_ledger("prod", ledger, {})
+        readings_from_ledger(plan(), ledger, versions)
