@@ -214,21 +214,44 @@ def definitions(config: Mapping[str, Any]) -> Dict[str, Any]:
     }
 
 
+def _default_applies(question: Mapping[str, Any]) -> bool:
+    """Whether AWX puts a survey question's default into a job launched without an answer: only a default that
+    passes the question's own checks - so a text default "" with min 0 is sent (as ""), a multiplechoice default
+    that is not one of its choices is not."""
+    value, kind = question.get("default"), question.get("type")
+    if value is None:
+        return False
+    if kind in ("text", "textarea", "password"):
+        return isinstance(value, str) and int(question.get("min", 0)) <= len(value) <= int(question.get("max", 1024))
+    if kind == "multiplechoice":
+        return value in (question.get("choices") or [])
+    if kind in ("integer", "float"):
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    return bool(value)
+
+
 def launch(definition: Mapping[str, Any], answers: Mapping[str, Any]) -> Dict[str, Any]:
-    """The extra vars AWX gives a job of this template: the template's extra vars, then the survey's defaults,
-    then the answers given at launch (only for questions the survey asks)."""
-    spec = definition["survey_spec"]["spec"]
+    """The extra vars AWX gives a job of this template: the template's extra vars, then the survey's defaults
+    that AWX applies (:func:`_default_applies`), then the answers given at launch (only for questions the survey
+    asks). The playbooks must read an empty default as unset."""
+    spec = (definition.get("survey_spec") or {}).get("spec") or []
     asked = {q["variable"] for q in spec}
     unknown = sorted(set(answers) - asked)
     if unknown:
         raise InputError("%s: the survey does not ask %s" % (definition["name"], ", ".join(unknown)))
     out = dict(definition.get("extra_vars") or {})
     for question in spec:
-        value = answers.get(question["variable"], question.get("default"))
+        variable = question["variable"]
+        if variable in answers:
+            value = answers[variable]
+        elif _default_applies(question):
+            value = question["default"]
+        else:
+            value = None
         if question["required"] and value in (None, ""):
-            raise InputError("%s: survey answer %s is required" % (definition["name"], question["variable"]))
-        if value not in (None, ""):
-            out[question["variable"]] = value
+            raise InputError("%s: survey answer %s is required" % (definition["name"], variable))
+        if value is not None:
+            out[variable] = value
     return out
 
 
@@ -237,7 +260,7 @@ FLEET_TEMPLATES = {
     "fleet": ("The fleet run: resumes from the fleet ledger and upgrades the rings up to the one named "
               "(gpufleet_fleet_until_ring; empty: every ring)."),
     "fleet_report": "The fleet report: every cell's versions read now, each cell's state from the ledger; fails "
-                    "on an alert (a cell out of support, behind its patch SLO, or not read).",
+                    "on an alert (a cell out of support, behind its patch SLO, failed, halted or not read).",
 }
 
 
@@ -248,7 +271,8 @@ def fleet_template_name(fleet: str, playbook: str) -> str:
 def fleet_definitions(config: Mapping[str, Any], fleet: Mapping[str, Any], plan: Mapping[str, Any]) -> Dict[str, Any]:
     """The AWX objects of a fleet run, from ``config`` (``gpufleet_awx_fleet``: organization, project, inventory - a
     localhost one, the fleet run starts there -, execution_environment, credentials {machine}, out_dir,
-    latest_patches (for the report, as fleet_report takes them), and optionally playbook_dir), the fleet
+    latest_patches (for the report, as fleet_report takes them), and optionally playbook_dir and instance_groups -
+    on a Kubernetes AWX a container group whose pod mounts out_dir's volume), the fleet
     (``gpufleet_fleet``) and its plan (fleet.py plan_fleet: the rings in order).
 
     The workflow runs the fleet template once per ring, each run holding after its ring (the ledger's ``held``),
@@ -272,6 +296,10 @@ def fleet_definitions(config: Mapping[str, Any], fleet: Mapping[str, Any], plan:
     if not isinstance(out_dir, str) or not out_dir.startswith("/") or ".." in out_dir.split("/"):
         raise InputError("awx.out_dir: expected an absolute directory on durable storage mounted into the job (the "
                          "fleet ledger is read back there by every run), got %r" % (out_dir,))
+    groups = config.get("instance_groups") or []
+    if not isinstance(groups, list) or not all(isinstance(g, str) and NAME.match(g) for g in groups):
+        raise InputError("awx.instance_groups: expected a list of instance or container group names (a container "
+                         "group whose pod mounts out_dir's volume), got %r" % (groups,))
     latest = dict(config.get("latest_patches") or {})
     parse_latest_patches(config.get("latest_patches"))  # refused here, not in the report's job
     playbook_dir = str(config.get("playbook_dir") or "playbooks").strip("/")
@@ -292,6 +320,7 @@ def fleet_definitions(config: Mapping[str, Any], fleet: Mapping[str, Any], plan:
             "name": fleet_template_name(name, playbook), "description": description, "organization": org,
             "project": project, "playbook": "%s/%s.yml" % (playbook_dir, playbook), "inventory": inventory,
             "execution_environment": ee, "job_type": "run", "credentials": [machine],
+            "instance_groups": list(groups),
             "survey_enabled": playbook == "fleet", "survey_spec": run_survey if playbook == "fleet" else {},
             "ask_limit_on_launch": False, "allow_simultaneous": False,
             "extra_vars": dict(base_vars, **({"gpufleet_fleet_latest_patches": latest}
@@ -311,9 +340,13 @@ def fleet_definitions(config: Mapping[str, Any], fleet: Mapping[str, Any], plan:
                 "name": fleet_template_name(name, "fleet"), "type": "job_template", "organization": {"name": org}}})
     steps.append({"identifier": "report", "unified_job_template": {
         "name": fleet_template_name(name, "fleet_report"), "type": "job_template", "organization": {"name": org}}})
-    for index, step in enumerate(steps):
-        following = [{"identifier": steps[index + 1]["identifier"]}] if index + 1 < len(steps) else []
-        step["related"] = {"success_nodes": following, "failure_nodes": [], "always_nodes": []}
+    for index, step in enumerate(steps[:-1]):
+        following = [{"identifier": steps[index + 1]["identifier"]}]
+        last_run = index == len(steps) - 2
+        # the report follows the last ring whatever its end: a report's alert must not fail a rollout that worked
+        step["related"] = {"success_nodes": [] if last_run else following, "failure_nodes": [],
+                           "always_nodes": following if last_run else []}
+    steps[-1]["related"] = {"success_nodes": [], "failure_nodes": [], "always_nodes": []}
     return {
         "job_templates": templates,
         "workflow": {"name": "gpufleet fleet %s rollout" % name, "organization": org, "inventory": inventory,

@@ -144,8 +144,8 @@ def next_step(plan: Mapping[str, Any], ledger: Mapping[str, Any], now: datetime.
     as an AWX workflow's approval between rings wants), or ``complete``. Rings are strictly in order: nothing of a
     ring starts before the one before it soaked clean."""
     cells = ledger["cells"]
-    until = (plan.get("run") or {}).get("until_ring")
     order = [r["ring"] for r in plan["rings"]]
+    until = until_ring(plan, (plan.get("run") or {}).get("until_ring"))
     if ledger.get("halt"):
         return {"action": "stop", "cells": halted_cells(ledger),
                 "message": "%s; it resumes only when the halted cells read clean again" % ledger["halt"]["message"]}
@@ -156,15 +156,22 @@ def next_step(plan: Mapping[str, Any], ledger: Mapping[str, Any], now: datetime.
                 "message": "cell(s) %s failed (%s); a failed cell is not retried automatically: fix it, then put it "
                            "back with gpufleet_fleet_retry='retry %s in fleet %s'" % (
                                ", ".join(failed), reasons, failed[0], plan["fleet"])}
-    for ring in plan["rings"]:
+    held = {r["ring"] for r in plan["rings"][order.index(until) + 1:]} if until else set()
+    for index, ring in enumerate(plan["rings"]):
         name = ring["ring"]
         members = ring["cells"]
-        if until and order.index(name) > order.index(until):
+        upgrading = [c for c in members if cells[c]["state"] == "upgrading"]
+        pending = [c for c in members if cells[c]["state"] == "pending"]
+        soak = ledger["rings"][name]
+        if not pending and not upgrading and soak.get("soak_done"):
+            fresh = _fresh_check(plan, ledger, index, held, now)
+            if fresh:
+                return fresh
+            continue
+        if name in held:
             return {"action": "held", "ring": name, "cells": [],
                     "message": "every ring up to %s of fleet %s is done and soaked; ring %s waits for a run past it "
                                "(gpufleet_fleet_until_ring)" % (until, plan["fleet"], name)}
-        upgrading = [c for c in members if cells[c]["state"] == "upgrading"]
-        pending = [c for c in members if cells[c]["state"] == "pending"]
         if pending or upgrading:
             batch = _room(plan, ring, cells, upgrading)
             if batch:
@@ -172,9 +179,6 @@ def next_step(plan: Mapping[str, Any], ledger: Mapping[str, Any], now: datetime.
                         "message": "ring %s: upgrade %s" % (name, ", ".join(batch))}
             return {"action": "wait", "ring": name, "cells": upgrading,
                     "message": "ring %s: %s still upgrading" % (name, ", ".join(upgrading))}
-        soak = ledger["rings"][name]
-        if soak.get("soak_done"):
-            continue
         started = soak.get("soak_started")
         if not started:
             return {"action": "soak", "ring": name, "remaining": ring["soak_seconds"], "start": True,
@@ -187,6 +191,28 @@ def next_step(plan: Mapping[str, Any], ledger: Mapping[str, Any], now: datetime.
         return {"action": "soak", "ring": name, "remaining": 0, "start": False,
                 "message": "ring %s soaked %d s: a last check before the next ring" % (name, ring["soak_seconds"])}
     return {"action": "complete", "message": "every ring of fleet %s is done and soaked" % plan["fleet"]}
+
+
+def _fresh_check(plan: Mapping[str, Any], ledger: Mapping[str, Any], index: int, held: Any,
+                 now: datetime.datetime) -> Optional[Dict[str, Any]]:
+    """A last check of a soaked ring before the next ring starts, when its clean check is older than one
+    ``halt_check_seconds`` - as after a run that held there (an AWX approval may come a day later): the next ring
+    is promoted on a clean reading of now, never on a stale one. None: no check needed."""
+    rings = plan["rings"]
+    if index + 1 >= len(rings) or rings[index + 1]["ring"] in held:
+        return None
+    following = [ledger["cells"][c] for c in rings[index + 1]["cells"]]
+    if all(e["state"] != "pending" for e in following) or any(
+            e["state"] != "pending" and e.get("updated") for e in following):
+        return None  # the next ring has nothing to start, or this run of it began (a cell recorded since)
+    name = rings[index]["ring"]
+    done = datetime.datetime.fromisoformat(ledger["rings"][name]["soak_done"])
+    age = (now - done).total_seconds()
+    if age <= plan["run"]["halt_check_seconds"]:
+        return None
+    return {"action": "soak", "ring": name, "remaining": 0, "start": False,
+            "message": "ring %s soaked clean %d s ago: a fresh check before ring %s starts" % (
+                name, age, rings[index + 1]["ring"])}
 
 
 def _room(plan: Mapping[str, Any], ring: Mapping[str, Any], cells: Mapping[str, Any],

@@ -167,7 +167,8 @@ VARIABLES: Tuple[Var, ...] = (
         "credentials {machine, kubernetes}, window {rrule}, backup_dir (see gpufleet.upgrade.awx_definitions)."),
     Var("gpufleet_awx_fleet", "dict", REQUIRED, "run", ("awx_configure_fleet",),
         "The fleet's AWX objects: organization, project, inventory (a localhost one), execution_environment, "
-        "credentials {machine}, out_dir (durable storage: the fleet ledger), latest_patches (for the report)."),
+        "credentials {machine}, out_dir (durable storage: the fleet ledger), latest_patches (for the report), "
+        "instance_groups (optional)."),
     Var("gpufleet_awx_snapshot_key", "str (secret)", NONE, "run", ("awx_configure",),
         "The cell's etcd snapshot key (16 characters or more, from a vault), given to the AWX credential under "
         "no_log."),

@@ -140,7 +140,11 @@ def test_surveys_are_well_formed_and_break_glass_is_empty_by_default(defs):
                                     "etcd_snapshot_backup_dir": "/runner/etcd-backups",
                                     "etcd_snapshot_backup_host": "backup-1", "etcd_snapshot_s3_bucket": "etcd-backups",
                                     "etcd_snapshot_s3_prefix": "cell1/",
-                                    "etcd_snapshot_s3_endpoint_url": "https://s3.example.net"}
+                                    "etcd_snapshot_s3_endpoint_url": "https://s3.example.net",
+                                    # AWX sends an empty default that passes its checks (min 0): read as unset
+                                    "gpufleet_break_glass_disable_eviction": "",
+                                    "gpufleet_break_glass_force_drain": "", "gpufleet_break_glass_skip_checkpoint": "",
+                                    "gpufleet_break_glass_skip_nccl": ""}
     assert wave["credentials"] == ["cell1 ssh", "cell1 api", "gpufleet cell1 etcd snapshot key", "backups s3"]
     preflight = next(t for t in defs["job_templates"] if t["playbook"].endswith("preflight.yml"))
     assert preflight["credentials"] == ["cell1 ssh", "cell1 api"] and preflight["extra_vars"] == {}
@@ -179,7 +183,7 @@ def test_bad_configuration_is_refused_naming_the_field(change, message):
 # -- a fleet: the run and report templates, and the rollout workflow with an approval between rings -----------------
 FLEET_CONFIG = {"organization": "Default", "project": "gpufleet", "inventory": "controller",
                 "execution_environment": "gpufleet", "credentials": {"machine": "fleet ssh"},
-                "out_dir": "/runner/durable/gpufleet",
+                "out_dir": "/runner/durable/gpufleet", "instance_groups": ["fleet-pvc"],
                 "latest_patches": {"1.36": {"version": "v1.36.3", "released": "2026-07-22"}}}
 
 
@@ -211,8 +215,11 @@ def test_the_rollout_runs_each_ring_held_after_it_with_an_approval_before_each_l
     order, step = [], "ring-ring0"
     while step:
         order.append(step)
-        following = nodes[step]["related"]["success_nodes"]
+        related = nodes[step]["related"]
+        following = related["success_nodes"] or related["always_nodes"]
         step = following[0]["identifier"] if following else None
+    assert nodes["ring-ring2"]["related"]["always_nodes"] == [{"identifier": "report"}]  # also after a failure
+    assert nodes["ring-ring2"]["related"]["success_nodes"] == []
     assert order == ["ring-ring0", "approve-ring1", "ring-ring1", "approve-ring2", "ring-ring2", "report"]
     assert set(order) == set(nodes)  # no node off the chain
     assert [nodes[n].get("extra_data") for n in order if n.startswith("ring-")] == [
@@ -226,10 +233,17 @@ def test_the_rollout_runs_each_ring_held_after_it_with_an_approval_before_each_l
     for template in (run, report):
         assert template["extra_vars"]["gpufleet_out_dir"] == "/runner/durable/gpufleet"
         assert template["extra_vars"]["gpufleet_fleet"] == example_fleet()
-        assert template["credentials"] == ["fleet ssh"]
+        assert template["credentials"] == ["fleet ssh"] and template["instance_groups"] == ["fleet-pvc"]
     assert report["extra_vars"]["gpufleet_fleet_latest_patches"] == FLEET_CONFIG["latest_patches"]
     # a workflow node's until_ring is a survey answer AWX accepts, as a launch with it gives the playbook
     assert awx.launch(run, {"gpufleet_fleet_until_ring": "ring0"})["gpufleet_fleet_until_ring"] == "ring0"
+    # launched with no answer (the workflow's last ring node): AWX sends the retry's empty default, not the
+    # multiplechoice's "" (not one of its choices) - and fleet.yml must take "" as no retry
+    bare = awx.launch(run, {})
+    assert bare["gpufleet_fleet_retry"] == "" and "gpufleet_fleet_until_ring" not in bare
+    plays = yaml.safe_load((ROOT / "playbooks" / "fleet.yml").read_text())
+    retry = next(t for t in plays[0]["tasks"] if "gpufleet_fleet_retry" in str(t.get("when", "")))
+    assert retry["when"] == "gpufleet_fleet_retry | default('') | length > 0"
     choices = next(q for q in run["survey_spec"]["spec"] if q["variable"] == "gpufleet_fleet_until_ring")["choices"]
     assert choices == ["ring0", "ring1", "ring2"]
 
@@ -253,6 +267,7 @@ def test_the_fleet_playbook_passes_every_field_of_every_definition(fleet_defs):
     ({"out_dir": None}, "awx.out_dir"),
     ({"latest_patches": None}, "latest_patches"),
     ({"inventory": ""}, "awx.inventory"),
+    ({"instance_groups": "fleet-pvc"}, "awx.instance_groups: expected a list"),
 ])
 def test_bad_fleet_configuration_is_refused_naming_the_field(change, message):
     from ansible_collections.gpufleet.upgrade.plugins.module_utils.fleet import plan_fleet

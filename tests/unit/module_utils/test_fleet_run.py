@@ -269,3 +269,32 @@ def test_until_ring_never_hides_a_halt_or_a_failed_cell_and_refuses_an_unknown_r
     with pytest.raises(InputError, match="gpufleet_fleet_until_ring: ring9 is not a ring of fleet prod; give one of "
                                          "ring0, ring1, ring2"):
         run.until_ring(plan, "ring9")
+
+
+def test_a_ring_soaked_long_ago_is_checked_again_before_the_next_ring_starts():
+    plan = plan_fleet(fleet())
+    ledger = finish(run.check_ledger(None, plan), ["canary-1", "dev-1"], at(90))
+    ledger = run.soak(run.soak(ledger, "ring0", at(90)), "ring0", at(690), done=True)
+    assert run.next_step(plan, ledger, at(690))["action"] == "upgrade"  # the same run: promoted on its clean check
+    later = at(690 + plan["run"]["halt_check_seconds"] + 1)  # e.g. after a hold and an approval
+    step = run.next_step(plan, ledger, later)
+    assert (step["action"], step["ring"], step["remaining"], step["start"]) == ("soak", "ring0", 0, False)
+    assert "ring ring0 soaked clean %d s ago: a fresh check before ring ring1 starts" % (
+        plan["run"]["halt_check_seconds"] + 1) in step["message"]
+    ledger = run.soak(ledger, "ring0", later, done=True)  # the check read clean
+    assert run.next_step(plan, ledger, later)["cells"] == ["stage-1", "inf-east"]
+    moving = run.record(ledger, "stage-1", "done", later, version="v1.36.3")  # ring1 began: no check mid-ring
+    assert run.next_step(plan, moving, at(90000))["cells"] == ["inf-east"]
+
+
+def test_until_ring_is_no_hold_for_rings_already_done_and_is_checked_by_next_step_too():
+    plan = plan_fleet(fleet())
+    ledger = run.check_ledger(None, plan)
+    for ring in plan["rings"]:
+        ledger = finish(ledger, ring["cells"], at(100))
+        ledger = run.soak(run.soak(ledger, ring["ring"], at(100)), ring["ring"], at(200), done=True)
+    plan["run"]["until_ring"] = "ring0"
+    assert run.next_step(plan, ledger, at(100000))["action"] == "complete"
+    plan["run"]["until_ring"] = "ring7"
+    with pytest.raises(InputError, match="gpufleet_fleet_until_ring: ring7 is not a ring of fleet prod"):
+        run.next_step(plan, ledger, at(200))
