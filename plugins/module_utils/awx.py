@@ -51,6 +51,14 @@ def _name(config: Mapping[str, Any], key: str) -> str:
     return value
 
 
+def _absolute_dir(config: Mapping[str, Any], key: str, what: str) -> str:
+    """``config[key]``: an absolute directory in the job, without ``..``; ``what`` says what it is for."""
+    value = config.get(key)
+    if not isinstance(value, str) or not value.startswith("/") or ".." in value.split("/"):
+        raise InputError("awx.%s: expected an absolute directory %s, got %r" % (key, what, value))
+    return value
+
+
 def template_name(cell: str, playbook: str) -> str:
     return "gpufleet %s %s" % (cell, playbook.replace("_", " "))
 
@@ -156,10 +164,8 @@ def definitions(config: Mapping[str, Any]) -> Dict[str, Any]:
         raise InputError("awx.window.rrule: expected an iCal rule such as 'DTSTART;TZID=UTC:20261205T020000 "
                          "RRULE:FREQ=WEEKLY;BYDAY=SA', got %r" % (rrule,))
     playbook_dir = str(config.get("playbook_dir") or "playbooks").strip("/")
-    backup_dir = config.get("backup_dir")
-    if not isinstance(backup_dir, str) or not backup_dir.startswith("/") or ".." in backup_dir.split("/"):
-        raise InputError("awx.backup_dir: expected an absolute directory in the job (the encrypted etcd snapshots "
-                         "are written there first), got %r" % (backup_dir,))
+    backup_dir = _absolute_dir(config, "backup_dir", "in the job (the encrypted etcd snapshots are written there "
+                                                     "first)")
     snapshot_vars = dict(snapshot_copies(config.get("snapshot_copies")), etcd_snapshot_backup_dir=backup_dir)
     aws = []
     if snapshot_vars.get("etcd_snapshot_s3_bucket"):
@@ -292,10 +298,8 @@ def fleet_definitions(config: Mapping[str, Any], fleet: Mapping[str, Any], plan:
     if creds.get("kubernetes"):
         raise InputError("awx.credentials.kubernetes: a fleet job takes none - each cell connects through its own "
                          "inventory (gpufleet_kubeconfig); one K8S_AUTH_* for every cell would be one cluster's")
-    out_dir = config.get("out_dir")
-    if not isinstance(out_dir, str) or not out_dir.startswith("/") or ".." in out_dir.split("/"):
-        raise InputError("awx.out_dir: expected an absolute directory on durable storage mounted into the job (the "
-                         "fleet ledger is read back there by every run), got %r" % (out_dir,))
+    out_dir = _absolute_dir(config, "out_dir", "on durable storage mounted into the job (the fleet ledger is read "
+                                               "back there by every run)")
     groups = config.get("instance_groups") or []
     if not isinstance(groups, list) or not all(isinstance(g, str) and NAME.match(g) for g in groups):
         raise InputError("awx.instance_groups: expected a list of instance or container group names (a container "

@@ -216,11 +216,12 @@ def versions(apiservers: Mapping[str, Any], nodes: Sequence[Mapping[str, Any]],
             raise InputError("the apiserver %s answered version %r, which does not parse: %s" % (
                 url, version, exc.msg)) from None
     kubelets: Dict[str, List[str]] = {}
+    seen = set()
     for node in nodes:
         name = (node.get("metadata") or {}).get("name", "?")
+        seen.add(name)
         info = (node.get("status") or {}).get("nodeInfo") or {}
         kubelets.setdefault(node_pools.get(name, NOT_IN_INVENTORY), []).append(str(info.get("kubeletVersion") or ""))
-    seen = {(n.get("metadata") or {}).get("name") for n in nodes}
     return {"control_plane": min(parsed)[1], "apiservers": dict(sorted(apiservers.items())),
             "kubelets": {pool: sorted(found) for pool, found in sorted(kubelets.items())},
             "no_node": sorted(h for h in node_pools if h not in seen)}

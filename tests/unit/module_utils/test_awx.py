@@ -69,18 +69,24 @@ def defs():
     return awx.definitions(CONFIG)
 
 
-def test_every_definition_passes_its_awx_module_argument_spec(defs):
-    validate(awx_argspec("credential_type"), defs["credential_type"], "credential_type")
-    validate(awx_argspec("credential"), dict(defs["snapshot_credential"], inputs={"key": "k" * 16}), "credential")
-    for template in defs["job_templates"]:
+def validate_templates_and_workflow(found):
+    """Every job template, the workflow and each of its nodes against the awx.awx modules' specs."""
+    for template in found["job_templates"]:
         validate(awx_argspec("job_template"), template, template["name"])
-    validate(awx_argspec("workflow_job_template"), defs["workflow"], "workflow")
-    validate(awx_argspec("schedule"), defs["schedule"], "schedule")
+        assert (ROOT / template["playbook"]).is_file(), template["playbook"]
+    validate(awx_argspec("workflow_job_template"), found["workflow"], "workflow")
     docs = yaml.safe_load(importlib.import_module(
         "ansible_collections.awx.awx.plugins.modules.workflow_job_template").DOCUMENTATION)
     node_spec = doc_to_spec(docs["options"]["workflow_nodes"]["suboptions"])
-    for node in defs["workflow"]["workflow_nodes"]:
+    for node in found["workflow"]["workflow_nodes"]:
         validate(node_spec, node, node["identifier"])
+
+
+def test_every_definition_passes_its_awx_module_argument_spec(defs):
+    validate(awx_argspec("credential_type"), defs["credential_type"], "credential_type")
+    validate(awx_argspec("credential"), dict(defs["snapshot_credential"], inputs={"key": "k" * 16}), "credential")
+    validate(awx_argspec("schedule"), defs["schedule"], "schedule")
+    validate_templates_and_workflow(defs)
 
 
 def test_workflow_order_templates_and_approval(defs):
@@ -199,15 +205,7 @@ def fleet_defs():
 
 
 def test_fleet_definitions_pass_their_awx_module_argument_specs(fleet_defs):
-    for template in fleet_defs["job_templates"]:
-        validate(awx_argspec("job_template"), template, template["name"])
-        assert (ROOT / template["playbook"]).is_file(), template["playbook"]
-    validate(awx_argspec("workflow_job_template"), fleet_defs["workflow"], "workflow")
-    docs = yaml.safe_load(importlib.import_module(
-        "ansible_collections.awx.awx.plugins.modules.workflow_job_template").DOCUMENTATION)
-    node_spec = doc_to_spec(docs["options"]["workflow_nodes"]["suboptions"])
-    for node in fleet_defs["workflow"]["workflow_nodes"]:
-        validate(node_spec, node, node["identifier"])
+    validate_templates_and_workflow(fleet_defs)
 
 
 def test_the_rollout_runs_each_ring_held_after_it_with_an_approval_before_each_later_ring(fleet_defs):
