@@ -13,7 +13,7 @@ MODULES := $(sort $(basename $(notdir $(wildcard plugins/modules/*.py))))
 FILTERS := $(sort $(basename $(notdir $(wildcard plugins/filter/*.yml))))
 TESTS := $(sort $(basename $(notdir $(wildcard plugins/test/*.yml))))
 
-.PHONY: setup plan wave fleet test lint unit lab-tests lab-tests-a lab-tests-b lab-tests-fleet sanity docs docs-gen bench freeze clean-venv venv-path lab-up lab-down lab-reset \
+.PHONY: setup plan wave fleet test lint unit bench-scale lab-tests lab-tests-a lab-tests-b lab-tests-fleet sanity docs docs-gen bench freeze clean-venv venv-path lab-up lab-down lab-reset \
 	lab-status molecule
 
 setup: $(VENV)/.installed
@@ -115,6 +115,11 @@ bench: setup
 	$(BIN)/python benchmarks/plan_waves.py
 	$(BIN)/python benchmarks/plan_fleet.py
 	$(BIN)/python benchmarks/scan_manifests.py
+
+# The node ledger, gang and drain modules on a lab cell grown to 48, 200 and 500 API-only GPU nodes (needs the lab:
+# it brings it up; about 10 minutes on 2 cores). Figures printed and written to out/bench/scale-kube.json.
+bench-scale: lab-up
+	$(BIN)/python benchmarks/scale_kube.py $(SCALE_ARGS)
 
 venv-path:
 	@echo $(VENV)

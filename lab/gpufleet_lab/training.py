@@ -42,6 +42,7 @@ LOST = "gpufleet-lab/lost-gpu-seconds"
 DELAY = "gpufleet-lab/checkpoint-seconds"
 INTERVAL = "gpufleet-lab/checkpoint-interval-seconds"
 JOBSET_LABEL = "jobset.sigs.k8s.io/jobset-name"
+SIMULATED_BY = "gpufleet-lab/simulated-by"  # "benchmark": benchmarks/scale_kube.py plays these JobSets itself
 
 
 def now() -> datetime.datetime:
@@ -123,7 +124,7 @@ class Training:
     def reconcile_child_jobs(self, jobsets: List[Any]) -> None:
         for js in jobsets:
             ns, name = js.metadata.namespace, js.metadata.name
-            if ns == NS or js.spec.suspend:
+            if ns == NS or js.spec.suspend or (js.metadata.labels or {}).get(SIMULATED_BY) == "benchmark":
                 continue
             done = {c.type for c in ((js.status.conditions if js.status else None) or []) if c.status == "True"}
             if done & {"Completed", "Failed"}:

@@ -17,7 +17,7 @@ object with kube.Kube's methods; time is injected.
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
 from ansible_collections.gpufleet.upgrade.plugins.module_utils import kube
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import GpufleetError
@@ -56,14 +56,19 @@ def workload_of(jobset: Dict[str, Any], workloads: List[Dict[str, Any]]) -> Opti
     return None
 
 
+def live_jobset_of_pod(pod: Dict[str, Any]) -> Optional[Key]:
+    """The JobSet of a pod that is not being deleted (a terminating rank holds no gang on its node)."""
+    return None if _meta(pod).get("deletionTimestamp") else jobset_of_pod(pod)
+
+
 def find_gangs(pods_by_node: Dict[str, List[Dict[str, Any]]], jobsets: List[Dict[str, Any]],
                workloads: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
     """Gangs with a live pod on any of the nodes, sorted; each names its nodes and Workload."""
     on: Dict[Key, List[str]] = {}
     for node, pods in sorted(pods_by_node.items()):
         for pod in pods:
-            key = jobset_of_pod(pod)
-            if key and not _meta(pod).get("deletionTimestamp"):
+            key = live_jobset_of_pod(pod)
+            if key:
                 on.setdefault(key, [])
                 if node not in on[key]:
                     on[key].append(node)
@@ -127,8 +132,27 @@ class Gangs:
         self.api, self.clock, self.sleep = api, clock, sleep
 
     def discover(self, nodes: List[str]) -> List[Dict[str, Any]]:
+        """The gangs on ``nodes``. Reads the nodes' pods, then only the JobSets they name and the Workloads of
+        those JobSets' namespaces: the requests grow with the wave, not with the cluster's gangs
+        (benchmarks/scale_kube.py)."""
         pods = {n: self.api.pods_on_node(n) for n in nodes}
-        return find_gangs(pods, self.api.list_custom(kube.JOBSET), self.api.list_custom(kube.WORKLOAD))
+        keys = sorted({key for on in pods.values() for key in map(live_jobset_of_pod, on) if key})
+        jobsets = [js for js in (self._jobset(key) for key in keys) if js is not None]
+        return find_gangs(pods, jobsets, self._workloads({key[0] for key in keys}))
+
+    def _jobset(self, key: Key) -> Optional[Dict[str, Any]]:
+        """The JobSet, or None when it is gone (its pods are then reported with exists=false)."""
+        try:
+            return self.api.get_custom(kube.JOBSET, key[0], key[1])
+        except kube.KubeError as exc:
+            if exc.details.get("status") == 404:
+                return None
+            raise
+
+    def _workloads(self, namespaces: Iterable[str]) -> List[Dict[str, Any]]:
+        """Kueue Workloads of these namespaces (a Workload lives in its JobSet's namespace). Listed whole, not by
+        Kueue's job-uid label, so a Workload that matches only by owner or name is never missed."""
+        return [wl for ns in sorted(namespaces) for wl in self.api.list_custom(kube.WORKLOAD, namespace=ns)]
 
     def checkpoint(self, gangs: List[Dict[str, Any]], token: str, timeout: float, interval: float,
                    check_mode: bool = False) -> Dict[str, Any]:
@@ -162,7 +186,7 @@ class Gangs:
 
     def stop(self, gangs: List[Dict[str, Any]], run_id: str, timeout: float, interval: float,
              check_mode: bool = False) -> Dict[str, Any]:
-        workloads = self.api.list_custom(kube.WORKLOAD)
+        workloads = self._workloads({g["namespace"] for g in gangs})
         stopped: List[str] = []
         for g in gangs:
             js = self.api.get_custom(kube.JOBSET, g["namespace"], g["jobset"])

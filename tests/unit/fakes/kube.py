@@ -44,7 +44,8 @@ class FakeKube:
         self.pods: List[Dict[str, Any]] = []
         self.pdb_list: List[Dict[str, Any]] = []
         self.custom: Dict[Tuple[str, str, str], List[Dict[str, Any]]] = {kube.JOBSET: [], kube.WORKLOAD: []}
-        self.calls: List[Tuple[str, ...]] = []
+        self.calls: List[Tuple[str, ...]] = []  # writes
+        self.read_calls: List[Tuple[str, ...]] = []  # reads of custom objects (gangs)
         self.answer_after = 2
         self.never: set = set()
         self.reads: Dict[str, int] = {}
@@ -96,6 +97,7 @@ class FakeKube:
 
     # custom resources
     def list_custom(self, gvr, namespace=None):
+        self.read_calls.append(("list_custom", gvr[2], namespace or ""))
         return [copy.deepcopy(o) for o in self.custom[gvr]
                 if namespace is None or o["metadata"]["namespace"] == namespace]
 
@@ -103,6 +105,9 @@ class FakeKube:
         return next(o for o in self.custom[gvr] if o["metadata"]["namespace"] == ns and o["metadata"]["name"] == name)
 
     def get_custom(self, gvr, ns, name):
+        self.read_calls.append(("get_custom", gvr[2], ns, name))
+        if not any(o["metadata"]["namespace"] == ns and o["metadata"]["name"] == name for o in self.custom[gvr]):
+            raise kube.KubeError("read %s %s/%s: HTTP 404 not found" % (gvr[2], ns, name), status=404)
         obj = self._custom(gvr, ns, name)
         ann = obj["metadata"].setdefault("annotations", {})
         if gvr == kube.JOBSET and ann.get(kube.ANN_CHECKPOINT_REQ) and name not in self.never:
@@ -117,7 +122,9 @@ class FakeKube:
         obj = self._custom(gvr, ns, name)
         merge(obj, body)
         if gvr == kube.WORKLOAD and (obj.get("spec") or {}).get("active") is False:
-            js = obj["metadata"]["labels"][kube.JOBSET_NAME_LABEL]
+            meta = obj["metadata"]
+            js = (meta.get("labels") or {}).get(kube.JOBSET_NAME_LABEL) or next(
+                r["name"] for r in meta.get("ownerReferences") or [] if r["kind"] == "JobSet")
             self.pods = [p for p in self.pods if p["metadata"]["labels"].get(kube.JOBSET_NAME_LABEL) != js]
         return copy.deepcopy(obj)
 

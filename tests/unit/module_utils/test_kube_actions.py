@@ -236,6 +236,46 @@ def test_find_gangs_lists_each_jobset_once_with_its_nodes_and_workload():
                       "workload": "jobset-llm", "last_checkpoint": None}]
 
 
+def test_discover_reads_the_wave_s_jobsets_and_their_namespaces_workloads_not_the_cluster_s():
+    api = FakeKube()
+    api.add_gang("llm", ["gpu-a1", "gpu-b1"])
+    api.add_gang("elsewhere", ["gpu-c1"], ns="research")
+    api.add_gang("orphan", ["gpu-a1"], ns="batch", workload=False)
+    api.custom[kube.JOBSET] = [j for j in api.custom[kube.JOBSET] if j["metadata"]["name"] != "orphan"]
+    gangs = Gangs(api).discover(["gpu-a1"])
+    assert [(g["namespace"], g["jobset"], g["exists"], g["workload"]) for g in gangs] == [
+        ("batch", "orphan", False, None), ("training", "llm", True, "jobset-llm")]
+    assert api.read_calls == [
+        ("get_custom", "jobsets", "batch", "orphan"), ("get_custom", "jobsets", "training", "llm"),
+        ("list_custom", "workloads", "batch"), ("list_custom", "workloads", "training")]
+
+
+@pytest.mark.parametrize("status", [403, None])
+def test_discover_fails_when_a_jobset_cannot_be_read_other_than_gone(status):
+    api = FakeKube()
+    api.add_gang("llm", ["gpu-a1"])
+
+    def refused(gvr, ns, name):
+        raise kube.KubeError("read jobsets %s/%s: refused" % (ns, name), **({"status": status} if status else {}))
+
+    api.get_custom = refused
+    with pytest.raises(kube.KubeError, match="refused"):
+        Gangs(api).discover(["gpu-a1"])
+
+
+def test_stop_finds_a_workload_owned_by_its_jobset_without_the_name_label():
+    api, clock = FakeKube(), Clock()
+    api.add_gang("llm", ["gpu-a1"])
+    wl = api.custom[kube.WORKLOAD][0]
+    wl["metadata"]["labels"] = {}
+    wl["metadata"]["ownerReferences"] = [{"kind": "JobSet", "name": "llm", "uid": "js-llm", "controller": True}]
+    ops = Gangs(api, clock=clock, sleep=clock.sleep)
+    stop = ops.stop(ops.discover(["gpu-a1"]), "run-1", timeout=30, interval=1)
+    assert stop["stopped"] == ["training/llm"]
+    assert api.custom[kube.WORKLOAD][0]["spec"]["active"] is False  # through Kueue, not a suspended JobSet
+    assert not api.custom[kube.JOBSET][0]["spec"]["suspend"]
+
+
 def test_stop_checkpoints_then_stops_the_whole_gang_and_resume_reactivates_only_gpufleets():
     api, clock = FakeKube(), Clock()
     api.add_gang("llm", ["gpu-a1", "gpu-b1"])
