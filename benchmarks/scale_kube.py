@@ -8,8 +8,9 @@ Usage: bin/lab up; python benchmarks/scale_kube.py [--sizes 48,200,500] [--pods-
 Per cell size (the cell grows from one size to the next; nothing is rebuilt):
 - it adds KWOK nodes ``scale-NNNN`` (8 GPUs each, tainted so no lab workload lands there; the lab's KWOK keeps them
   Ready, its DaemonSets put their pods on each), a filler Deployment per 50 nodes with a PodDisruptionBudget
-  (maxUnavailable 10%) placed by the lab's real scheduler (``--pods-per-node`` minus one a node, on average), and one
-  training gang per ``--wave`` nodes: a JobSet, its Kueue Workload and one 8-GPU rank pod on each node;
+  (maxUnavailable 10%, unhealthy pods always evictable) placed by the lab's real scheduler (``--pods-per-node``
+  minus one a node, on average), and one training gang per ``--wave`` nodes: a JobSet, its Kueue Workload and one
+  8-GPU rank pod on each node;
 - it runs one wave's maintenance on the last ``--wave`` nodes added, each step through the module's own main() (in
   this process, so Ansible's start-up is not in the figures) with the arguments the roles pass: cordon, gang stop
   (checkpoint, then stop), drain, mark drained, then per node read the ledger and uncordon, then resume. Per step:
@@ -219,7 +220,9 @@ class Cell:
             self.apps.patch_namespaced_deployment(name, NS, {"spec": {"replicas": replicas}})
         lab_kube.tolerate(409, self.policy.create_namespaced_pod_disruption_budget, NS, {
             "metadata": {"name": name, "namespace": NS},
-            "spec": {"maxUnavailable": "10%", "selector": {"matchLabels": labels}}})
+            "spec": {"maxUnavailable": "10%", "selector": {"matchLabels": labels},
+                     # pods a late KWOK lease left NotReady (see settle) must not block every eviction
+                     "unhealthyPodEvictionPolicy": "AlwaysAllow"}})
 
     def _gang(self, name: str, nodes: List[str]) -> None:
         container = {"name": "trainer", "image": "registry.invalid/llm-pretrain:1",
@@ -234,7 +237,8 @@ class Cell:
         obj = (created or self.jobsets.get(name=name, namespace=NS)).to_dict()
         lab_kube.tolerate(409, self.workloads.create, namespace=NS, body={
             "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
-            "metadata": {"name": "jobset-" + name, "namespace": NS, "labels": dict(MARK, **{JOBSET_LABEL: name}),
+            "metadata": {"name": "jobset-" + name, "namespace": NS,
+                         "labels": dict(MARK, **{JOBSET_LABEL: name, "kueue.x-k8s.io/job-uid": obj["metadata"]["uid"]}),
                          "ownerReferences": [{"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
                                               "name": name, "uid": obj["metadata"]["uid"], "controller": True}]},
             "spec": {"active": True, "queueName": "training",
@@ -280,9 +284,11 @@ class Cell:
         if client.BatchV1Api(self.api).list_namespaced_job(NS).items:
             raise SystemExit("the lab controller made child Jobs for the bench's JobSets: it runs code from before "
                              "it left them alone (gpufleet-lab/simulated-by); restart it: bin/lab down && bin/lab up")
+        # every filler pod made (Running is checked per pod; Ready is not waited for: on a loaded 2-core machine the
+        # node lifecycle controller marks pods NotReady when a KWOK lease is late, and KWOK never marks them back)
         for d in self.apps.list_namespaced_deployment(NS).items:
-            if (d.status.ready_replicas or 0) != d.spec.replicas or d.status.observed_generation != \
-                    d.metadata.generation:
+            if (d.status.replicas or 0) != d.spec.replicas or (d.status.updated_replicas or 0) != d.spec.replicas \
+                    or d.status.observed_generation != d.metadata.generation:
                 return False
         ranks = self.core.list_namespaced_pod(NS, label_selector="gpufleet-bench/rank").items
         return len(ranks) == self.size

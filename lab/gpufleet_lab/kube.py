@@ -146,9 +146,14 @@ def ensure_training(cfg: LabConfig) -> None:
     from gpufleet_lab import training
     tolerate(409, client.CoreV1Api(api(cfg)).create_namespace, {"metadata": {"name": training.NS}})
     dyn = dynamic.DynamicClient(api(cfg))
+    uid = ""
     for obj in training.sample_objects(cfg.gpus_per_node):
         res = dyn.resources.get(api_version=obj["apiVersion"], kind=obj["kind"])
+        if obj["kind"] == "Workload" and uid:  # as Kueue labels the Workload it makes for a job: the job's UID
+            obj["metadata"]["labels"]["kueue.x-k8s.io/job-uid"] = uid
         tolerate(409, res.create, body=obj, namespace=training.NS)
+        if obj["kind"] == "JobSet":
+            uid = res.get(name=obj["metadata"]["name"], namespace=training.NS).metadata.uid
 
 
 # The addons the lab's cluster runs, as objects: what a real cell's preflight reads to detect addons (the

@@ -17,7 +17,7 @@ object with kube.Kube's methods; time is injected.
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 from ansible_collections.gpufleet.upgrade.plugins.module_utils import kube
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import GpufleetError
@@ -138,7 +138,7 @@ class Gangs:
         pods = {n: self.api.pods_on_node(n) for n in nodes}
         keys = sorted({key for on in pods.values() for key in map(live_jobset_of_pod, on) if key})
         jobsets = [js for js in (self._jobset(key) for key in keys) if js is not None]
-        return find_gangs(pods, jobsets, self._workloads({key[0] for key in keys}))
+        return find_gangs(pods, jobsets, self._workloads(jobsets))
 
     def _jobset(self, key: Key) -> Optional[Dict[str, Any]]:
         """The JobSet, or None when it is gone (its pods are then reported with exists=false)."""
@@ -149,10 +149,24 @@ class Gangs:
                 return None
             raise
 
-    def _workloads(self, namespaces: Iterable[str]) -> List[Dict[str, Any]]:
-        """Kueue Workloads of these namespaces (a Workload lives in its JobSet's namespace). Listed whole, not by
-        Kueue's job-uid label, so a Workload that matches only by owner or name is never missed."""
-        return [wl for ns in sorted(namespaces) for wl in self.api.list_custom(kube.WORKLOAD, namespace=ns)]
+    def _workloads(self, jobsets: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+        """The Kueue Workloads of these JobSets: those Kueue labels with a JobSet's UID (one small list each); for a
+        JobSet without one, every Workload of its namespace, so a Workload that matches only by owner or name is
+        never missed (a Workload lives in its JobSet's namespace)."""
+        found: List[Dict[str, Any]] = []
+        whole: Set[str] = set()
+        for js in jobsets:
+            meta = _meta(js)
+            labelled = self.api.list_custom(kube.WORKLOAD, namespace=meta.get("namespace", ""),
+                                            label_selector="%s=%s" % (kube.KUEUE_JOB_UID_LABEL, meta["uid"])) \
+                if meta.get("uid") and meta.get("namespace") else []
+            if labelled:
+                found += labelled
+            else:
+                whole.add(meta.get("namespace", ""))
+        for ns in sorted(whole):
+            found += self.api.list_custom(kube.WORKLOAD, namespace=ns)
+        return found
 
     def checkpoint(self, gangs: List[Dict[str, Any]], token: str, timeout: float, interval: float,
                    check_mode: bool = False) -> Dict[str, Any]:
@@ -186,11 +200,10 @@ class Gangs:
 
     def stop(self, gangs: List[Dict[str, Any]], run_id: str, timeout: float, interval: float,
              check_mode: bool = False) -> Dict[str, Any]:
-        workloads = self._workloads({g["namespace"] for g in gangs})
         stopped: List[str] = []
         for g in gangs:
             js = self.api.get_custom(kube.JOBSET, g["namespace"], g["jobset"])
-            wl = workload_of(js, workloads)
+            wl = workload_of(js, self._workloads([js]))
             if is_stopped(js, wl):
                 continue
             kind, patch = stop_patch(wl, run_id, g["nodes"])

@@ -30,6 +30,7 @@ ANN_STOPPED_NODES = PREFIX + "stopped-nodes"      # on a Workload/JobSet: the no
 JOBSET = ("jobset.x-k8s.io", "v1alpha2", "jobsets")
 WORKLOAD = ("kueue.x-k8s.io", "v1beta2", "workloads")
 JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
+KUEUE_JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"  # on a Workload Kueue made: the UID of the job (JobSet) it admits
 
 try:  # the connection options and their K8S_AUTH_* variables are kubernetes.core's own (a galaxy.yml dependency)
     from ansible_collections.kubernetes.core.plugins.module_utils.args_common import AUTH_ARG_SPEC
@@ -289,13 +290,15 @@ class Kube:
     def patch_namespace(self, name: str, body: Dict[str, Any]) -> Dict[str, Any]:
         return self._plain(self._call("patch Namespace %s" % name, self.core.patch_namespace, name, body))
 
-    def list_custom(self, gvr: Tuple[str, str, str], namespace: Optional[str] = None) -> List[Dict[str, Any]]:
+    def list_custom(self, gvr: Tuple[str, str, str], namespace: Optional[str] = None,
+                    label_selector: str = "") -> List[Dict[str, Any]]:
         group, version, plural = gvr
         try:
             if namespace:
-                out = self.custom.list_namespaced_custom_object(group, version, namespace, plural)
+                out = self.custom.list_namespaced_custom_object(group, version, namespace, plural,
+                                                                label_selector=label_selector)
             else:
-                out = self.custom.list_cluster_custom_object(group, version, plural)
+                out = self.custom.list_cluster_custom_object(group, version, plural, label_selector=label_selector)
         except self.ApiException as exc:
             if exc.status == 404:  # the CRD is not installed: no such gangs
                 return []

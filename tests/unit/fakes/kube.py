@@ -96,10 +96,12 @@ class FakeKube:
         return p is not None and p["metadata"]["uid"] == uid
 
     # custom resources
-    def list_custom(self, gvr, namespace=None):
-        self.read_calls.append(("list_custom", gvr[2], namespace or ""))
+    def list_custom(self, gvr, namespace=None, label_selector=""):
+        self.read_calls.append(("list_custom", gvr[2], namespace or "") + ((label_selector,) if label_selector else ()))
+        wanted = dict(term.split("=", 1) for term in label_selector.split(",") if term)
         return [copy.deepcopy(o) for o in self.custom[gvr]
-                if namespace is None or o["metadata"]["namespace"] == namespace]
+                if (namespace is None or o["metadata"]["namespace"] == namespace)
+                and all((o["metadata"].get("labels") or {}).get(k) == v for k, v in wanted.items())]
 
     def _custom(self, gvr, ns, name):
         return next(o for o in self.custom[gvr] if o["metadata"]["namespace"] == ns and o["metadata"]["name"] == name)

@@ -245,9 +245,25 @@ def test_discover_reads_the_wave_s_jobsets_and_their_namespaces_workloads_not_th
     gangs = Gangs(api).discover(["gpu-a1"])
     assert [(g["namespace"], g["jobset"], g["exists"], g["workload"]) for g in gangs] == [
         ("batch", "orphan", False, None), ("training", "llm", True, "jobset-llm")]
+    # no Workload carries Kueue's job-uid label here: the namespace's Workloads are read, and only its
     assert api.read_calls == [
         ("get_custom", "jobsets", "batch", "orphan"), ("get_custom", "jobsets", "training", "llm"),
-        ("list_custom", "workloads", "batch"), ("list_custom", "workloads", "training")]
+        ("list_custom", "workloads", "training", kube.KUEUE_JOB_UID_LABEL + "=js-llm"),
+        ("list_custom", "workloads", "training")]
+
+
+def test_discover_reads_only_the_workload_kueue_labelled_with_the_jobset_s_uid():
+    api = FakeKube()
+    api.add_gang("llm", ["gpu-a1"])
+    api.add_gang("other", ["gpu-b1"])
+    for wl in api.custom[kube.WORKLOAD]:
+        wl["metadata"]["labels"] = {kube.KUEUE_JOB_UID_LABEL: "js-" + wl["metadata"]["name"][len("jobset-"):]}
+        wl["metadata"]["ownerReferences"] = [{"kind": "JobSet", "name": wl["metadata"]["name"][len("jobset-"):],
+                                              "uid": wl["metadata"]["labels"][kube.KUEUE_JOB_UID_LABEL]}]
+    gangs = Gangs(api).discover(["gpu-a1"])
+    assert [(g["jobset"], g["workload"]) for g in gangs] == [("llm", "jobset-llm")]
+    assert [c for c in api.read_calls if c[0] == "list_custom"] == [
+        ("list_custom", "workloads", "training", kube.KUEUE_JOB_UID_LABEL + "=js-llm")]
 
 
 @pytest.mark.parametrize("status", [403, None])
