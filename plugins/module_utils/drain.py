@@ -131,6 +131,7 @@ def drain(api: Any, nodes: List[str], timeout: float, interval: float = 5.0, gra
     last: Dict[str, Dict[str, Any]] = {}
     accepted: Dict[str, Dict[str, Any]] = {}
     while True:
+        read_this_pass = set()  # a namespace's PDBs, read once a pass to name what refused (not once a pod)
         for ref, pod in list(pending.items()):
             ns, name = ref.split("/", 1)
             if disable_eviction:
@@ -145,8 +146,9 @@ def drain(api: Any, nodes: List[str], timeout: float, interval: float = 5.0, gra
                 result["changed"] = True
                 last.pop(ref, None)
             else:
-                if ns not in pdb_cache or status == 429:
+                if ns not in pdb_cache or (status == 429 and ns not in read_this_pass):
                     pdb_cache[ns] = api.pdbs(ns)
+                    read_this_pass.add(ns)
                 reason = "eviction answered HTTP %d: %s" % (status, message)
                 last[ref] = blocker(pod["_node"], pod, reason, pdb_cache[ns] if status == 429 else [])
         for ref, pod in list(accepted.items()):

@@ -66,7 +66,9 @@ class FakeKube:
     def pods_on_node(self, name):
         return [copy.deepcopy(p) for p in self.pods if p["spec"]["nodeName"] == name]
 
-    def pdbs(self, namespace):
+    def pdbs(self, namespace, _record=True):
+        if _record:
+            self.read_calls.append(("pdbs", namespace))
         return [copy.deepcopy(p) for p in self.pdb_list if p["metadata"]["namespace"] == namespace]
 
     def _find(self, ns, name):
@@ -77,7 +79,7 @@ class FakeKube:
         p = self._find(ns, name)
         if p is None:
             return 404, "not found"
-        for pdb in self.pdbs(ns):
+        for pdb in self.pdbs(ns, _record=False):
             if selects(pdb, p) and int(pdb["status"]["disruptionsAllowed"]) == 0:
                 return 429, MSG_429
         self.pods.remove(p)

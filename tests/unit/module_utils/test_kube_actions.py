@@ -184,6 +184,23 @@ def test_drain_retries_a_pdb_429_until_it_clears():
     assert sum(1 for c in api.calls if c[0] == "evict") == 4  # t=0, 5, 10 refused; t=15 accepted
 
 
+def test_drain_reads_a_namespace_s_pdbs_once_a_retry_pass_not_once_a_refused_pod():
+    api, clock = FakeKube(), Clock()
+    for i in range(3):
+        api.pods.append(pod("web-%d" % i, "gpu-a1", labels={"app": "web"}))
+    api.add_pdb("web", "default", {"app": "web"}, allowed=0)
+
+    def sleep(seconds):
+        clock.sleep(seconds)
+        if clock.now >= 10:
+            api.pdb_list[0]["status"]["disruptionsAllowed"] = 3
+
+    result = drain(api, ["gpu-a1"], timeout=60, interval=5, clock=clock, sleep=sleep)
+    assert sorted(result["evicted"]) == ["default/web-0", "default/web-1", "default/web-2"]
+    assert sum(1 for c in api.calls if c[0] == "evict") == 9  # 3 pods refused at t=0 and 5, accepted at 10
+    assert api.read_calls == [("pdbs", "default")] * 2  # one read per refused pass, none once all are accepted
+
+
 def test_drain_names_pod_owner_and_pdb_when_it_gives_up():
     api, clock = FakeKube(), Clock()
     api.pods.append(pod("web-1", "gpu-a1", labels={"app": "web"}))
