@@ -132,13 +132,16 @@ class Gangs:
         self.api, self.clock, self.sleep = api, clock, sleep
 
     def discover(self, nodes: List[str]) -> List[Dict[str, Any]]:
-        """The gangs on ``nodes``. Reads the nodes' pods, then only the JobSets they name and the Workloads of
-        those JobSets' namespaces: the requests grow with the wave, not with the cluster's gangs
-        (benchmarks/scale_kube.py)."""
-        pods = {n: self.api.pods_on_node(n) for n in nodes}
-        keys = sorted({key for on in pods.values() for key in map(live_jobset_of_pod, on) if key})
+        """The gangs on ``nodes``. Reads the nodes' pods, then only the JobSets they name and those JobSets'
+        Workloads: the requests grow with the wave, not with the cluster's gangs (benchmarks/scale_kube.py)."""
+        pods, keys = self._live_on(nodes)
         jobsets = [js for js in (self._jobset(key) for key in keys) if js is not None]
         return find_gangs(pods, jobsets, self._workloads(jobsets))
+
+    def _live_on(self, nodes: List[str]) -> Tuple[Dict[str, List[Dict[str, Any]]], List[Key]]:
+        """The nodes' pods, and the JobSets their live pods belong to."""
+        pods = {n: self.api.pods_on_node(n) for n in nodes}
+        return pods, sorted({key for on in pods.values() for key in map(live_jobset_of_pod, on) if key})
 
     def _jobset(self, key: Key) -> Optional[Dict[str, Any]]:
         """The JobSet, or None when it is gone (its pods are then reported with exists=false)."""
@@ -155,15 +158,14 @@ class Gangs:
         never missed (a Workload lives in its JobSet's namespace)."""
         found: List[Dict[str, Any]] = []
         whole: Set[str] = set()
-        for js in jobsets:
+        for js in jobsets:  # read from the API: each has its namespace and UID
             meta = _meta(js)
-            labelled = self.api.list_custom(kube.WORKLOAD, namespace=meta.get("namespace", ""),
-                                            label_selector="%s=%s" % (kube.KUEUE_JOB_UID_LABEL, meta["uid"])) \
-                if meta.get("uid") and meta.get("namespace") else []
+            labelled = self.api.list_custom(kube.WORKLOAD, namespace=meta["namespace"],
+                                            label_selector="%s=%s" % (kube.KUEUE_JOB_UID_LABEL, meta["uid"]))
             if labelled:
                 found += labelled
             else:
-                whole.add(meta.get("namespace", ""))
+                whole.add(meta["namespace"])
         for ns in sorted(whole):
             found += self.api.list_custom(kube.WORKLOAD, namespace=ns)
         return found
@@ -218,14 +220,14 @@ class Gangs:
             return {"changed": bool(stopped), "stopped": stopped}
         nodes = sorted({n for g in gangs for n in g["nodes"]})
         deadline = self.clock() + timeout
-        while True:
-            left = self.discover(nodes)
+        while True:  # only the nodes' pods are read while waiting: a gang is gone when no live rank is left
+            left = self._live_on(nodes)[1]
             if not left:
                 return {"changed": bool(stopped), "stopped": stopped}
             if self.clock() >= deadline:
                 raise GangError("gang stop did not finish within %ds: pods of %s are still on %s; check the Kueue "
                                 "and JobSet controllers" % (int(timeout), ", ".join(
-                                    "%s/%s" % (g["namespace"], g["jobset"]) for g in left), ", ".join(nodes)),
+                                    "%s/%s" % key for key in left), ", ".join(nodes)),
                                 stopped=stopped)
             self.sleep(interval)
 
