@@ -13,7 +13,7 @@ MODULES := $(sort $(basename $(notdir $(wildcard plugins/modules/*.py))))
 FILTERS := $(sort $(basename $(notdir $(wildcard plugins/filter/*.yml))))
 TESTS := $(sort $(basename $(notdir $(wildcard plugins/test/*.yml))))
 
-.PHONY: setup plan wave fleet test lint unit bench-scale lab-tests lab-tests-a lab-tests-b lab-tests-fleet sanity docs docs-gen bench freeze clean-venv venv-path lab-up lab-down lab-reset \
+.PHONY: setup plan wave fleet test lint unit bench-scale bench-wave lab-tests lab-tests-a lab-tests-b lab-tests-fleet sanity docs docs-gen bench freeze clean-venv venv-path lab-up lab-down lab-reset \
 	lab-status molecule
 
 setup: $(VENV)/.installed
@@ -120,6 +120,13 @@ bench: setup
 # it brings it up; about 10 minutes on 2 cores). Figures printed and written to out/bench/scale-kube.json.
 bench-scale: lab-up
 	$(BIN)/python benchmarks/scale_kube.py $(SCALE_ARGS)
+
+# The wave benchmark: gpufleet's upgrade of the lab cell (playbooks/upgrade_wave.yml) against the peer
+# (benchmarks/peer_upgrade.yml: every node one at a time with kubectl drain, no gang handling), each from a reset
+# lab, against the lower bound from gpufleet's plan and measured stage times (about 15 minutes on 2 cores).
+# Figures printed and written to out/bench/bench-wave.json; BENCH_WAVE_ARGS="--checkpoint-interval 600".
+bench-wave: setup lab-up
+	$(BIN)/python benchmarks/bench_wave.py $(BENCH_WAVE_ARGS)
 
 venv-path:
 	@echo $(VENV)

@@ -1,11 +1,12 @@
-"""SIMULATION of what has no running controller in the lab: the JobSet controller (pods of a JobSet), Kueue's
+"""SIMULATION of what has no running controller in the lab: the JobSet controller (the child Jobs of a JobSet), Kueue's
 reaction to Workload.spec.active, and a training framework's checkpoint-and-yield protocol.
 
-JobSets outside the ``training`` namespace (gpufleet's canary gang) get what the real JobSet controller makes:
-one batch/v1 Job per replicated job and index, owned by the JobSet as its controller and labelled as JobSet labels
-them; the lab's real job controller and scheduler then create and place their pods, and the JobSet is marked
-Completed when every Job completed (Failed when one failed). The ``training`` namespace's gang keeps the older
-shortcut (pods owned by the JobSet directly) until the drain tests move to child Jobs.
+Every JobSet gets what the real JobSet controller makes: one batch/v1 Job per replicated job and index, owned by
+the JobSet as its controller and labelled as JobSet labels them; the lab's real job controller and scheduler then
+create and place their pods, so kubectl, the eviction API and gpufleet's drain meet the owner chain a real cluster
+has (pod -> Job -> JobSet). A JobSet outside the ``training`` namespace (gpufleet's canary gang) is marked Completed
+when every Job completed (Failed when one failed). The ``training`` namespace's gang runs until stopped: its Jobs
+have ``backoffLimit: 0`` (a rank that dies fails its Job), and the protocol below plays the rest.
 
 Protocol (what gpufleet's drain role asks, what the job answers):
 - gpufleet sets annotation ``gpufleet.io/checkpoint-requested: <token>`` on the JobSet;
@@ -13,13 +14,16 @@ Protocol (what gpufleet's drain role asks, what the job answers):
   ``gpufleet.io/checkpoint-completed: <token>`` plus ``gpufleet.io/last-checkpoint-time`` (RFC 3339) - unless a
   node it runs on has the ``checkpoint-never`` fault (``lab fault HOST checkpoint-never``);
 - the job also checkpoints on its own every ``gpufleet-lab/checkpoint-interval-seconds`` (default 600).
-- Workload ``spec.active=false`` (Kueue): the JobSet is suspended and its pods deleted; the Workload gets condition
-  Evicted/Deactivated; the work lost (seconds since the last checkpoint x GPUs) is recorded in
-  ``run/lost-work.jsonl`` and on the JobSet (``gpufleet-lab/lost-gpu-seconds``). ``active=true``: unsuspended,
-  pods recreated; the scheduler places them on schedulable nodes.
-- A rank that dies alone while the gang is active (a per-node drain, an eviction) restarts the whole gang (its
-  JobSet's ``status.restarts`` counts one more, as the JobSet controller's does) from its
-  last checkpoint, and that loss is recorded too: what gpufleet's gang stop exists to avoid.
+- Workload ``spec.active=false`` (Kueue): the JobSet and its child Jobs are suspended (the job controller deletes
+  their pods, as it does for a suspended Job); the Workload gets condition Evicted/Deactivated; the work lost
+  (seconds x GPUs) is recorded in ``run/lost-work.jsonl`` and on the JobSet (``gpufleet-lab/lost-gpu-seconds``),
+  counted from the later of the last checkpoint and the gang's last start from it (``gpufleet-lab/restarted-at``),
+  so work redone and lost again is counted once. ``active=true``: the JobSet and
+  its Jobs unsuspended; the job controller recreates the pods and the scheduler places them on schedulable nodes.
+- A rank that dies alone while the gang is active (a per-node drain, an eviction; or a child Job failed) restarts
+  the whole gang as the JobSet controller's failure policy does: every child Job is deleted and made again, the
+  JobSet's ``status.restarts`` counts one more, and the work since the last checkpoint is recorded as lost - what
+  gpufleet's gang stop exists to avoid.
 """
 from __future__ import annotations
 
@@ -41,6 +45,7 @@ LAST = "gpufleet.io/last-checkpoint-time"
 LOST = "gpufleet-lab/lost-gpu-seconds"
 DELAY = "gpufleet-lab/checkpoint-seconds"
 INTERVAL = "gpufleet-lab/checkpoint-interval-seconds"
+RESTARTED = "gpufleet-lab/restarted-at"  # when the gang last started again from its checkpoint (a restart, a readmit)
 JOBSET_LABEL = "jobset.sigs.k8s.io/jobset-name"
 SIMULATED_BY = "gpufleet-lab/simulated-by"  # "benchmark": benchmarks/scale_kube.py plays these JobSets itself
 
@@ -87,29 +92,12 @@ class Training:
             total += per_pod * rj.replicas * (rj.template.spec.parallelism or 1)
         return total
 
-    def _create_pods(self, js: Any, existing: Set[str]) -> Set[str]:
-        """Create the rank pods of ``js`` missing from ``existing`` (the names a list of its pods just returned);
-        returns the names it created."""
-        created: Set[str] = set()
-        for rj in js.spec.replicatedJobs:
-            for index in range(rj.replicas * (rj.template.spec.parallelism or 1)):
-                name = "%s-%s-%d" % (js.metadata.name, rj.name, index)
-                if name in existing:
-                    continue
-                spec = rj.template.spec.template.spec.to_dict()
-                spec.setdefault("restartPolicy", "Never")
-                body = {"metadata": {"name": name, "labels": {JOBSET_LABEL: js.metadata.name,
-                                                              "gpufleet-lab/rank": str(index)},
-                                     "ownerReferences": [{"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
-                                                          "name": js.metadata.name, "uid": js.metadata.uid}]},
-                        "spec": spec}
-                kube.tolerate(409, self.core.create_namespaced_pod, NS, body)
-                created.add(name)
-        return created
-
     def _record_loss(self, js: Any, reason: str) -> None:
         ann = js.metadata.annotations or {}
-        last = parse_time(ann.get(LAST) or js.metadata.creationTimestamp)
+        # work since the checkpoint or since the gang last started again from it, whichever is later: what was
+        # redone after a restart and lost again is counted once
+        last = max(parse_time(ann.get(LAST) or js.metadata.creationTimestamp),
+                   parse_time(ann.get(RESTARTED) or js.metadata.creationTimestamp))
         seconds = max((now() - last).total_seconds(), 0.0)
         gpu_seconds = seconds * self._gpus(js)
         entry = {"time": rfc3339(now()), "jobset": js.metadata.name, "reason": reason,
@@ -118,10 +106,41 @@ class Training:
         with open(self.cfg.run / "lost-work.jsonl", "a") as handle:
             handle.write(json.dumps(entry) + "\n")
         total = float(ann.get(LOST, "0")) + gpu_seconds
-        self._patch_jobset(js.metadata.name, {"metadata": {"annotations": {LOST: "%.1f" % total}}})
+        self._patch_jobset(js.metadata.name, {"metadata": {"annotations": {LOST: "%.1f" % total,
+                                                                           RESTARTED: rfc3339(now())}}})
 
     # -- JobSets with real child Jobs -----------------------------------------------------------------------------
+    def _jobs(self, ns: str, name: str) -> List[Any]:
+        return self.batch.list_namespaced_job(ns, label_selector="%s=%s" % (JOBSET_LABEL, name)).items
+
+    def _create_jobs(self, js: Any, have: Set[str], **spec_extra: Any) -> None:
+        """Create the child Jobs of ``js`` missing from ``have`` (names of its Jobs), as the JobSet controller
+        names, labels and owns them (``controller: true``: the Job's pods' controller is the Job, the Job's is the
+        JobSet)."""
+        ns, name = js.metadata.namespace, js.metadata.name
+        for rj in js.spec.replicatedJobs:
+            for index in range(rj.replicas):
+                job = "%s-%s-%d" % (name, rj.name, index)
+                if job in have:
+                    continue
+                labels = {JOBSET_LABEL: name, "jobset.sigs.k8s.io/replicatedjob-name": rj.name,
+                          "jobset.sigs.k8s.io/job-index": str(index)}
+                spec = dict(rj.template.spec.to_dict(), **spec_extra)
+                meta = spec["template"].setdefault("metadata", {})
+                meta["labels"] = dict(meta.get("labels") or {}, **labels)
+                body = {"metadata": {"name": job, "labels": labels, "ownerReferences": [
+                    {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "name": name,
+                     "uid": js.metadata.uid, "controller": True}]}, "spec": spec}
+                kube.tolerate(409, self.batch.create_namespaced_job, ns, body)
+
+    def _suspend_jobs(self, jobs: List[Any], suspend: bool) -> None:
+        for job in jobs:
+            if bool(job.spec.suspend) != suspend:
+                kube.tolerate(404, self.batch.patch_namespaced_job, job.metadata.name, job.metadata.namespace,
+                              {"spec": {"suspend": suspend}})
+
     def reconcile_child_jobs(self, jobsets: List[Any]) -> None:
+        """The canary gangs (every namespace but ``training``): Jobs made, the JobSet ended when they end."""
         for js in jobsets:
             ns, name = js.metadata.namespace, js.metadata.name
             if ns == NS or js.spec.suspend or (js.metadata.labels or {}).get(SIMULATED_BY) == "benchmark":
@@ -129,22 +148,8 @@ class Training:
             done = {c.type for c in ((js.status.conditions if js.status else None) or []) if c.status == "True"}
             if done & {"Completed", "Failed"}:
                 continue
-            jobs = self.batch.list_namespaced_job(ns, label_selector="%s=%s" % (JOBSET_LABEL, name)).items
-            have = {j.metadata.name for j in jobs}
-            for rj in js.spec.replicatedJobs:
-                for index in range(rj.replicas):
-                    job = "%s-%s-%d" % (name, rj.name, index)
-                    if job in have:
-                        continue
-                    labels = {JOBSET_LABEL: name, "jobset.sigs.k8s.io/replicatedjob-name": rj.name,
-                              "jobset.sigs.k8s.io/job-index": str(index)}
-                    spec = rj.template.spec.to_dict()
-                    meta = spec["template"].setdefault("metadata", {})
-                    meta["labels"] = dict(meta.get("labels") or {}, **labels)
-                    body = {"metadata": {"name": job, "labels": labels, "ownerReferences": [
-                        {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "name": name,
-                         "uid": js.metadata.uid, "controller": True}]}, "spec": spec}
-                    kube.tolerate(409, self.batch.create_namespaced_job, ns, body)
+            jobs = self._jobs(ns, name)
+            self._create_jobs(js, {j.metadata.name for j in jobs})
             wanted = sum(rj.replicas for rj in js.spec.replicatedJobs)
             states = [{c.type for c in (j.status.conditions or []) if c.status == "True"} for j in jobs]
             if any("Failed" in s for s in states):
@@ -161,7 +166,8 @@ class Training:
     # -- one reconcile pass ---------------------------------------------------------------------------------------
     def reconcile(self) -> None:
         """One pass over every JobSet: a list of the JobSets (every namespace), of the Workloads and of each gang's
-        pods - three requests a pass for the lab's one gang, since every lab cell runs this once a second."""
+        pods - three requests a pass for the lab's one running gang (its Jobs are listed only when a rank is
+        missing or the gang moves), since every lab cell runs this once a second."""
         try:
             every = self.jobsets.get().items
         except ApiException as exc:
@@ -174,6 +180,8 @@ class Training:
                      if w.metadata.labels}
         never = set(self._faulted_nodes("checkpoint-never"))
         for js in jobsets:
+            if (js.metadata.labels or {}).get(SIMULATED_BY) == "benchmark":
+                continue
             name = js.metadata.name
             ann = dict(js.metadata.annotations or {})
             wl = workloads.get(name)
@@ -197,29 +205,47 @@ class Training:
                 if pods:
                     self._record_loss(js, "workload deactivated")
                 self._patch_jobset(name, {"spec": {"suspend": True}})
-                self._delete_pods(pods)
+                self._suspend_jobs(self._jobs(NS, name), True)  # the job controller deletes their pods
                 self.members[name] = set()
                 self._set_evicted(wl, True)
             elif active and js.spec.suspend:
-                self._patch_jobset(name, {"spec": {"suspend": False}})
+                self._patch_jobset(name, {"metadata": {"annotations": {RESTARTED: rfc3339(now())}},
+                                          "spec": {"suspend": False}})
+                self._suspend_jobs(self._jobs(NS, name), False)
                 self._set_evicted(wl, False)
             elif active and not js.spec.suspend:
-                alive = {p.metadata.name for p in pods if not getattr(p.metadata, "deletion_timestamp", None)
-                         and getattr(p.status, "phase", None) != "Failed"}
-                gone = self.members.get(name, set()) - alive
-                if gone:
-                    # a rank died alone (a per-node drain): the whole job restarts from its last checkpoint
-                    self._record_loss(js, "rank %s died" % sorted(gone)[0])
-                    # as the JobSet controller counts a restart under its failure policy (status.restarts)
-                    restarts = int(getattr(js.status, "restarts", 0) or 0) + 1 if js.status else 1
-                    self.jobsets.subresources["status"].patch(
-                        name=name, namespace=NS, body={"status": {"restarts": restarts}},
-                        content_type="application/merge-patch+json")
-                    self._delete_pods(pods)
-                    self.members[name] = set()
-                    continue
-                have = {p.metadata.name for p in pods}
-                self.members[name] = have | self._create_pods(js, have)
+                self._run(js, pods)
+
+    def _run(self, js: Any, pods: List[Any]) -> None:
+        """An admitted gang: a rank gone since the last pass (or a failed child Job) restarts it; missing Jobs are
+        made."""
+        name = js.metadata.name
+        alive = {p.metadata.name for p in pods if not getattr(p.metadata, "deletion_timestamp", None)
+                 and getattr(p.status, "phase", None) != "Failed"}
+        gone = sorted(self.members.get(name, set()) - alive)
+        wanted = sum(rj.replicas * (rj.template.spec.parallelism or 1) for rj in js.spec.replicatedJobs)
+        jobs = self._jobs(NS, name) if gone or len(alive) < wanted else []
+        failed = [j.metadata.name for j in jobs
+                  if any(c.type == "Failed" and c.status == "True" for c in (j.status.conditions or []))]
+        if gone or failed:
+            # the whole job restarts from its last checkpoint, as the JobSet controller's failure policy restarts
+            # every child Job (and counts it in status.restarts); a Job found failed with no rank running (the
+            # gang was stopped) is only made again
+            if gone or self.members.get(name):
+                self._record_loss(js, "rank %s died" % gone[0] if gone else "child Job %s failed" % failed[0])
+                restarts = int(getattr(js.status, "restarts", 0) or 0) + 1 if js.status else 1
+                self.jobsets.subresources["status"].patch(
+                    name=name, namespace=NS, body={"status": {"restarts": restarts}},
+                    content_type="application/merge-patch+json")
+            for job in jobs:
+                kube.tolerate(404, self.batch.delete_namespaced_job, job.metadata.name, NS,
+                              propagation_policy="Background")
+            self._delete_pods(pods)
+            self.members[name] = set()
+            return
+        if len(alive) < wanted:
+            self._create_jobs(js, {j.metadata.name for j in jobs}, backoffLimit=0)
+        self.members[name] = alive
 
     def _delete_pods(self, pods: List[Any]) -> None:
         for pod in pods:
