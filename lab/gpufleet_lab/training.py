@@ -1,5 +1,5 @@
-"""SIMULATION of what has no running controller in the lab: the JobSet controller (the child Jobs of a JobSet), Kueue's
-reaction to Workload.spec.active, and a training framework's checkpoint-and-yield protocol.
+"""SIMULATION of what has no running controller in the lab: the JobSet controller (the child Jobs of a JobSet),
+Kueue's reaction to Workload.spec.active, and a training framework's checkpoint-and-yield protocol.
 
 Every JobSet gets what the real JobSet controller makes: one batch/v1 Job per replicated job and index, owned by
 the JobSet as its controller and labelled as JobSet labels them; the lab's real job controller and scheduler then
