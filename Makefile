@@ -13,7 +13,7 @@ MODULES := $(sort $(basename $(notdir $(wildcard plugins/modules/*.py))))
 FILTERS := $(sort $(basename $(notdir $(wildcard plugins/filter/*.yml))))
 TESTS := $(sort $(basename $(notdir $(wildcard plugins/test/*.yml))))
 
-.PHONY: setup plan wave fleet test lint unit bench-scale bench-wave lab-tests lab-tests-a lab-tests-b lab-tests-fleet sanity docs docs-gen bench freeze clean-venv venv-path lab-up lab-down lab-reset \
+.PHONY: setup plan wave fleet test lint unit bench-scale bench-wave bench-hosts lab-tests lab-tests-a lab-tests-b lab-tests-fleet sanity docs docs-gen bench freeze clean-venv venv-path lab-up lab-down lab-reset \
 	lab-status molecule
 
 setup: $(VENV)/.installed
@@ -127,6 +127,12 @@ bench-scale: lab-up
 # Figures printed and written to out/bench/bench-wave.json; BENCH_WAVE_ARGS="--checkpoint-interval 600".
 bench-wave: setup lab-up
 	$(BIN)/python benchmarks/bench_wave.py $(BENCH_WAVE_ARGS)
+
+# Host work at wave scale: one wave's host work (benchmarks/host_wave.yml) on 1 to 64 lab host containers over
+# SSH, with forks = 20 and forks as wide as the wave (needs the lab's images: it brings the lab up). Figures printed
+# and written to out/bench/scale-hosts.json; HOSTS_ARGS="--sizes 1,8,32,64 --forks 20,0".
+bench-hosts: setup lab-up
+	$(BIN)/python benchmarks/scale_hosts.py $(HOSTS_ARGS)
 
 venv-path:
 	@echo $(VENV)
