@@ -123,9 +123,10 @@ bench-scale: lab-up
 
 # The wave benchmark: gpufleet's upgrade of the lab cell (playbooks/upgrade_wave.yml) against the peer
 # (benchmarks/peer_upgrade.yml: every node one at a time with kubectl drain, no gang handling), each from a reset
-# lab, against the lower bound from gpufleet's plan and measured stage times (about 15 minutes on 2 cores).
+# lab (it resets and brings the lab up itself, twice), against the lower bound from gpufleet's plan and measured
+# stage times (about 15 minutes on 2 cores).
 # Figures printed and written to out/bench/bench-wave.json; BENCH_WAVE_ARGS="--checkpoint-interval 600".
-bench-wave: setup lab-up
+bench-wave: setup
 	$(BIN)/python benchmarks/bench_wave.py $(BENCH_WAVE_ARGS)
 
 # Host work at wave scale: one wave's host work (benchmarks/host_wave.yml) on 1 to 64 lab host containers over

@@ -1,11 +1,12 @@
 # Copyright: gpufleet contributors
 # Apache License 2.0
 """Benchmark-only callback (not part of the collection): one JSON line per task result per host, for
-benchmarks/bench_wave.py. Each line names the play, the role (the stage), the task, the host, the task's wall time
-for that host (from the task's start to its result) and the time the tool itself reported where the module reports
-one (command/shell/raw ``delta``, wait_for/wait_for_connection ``elapsed``), so that the controller's share of a
-stage can be told from the tools'. Enable with ANSIBLE_CALLBACK_PLUGINS=benchmarks/callbacks,
-ANSIBLE_CALLBACKS_ENABLED=bench_timing and GPUFLEET_BENCH_TIMING=FILE."""
+benchmarks/bench_wave.py. Each line names the play, the role (the stage), the task, the host, its wave, the task's
+wall time for that host (from the task's start to its result), the time the tool itself reported where the module
+reports one (command/shell/raw ``delta``, wait_for/wait_for_connection ``elapsed``) and, for a task retried with
+``until``, its attempts and delay - so that the controller's share of a stage can be told from the tools'. Enable
+with ANSIBLE_CALLBACK_PLUGINS=benchmarks/callbacks, ANSIBLE_CALLBACKS_ENABLED=bench_timing and
+GPUFLEET_BENCH_TIMING=FILE."""
 from __future__ import annotations
 
 import json
@@ -69,7 +70,10 @@ class CallbackModule(CallbackBase):
         wave = (getattr(result._host, "vars", None) or {}).get("gpufleet_wave") or ""  # set by node_pool.yml's add_host
         line = {"play": self._play, "role": role, "task": task.get_name(), "action": task.action,
                 "host": result._host.get_name(), "wave": str(wave), "status": status, "start": round(started, 3),
-                "end": round(now, 3), "wall": round(now - started, 3), "tool": tool_seconds(res)}
+                "end": round(now, 3), "wall": round(now - started, 3), "tool": tool_seconds(res),
+                # a task retried with until: the sleeps between its attempts were spent waiting on what it polls
+                "attempts": res.get("attempts") if isinstance(res.get("attempts"), int) else None,
+                "delay": float(task.delay or 0) if task.until else None}
         with open(self._path, "a") as handle:
             handle.write(json.dumps(line) + "\n")
 

@@ -175,8 +175,9 @@ def controllers_version(cfg: LabConfig) -> str:
         return ""
 
 
-# Pods with this annotation run a workload the lab simulates (workloads.py writes their result and ends them):
-# KWOK's stock pod-complete stage, which ends every Job pod at once with no result, leaves them alone.
+# Pods with this annotation run a workload the lab simulates (workloads.py writes the canaries' results and ends
+# them; the training gang's ranks, "training", run until stopped): KWOK's stock pod-complete stage, which ends every
+# Job pod at once with no result, leaves them alone.
 SIMULATED_WORKLOAD = "gpufleet-lab/workload"
 
 

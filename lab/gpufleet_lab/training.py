@@ -30,12 +30,13 @@ from __future__ import annotations
 import datetime
 import json
 import time
-from typing import Any, Dict, List, Set
+from typing import Any, Dict, List, Optional, Set
 
 from kubernetes import client, dynamic
 from kubernetes.client.rest import ApiException
 
 from gpufleet_lab import faults, kube
+from gpufleet_lab.cluster import SIMULATED_WORKLOAD
 from gpufleet_lab.config import LabConfig
 
 NS = "training"
@@ -45,7 +46,8 @@ LAST = "gpufleet.io/last-checkpoint-time"
 LOST = "gpufleet-lab/lost-gpu-seconds"
 DELAY = "gpufleet-lab/checkpoint-seconds"
 INTERVAL = "gpufleet-lab/checkpoint-interval-seconds"
-RESTARTED = "gpufleet-lab/restarted-at"  # when the gang last started again from its checkpoint (a restart, a readmit)
+STARTED = "gpufleet-lab/computing-since"  # when every rank last ran (its start, a restart, a readmit): fractional s
+RANKS = "gpufleet-lab/ranks"  # the rank pods of the gang while it computes (every rank Running); "" otherwise
 JOBSET_LABEL = "jobset.sigs.k8s.io/jobset-name"
 SIMULATED_BY = "gpufleet-lab/simulated-by"  # "benchmark": benchmarks/scale_kube.py plays these JobSets itself
 
@@ -62,6 +64,15 @@ def parse_time(text: str) -> datetime.datetime:
     return datetime.datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.UTC)
 
 
+def _live(pod: Any) -> bool:
+    return not getattr(pod.metadata, "deletion_timestamp", None) and \
+        getattr(pod.status, "phase", None) not in ("Failed", "Succeeded")
+
+
+def _running(pod: Any) -> bool:
+    return _live(pod) and getattr(pod.status, "phase", None) == "Running"
+
+
 class Training:
     def __init__(self, cfg: LabConfig) -> None:
         self.cfg = cfg
@@ -72,7 +83,6 @@ class Training:
         self.jobsets = dyn.resources.get(api_version="jobset.x-k8s.io/v1alpha2", kind="JobSet")
         self.workloads = dyn.resources.get(api_version="kueue.x-k8s.io/v1beta2", kind="Workload")
         self.pending: Dict[str, float] = {}  # jobset -> when its checkpoint request was first seen
-        self.members: Dict[str, Set[str]] = {}  # jobset -> rank pods alive at the last pass
 
     # -- helpers ---------------------------------------------------------------------------------------------------
     def _faulted_nodes(self, fault: str) -> List[str]:
@@ -92,28 +102,30 @@ class Training:
             total += per_pod * rj.replicas * (rj.template.spec.parallelism or 1)
         return total
 
-    def _record_loss(self, js: Any, reason: str) -> None:
+    def _record_loss(self, js: Any, kind: str, reason: str) -> Dict[str, str]:
+        """Log the work lost by a gang that computed until now (``kind``: "stop" - gpufleet stopped it, "restart" -
+        a rank died): the seconds since the later of its last checkpoint and the time it last started computing
+        (what was redone after a restart and lost again counts once) x its GPUs. Returns the annotations to set."""
         ann = js.metadata.annotations or {}
-        # work since the checkpoint or since the gang last started again from it, whichever is later: what was
-        # redone after a restart and lost again is counted once
-        last = max(parse_time(ann.get(LAST) or js.metadata.creationTimestamp),
-                   parse_time(ann.get(RESTARTED) or js.metadata.creationTimestamp))
-        seconds = max((now() - last).total_seconds(), 0.0)
-        gpu_seconds = seconds * self._gpus(js)
-        entry = {"time": rfc3339(now()), "jobset": js.metadata.name, "reason": reason,
-                 "seconds_since_checkpoint": round(seconds, 1), "gpus": self._gpus(js),
-                 "lost_gpu_seconds": round(gpu_seconds, 1)}
+        checkpoint = parse_time(ann.get(LAST) or js.metadata.creationTimestamp).timestamp()
+        started = float(ann.get(STARTED) or 0.0)
+        at = time.time()
+        seconds = max(at - max(checkpoint, started), 0.0)
+        gpus = self._gpus(js)
+        entry = {"time": rfc3339(now()), "at": round(at, 3), "jobset": js.metadata.name, "kind": kind,
+                 "reason": reason, "last_checkpoint": round(checkpoint, 3), "computing_since": round(started, 3),
+                 "seconds_since_checkpoint": round(seconds, 1), "gpus": gpus,
+                 "lost_gpu_seconds": round(seconds * gpus, 1)}
         with open(self.cfg.run / "lost-work.jsonl", "a") as handle:
             handle.write(json.dumps(entry) + "\n")
-        total = float(ann.get(LOST, "0")) + gpu_seconds
-        self._patch_jobset(js.metadata.name, {"metadata": {"annotations": {LOST: "%.1f" % total,
-                                                                           RESTARTED: rfc3339(now())}}})
+        return {LOST: "%.1f" % (float(ann.get(LOST, "0")) + seconds * gpus)}
 
     # -- JobSets with real child Jobs -----------------------------------------------------------------------------
     def _jobs(self, ns: str, name: str) -> List[Any]:
         return self.batch.list_namespaced_job(ns, label_selector="%s=%s" % (JOBSET_LABEL, name)).items
 
-    def _create_jobs(self, js: Any, have: Set[str], **spec_extra: Any) -> None:
+    def _create_jobs(self, js: Any, have: Set[str], backoff_limit: Optional[int] = None,
+                     pod_annotations: Optional[Dict[str, str]] = None) -> None:
         """Create the child Jobs of ``js`` missing from ``have`` (names of its Jobs), as the JobSet controller
         names, labels and owns them (``controller: true``: the Job's pods' controller is the Job, the Job's is the
         JobSet)."""
@@ -125,9 +137,13 @@ class Training:
                     continue
                 labels = {JOBSET_LABEL: name, "jobset.sigs.k8s.io/replicatedjob-name": rj.name,
                           "jobset.sigs.k8s.io/job-index": str(index)}
-                spec = dict(rj.template.spec.to_dict(), **spec_extra)
+                spec = rj.template.spec.to_dict()
+                if backoff_limit is not None:
+                    spec["backoffLimit"] = backoff_limit
                 meta = spec["template"].setdefault("metadata", {})
                 meta["labels"] = dict(meta.get("labels") or {}, **labels)
+                if pod_annotations:
+                    meta["annotations"] = dict(meta.get("annotations") or {}, **pod_annotations)
                 body = {"metadata": {"name": job, "labels": labels, "ownerReferences": [
                     {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "name": name,
                      "uid": js.metadata.uid, "controller": True}]}, "spec": spec}
@@ -166,8 +182,8 @@ class Training:
     # -- one reconcile pass ---------------------------------------------------------------------------------------
     def reconcile(self) -> None:
         """One pass over every JobSet: a list of the JobSets (every namespace), of the Workloads and of each gang's
-        pods - three requests a pass for the lab's one running gang (its Jobs are listed only when a rank is
-        missing or the gang moves), since every lab cell runs this once a second."""
+        pods - three requests a pass for the lab's one computing gang (its Jobs are listed only when it starts,
+        stops or loses a rank), since every lab cell runs this once a second."""
         try:
             every = self.jobsets.get().items
         except ApiException as exc:
@@ -185,8 +201,13 @@ class Training:
             name = js.metadata.name
             ann = dict(js.metadata.annotations or {})
             wl = workloads.get(name)
-            active = bool(wl.spec.active) if wl is not None and wl.spec.active is not None else True
+            # the gang runs while its Workload is active (Kueue); a JobSet without one, while it is not suspended
+            if wl is not None:
+                admitted = bool(wl.spec.active) if wl.spec.active is not None else True
+            else:
+                admitted = not js.spec.suspend
             pods = self._pods(name)
+            computing = bool(ann.get(RANKS))
             # checkpoint-and-yield
             token = ann.get(REQ)
             if token and ann.get(DONE) != token:
@@ -195,57 +216,82 @@ class Training:
                 if not on_never and time.time() - first >= float(ann.get(DELAY, "5")):
                     self._patch_jobset(name, {"metadata": {"annotations": {DONE: token, LAST: rfc3339(now())}}})
                     self.pending.pop(name, None)
-            elif active and pods:
+            elif admitted and computing:
                 last = ann.get(LAST)
                 interval = float(ann.get(INTERVAL, "600"))
                 if not last or (now() - parse_time(last)).total_seconds() >= interval:
                     self._patch_jobset(name, {"metadata": {"annotations": {LAST: rfc3339(now())}}})
-            # Kueue: deactivation stops the gang as a unit; activation readmits it
-            if not active and not js.spec.suspend:
-                if pods:
-                    self._record_loss(js, "workload deactivated")
-                self._patch_jobset(name, {"spec": {"suspend": True}})
-                self._suspend_jobs(self._jobs(NS, name), True)  # the job controller deletes their pods
-                self.members[name] = set()
-                self._set_evicted(wl, True)
-            elif active and js.spec.suspend:
-                self._patch_jobset(name, {"metadata": {"annotations": {RESTARTED: rfc3339(now())}},
-                                          "spec": {"suspend": False}})
-                self._suspend_jobs(self._jobs(NS, name), False)
-                self._set_evicted(wl, False)
-            elif active and not js.spec.suspend:
+            if not admitted:
+                if computing or not js.spec.suspend or any(_live(p) for p in pods):
+                    self._stop(js, wl, computing)
+            elif js.spec.suspend:
+                self._readmit(js, wl)
+            else:
                 self._run(js, pods)
 
-    def _run(self, js: Any, pods: List[Any]) -> None:
-        """An admitted gang: a rank gone since the last pass (or a failed child Job) restarts it; missing Jobs are
-        made."""
+    def _stop(self, js: Any, wl: Any, computing: bool) -> None:
+        """Kueue deactivated the Workload (or the JobSet was suspended): the gang stops as a unit - its Jobs
+        suspended first (the job controller deletes their pods), then the JobSet, the commit point; a pass that
+        failed in between is finished by the next one."""
         name = js.metadata.name
-        alive = {p.metadata.name for p in pods if not getattr(p.metadata, "deletion_timestamp", None)
-                 and getattr(p.status, "phase", None) != "Failed"}
-        gone = sorted(self.members.get(name, set()) - alive)
+        annotations = {RANKS: ""}
+        if computing:
+            annotations.update(self._record_loss(js, "stop", "workload deactivated" if wl is not None
+                                                 else "JobSet suspended"))
+        self._suspend_jobs(self._jobs(NS, name), True)
+        self._patch_jobset(name, {"metadata": {"annotations": annotations}, "spec": {"suspend": True}})
+        self._set_evicted(wl, True)
+
+    def _readmit(self, js: Any, wl: Any) -> None:
+        """Kueue admits the Workload again: its Jobs unsuspended first, then the JobSet."""
+        self._suspend_jobs(self._jobs(NS, js.metadata.name), False)
+        self._patch_jobset(js.metadata.name, {"spec": {"suspend": False}})
+        self._set_evicted(wl, False)
+
+    def _run(self, js: Any, pods: List[Any]) -> None:
+        """An admitted gang. It computes once every rank runs (its rank pods are noted on the JobSet, with the
+        time); a noted rank gone, or a child Job failed, restarts it from its last checkpoint, as the JobSet
+        controller's failure policy does: every child Job deleted (foreground: their pods go first, so no pod of
+        the old Jobs is taken for a rank of the new ones) and made again. Missing Jobs are made; Jobs a readmit
+        cut short left suspended are resumed. In the steady state (every noted rank running) a pass reads
+        nothing more."""
+        name = js.metadata.name
+        ann = js.metadata.annotations or {}
+        noted = {n for n in (ann.get(RANKS) or "").split(",") if n}
         wanted = sum(rj.replicas * (rj.template.spec.parallelism or 1) for rj in js.spec.replicatedJobs)
-        jobs = self._jobs(NS, name) if gone or len(alive) < wanted else []
-        failed = [j.metadata.name for j in jobs
-                  if any(c.type == "Failed" and c.status == "True" for c in (j.status.conditions or []))]
+        if noted and {p.metadata.name for p in pods if _running(p)} == noted and len(noted) == wanted:
+            return
+        jobs = self._jobs(NS, name)
+        current = {j.metadata.uid for j in jobs if not j.metadata.deletion_timestamp}
+        ranks = {p.metadata.name for p in pods if _running(p) and any(
+            r.controller and r.uid in current for r in (p.metadata.owner_references or []))}
+        gone = sorted(noted - ranks)
+        failed = [j.metadata.name for j in jobs if not j.metadata.deletion_timestamp and any(
+            c.type == "Failed" and c.status == "True" for c in (j.status.conditions or []))]
         if gone or failed:
-            # the whole job restarts from its last checkpoint, as the JobSet controller's failure policy restarts
-            # every child Job (and counts it in status.restarts); a Job found failed with no rank running (the
-            # gang was stopped) is only made again
-            if gone or self.members.get(name):
-                self._record_loss(js, "rank %s died" % gone[0] if gone else "child Job %s failed" % failed[0])
+            annotations = {RANKS: ""}
+            if noted:
+                annotations.update(self._record_loss(
+                    js, "restart", "rank %s died" % gone[0] if gone else "child Job %s failed" % failed[0]))
                 restarts = int(getattr(js.status, "restarts", 0) or 0) + 1 if js.status else 1
                 self.jobsets.subresources["status"].patch(
                     name=name, namespace=NS, body={"status": {"restarts": restarts}},
                     content_type="application/merge-patch+json")
+            self._patch_jobset(name, {"metadata": {"annotations": annotations}})
             for job in jobs:
                 kube.tolerate(404, self.batch.delete_namespaced_job, job.metadata.name, NS,
-                              propagation_policy="Background")
+                              propagation_policy="Foreground")
             self._delete_pods(pods)
-            self.members[name] = set()
             return
-        if len(alive) < wanted:
-            self._create_jobs(js, {j.metadata.name for j in jobs}, backoffLimit=0)
-        self.members[name] = alive
+        if len(current) < len(jobs):
+            return  # the last restart's Jobs are still being deleted
+        self._suspend_jobs(jobs, False)
+        # the ranks run until stopped: KWOK's pod-complete stage, which ends every Job pod at once, leaves them
+        self._create_jobs(js, {j.metadata.name for j in jobs}, backoff_limit=0,
+                          pod_annotations={SIMULATED_WORKLOAD: "training"})
+        if len(ranks) == wanted and ranks != noted:
+            self._patch_jobset(name, {"metadata": {"annotations": {RANKS: ",".join(sorted(ranks)),
+                                                                   STARTED: "%.3f" % time.time()}}})
 
     def _delete_pods(self, pods: List[Any]) -> None:
         for pod in pods:

@@ -27,6 +27,7 @@ from gpufleet_lab.cluster import SIMULATED_WORKLOAD
 from gpufleet_lab.config import LabConfig
 
 JOB_INDEX = "jobset.sigs.k8s.io/job-index"
+ENDED = ("nccl", "latency")  # the kinds ended here; "training" (the training gang's ranks) runs until stopped
 SLOW = "inference-slow"
 
 
@@ -121,7 +122,7 @@ class Workloads:
         resp = self.core.list_pod_for_all_namespaces(field_selector="status.phase=Running", _preload_content=False)
         items = json.loads(resp.data).get("items") or []
         wanted = [(i["metadata"]["namespace"], i["metadata"]["name"]) for i in items
-                  if (i["metadata"].get("annotations") or {}).get(SIMULATED_WORKLOAD)
+                  if (i["metadata"].get("annotations") or {}).get(SIMULATED_WORKLOAD) in ENDED
                   and not i["metadata"].get("deletionTimestamp") and (i.get("spec") or {}).get("nodeName")]
         return [pod for pod in (kube.tolerate(404, self.core.read_namespaced_pod, name, ns) for ns, name in wanted)
                 if pod is not None]

@@ -264,6 +264,15 @@ def test_training_gang_checkpoint_stop_readmit(lab):
 
     ranks = _wait(lambda: len(running()) == 2 and running())
     assert ranks and all(p.spec.node_name in lab.gpu_hosts for p in ranks)
+    # the owner chain of a real cluster: each rank's controller is a batch/v1 Job, whose controller is the JobSet
+    batch = client.BatchV1Api(api.api_client)
+    uid = jobsets.get(name="llm-pretrain", namespace="training").metadata.uid
+    for pod in ranks:
+        owner = next(r for r in pod.metadata.owner_references if r.controller)
+        assert owner.kind == "Job"
+        job = batch.read_namespaced_job(owner.name, "training")
+        assert [(r.kind, r.uid, r.controller) for r in job.metadata.owner_references] == [("JobSet", uid, True)]
+        assert job.spec.backoff_limit == 0
     ann = lambda: jobsets.get(name="llm-pretrain", namespace="training").metadata.annotations  # noqa: E731
     # a rank's node refuses to checkpoint: no confirmation
     lab_cli("fault", ranks[0].spec.node_name, "checkpoint-never")

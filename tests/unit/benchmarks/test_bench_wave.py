@@ -59,22 +59,38 @@ def test_lower_bound_slowest_host_per_task_and_per_wave():
     assert bound == {"control_plane": 13.0, "other_steps": 3.0, "waves": 12.0, "total": 28.0}
 
 
-def test_plan_waves_without_a_gpufleet_run_is_one_node_a_wave():
-    assert bench_wave.plan_waves([line("gpu-a1", "x", 1.0)], ["gpu-a1", "gpu-a2"]) == [["gpu-a1"], ["gpu-a2"]]
+def test_plan_waves_fail_closed_when_a_node_ran_in_no_wave():
+    lines = [line("gpu-a1", "drain", 1.0, play=bench_wave.WAVE_PLAY, wave="canary"),
+             line("gpu-a2", "drain", 1.0, play=bench_wave.WAVE_PLAY)]  # no gpufleet_wave seen
+    with pytest.raises(SystemExit, match="no gpufleet_wave seen for gpu-a2"):
+        bench_wave.plan_waves(lines, ["gpu-a1", "gpu-a2"])
 
 
-def test_expected_loss_over_the_phase():
-    # one restart 300 s into a run with a 600 s checkpoint interval: over the phase the work since the last
-    # checkpoint is on average (0 + 600) / 2 but never more than the 300 s since the start
-    events = [{"at": 1300.0, "restart": True, "gpus": 16, "lost_gpu_seconds": 0.0}]
-    expected = bench_wave.expected_loss(events, 600.0, 1000.0, steps=600)
-    assert expected == pytest.approx(16 * (300 * 300 + sum(range(1, 301))) / 600, rel=0.01)
-    # a second restart 10 s after the first loses at most those 10 s again
-    two = events + [{"at": 1310.0, "restart": True, "gpus": 16, "lost_gpu_seconds": 0.0}]
-    assert bench_wave.expected_loss(two, 600.0, 1000.0, steps=600) - expected <= 16 * 10 + 1e-6
-    # a stop (checkpoint first) loses what it recorded
-    stop = [{"at": 1300.0, "restart": False, "gpus": 16, "lost_gpu_seconds": 32.0}]
-    assert bench_wave.expected_loss(stop, 600.0, 1000.0) == 32.0
+def test_retried_task_counts_its_waits_as_essential():
+    polled = dict(line("cp-1", "soak", 16.0, action="ansible.builtin.command", tool=0.5), attempts=4, delay=5.0)
+    assert bench_wave.essential(polled) == 15.5
+    read = dict(line("gpu-a1", "wait Node", 7.0, action="kubernetes.core.k8s_info"), attempts=3, delay=3.0)
+    assert bench_wave.essential(read) == 6.0
+
+
+def restart(at, since, gpus=16):
+    return {"kind": "restart", "at": at, "computing_since": since, "gpus": gpus, "lost_gpu_seconds": -1.0}
+
+
+def test_phase_loss_and_its_expectation():
+    # checkpoints every 600 s from t=0: a restart at 1300 after computing since 1000 loses 100 s (checkpoint 1200)
+    assert bench_wave.phase_loss([restart(1300.0, 1000.0)], 600.0, 0.0) == 1600.0
+    # checkpoints from t=250 (850, 1450...): the last is 850, before the gang started at 1000: 300 s lost
+    assert bench_wave.phase_loss([restart(1300.0, 1000.0)], 600.0, 250.0) == 300.0 * 16
+    # over the phase: lost = min(since checkpoint, 300) with "since" uniform on [0, 600): mean 225 s
+    expected = bench_wave.expected_loss([restart(1300.0, 1000.0)], 600.0, steps=600)
+    assert expected == pytest.approx(16 * 225.0, rel=0.01)
+    # a second restart 10 s after the gang computed again loses at most those 10 s
+    two = [restart(1300.0, 1000.0), restart(1320.0, 1310.0)]
+    assert bench_wave.expected_loss(two, 600.0, steps=600) - expected <= 16 * 10 + 1e-6
+    # a stop (checkpoint first) loses what the lab logged, at any phase
+    stop = [{"kind": "stop", "at": 1300.0, "computing_since": 1000.0, "gpus": 16, "lost_gpu_seconds": 32.0}]
+    assert bench_wave.expected_loss(stop, 600.0) == 32.0
 
 
 def _row(ratio=1.05, lost=32.0, restarts=0, overhead=None, events=None):
@@ -85,11 +101,15 @@ def _row(ratio=1.05, lost=32.0, restarts=0, overhead=None, events=None):
 
 def test_goals_met_and_missed_name_what_holds_back():
     peer = dict(_row(ratio=2.0, lost=900.0), expected_lost_gpu_seconds=2400.0)
-    met = bench_wave.goals({"gpufleet": _row(), "peer": peer}, gang_gpus=16)
+    met = bench_wave.goals({"gpufleet": _row(), "peer": peer}, stop_bound=48.0)
     assert [g["met"] for g in met] == [True, True, True, True]
     missed = bench_wave.goals({"gpufleet": _row(ratio=1.4, lost=200.0, overhead={"X | gpu_validate": 2.5}),
-                               "peer": peer}, gang_gpus=16)
+                               "peer": peer}, stop_bound=48.0)
     assert [g["met"] for g in missed] == [False, False, False, False]
     assert "X | gpu_validate" in missed[0]["held_back_by"] and missed[3]["held_back_by"] == "X | gpu_validate"
     # a restart of gpufleet's gang fails the loss goal even when it lost little
-    assert not bench_wave.goals({"gpufleet": _row(restarts=1)}, gang_gpus=16)[1]["met"]
+    assert not bench_wave.goals({"gpufleet": _row(restarts=1)}, stop_bound=48.0)[1]["met"]
+    # a peer that lost nothing met no gang: the comparison fails, it does not pass as "no loss"
+    idle = dict(_row(lost=0.0), expected_lost_gpu_seconds=0.0)
+    compared = bench_wave.goals({"gpufleet": _row(lost=0.0), "peer": idle}, stop_bound=48.0)[2]
+    assert not compared["met"] and "met no gang" in compared["held_back_by"]
