@@ -7,6 +7,11 @@ The hosts are lightweight containers from the lab's GPU host image (sshd, apt, t
 simulators - SIMULATION of the GPUs), each started fresh for every run, so every run upgrades kubeadm from the
 lab's ``from`` version. They are not Nodes: nothing here talks to Kubernetes. Needs the lab's images and apt
 repository (``bin/lab up`` once); the lab's own hosts are left alone.
+
+On one machine the hosts' side of the work (sshd, the modules' Python, apt and dpkg in each container) shares the
+machine's cores with the controller, so the wave's wall time grows with the machine, not only with forks; the
+controller's own CPU seconds per host (ansible-playbook, its forks and ssh clients, measured apart from the
+containers) is the figure that carries to a real cell, where each host does its side on its own CPUs.
 """
 from __future__ import annotations
 
@@ -14,13 +19,14 @@ import argparse
 import json
 import os
 import pathlib
+import resource
 import signal
 import subprocess
 import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Tuple
 
 import yaml
 
@@ -130,18 +136,24 @@ def wait_port(port: int, deadline: float) -> None:
         time.sleep(0.3)
 
 
-def run_wave(inventory: pathlib.Path, forks: int, log: pathlib.Path) -> float:
-    env = dict(os.environ, ANSIBLE_FORKS=str(forks), ANSIBLE_CALLBACKS_ENABLED="")
+def run_wave(inventory: pathlib.Path, forks: int, log: pathlib.Path) -> Tuple[float, float]:
+    """The wave's wall seconds, and the controller's CPU seconds (ansible-playbook, its forks and their ssh
+    clients; the hosts' side runs in the containers, outside this process tree)."""
+    # the change records of these runs go beside the log, not to the operator's out/
+    env = dict(os.environ, ANSIBLE_FORKS=str(forks), GPUFLEET_CHANGE_RECORD_DIR=str(log.parent / "records"))
     argv = [str(pathlib.Path(sys.executable).parent / "ansible-playbook"), "benchmarks/host_wave.yml",
             "-i", str(inventory)]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     with open(log, "w") as handle:
         proc = subprocess.run(argv, cwd=ROOT, env=env, stdout=handle, stderr=subprocess.STDOUT, check=False)
     seconds = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     if proc.returncode != 0:
         raise SystemExit("bench_hosts: the wave failed (exit %d); see %s:\n%s" % (
             proc.returncode, log, log.read_text()[-3000:]))
-    return seconds
+    return seconds, cpu
 
 
 def interrupted(*_: Any) -> None:
@@ -173,16 +185,18 @@ def main() -> None:
                 for width in tried:
                     hosts.start(size)
                     inventory = hosts.inventory(size, cfg.to_version)
-                    seconds = run_wave(inventory, width, pathlib.Path(tmp) / ("wave-%d-%d.log" % (size, width)))
+                    seconds, cpu = run_wave(inventory, width,
+                                            pathlib.Path(tmp) / ("wave-%d-%d.log" % (size, width)))
                     if size == 1:
                         one_node = seconds
                     row = {"hosts": size, "forks": width, "seconds": round(seconds, 1),
+                           "controller_cpu_s": round(cpu, 1), "controller_cpu_s_per_host": round(cpu / size, 2),
                            "batches": -(-size // width),
                            "vs_one_host": round(seconds / one_node, 2) if one_node else None}
                     rows.append(row)
-                    print("bench_hosts: %3d hosts forks %3d: %6.1f s%s" % (
-                        size, width, seconds, "  (%.2f x one host)" % row["vs_one_host"] if one_node else ""),
-                        flush=True)
+                    print("bench_hosts: %3d hosts forks %3d: %6.1f s%s, controller %6.1f CPU-s (%.2f a host)" % (
+                        size, width, seconds, "  (%.2f x one host)" % row["vs_one_host"] if one_node else "",
+                        cpu, cpu / size), flush=True)
         finally:
             hosts.remove()
     out.parent.mkdir(parents=True, exist_ok=True)

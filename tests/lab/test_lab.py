@@ -306,13 +306,26 @@ def test_training_gang_checkpoint_stop_readmit(lab):
         workloads.patch(name="jobset-llm-pretrain", namespace="training",
                         content_type="application/merge-patch+json", body={"spec": {"active": True}})
     assert _wait(lambda: len(running()) == 2)
-    # a rank that dies alone restarts the whole gang from its last checkpoint (and the loss is recorded)
-    victim = running()[0].metadata.name
+    # a rank evicted alone (what a plain `kubectl drain` does) restarts the whole gang from its last checkpoint:
+    # one loss logged, one restart counted, new ranks that keep running
+    computing = lambda: (jobsets.get(name="llm-pretrain", namespace="training").metadata.annotations  # noqa: E731
+                         .get("gpufleet-lab/ranks"))
+    assert _wait(computing)
+    old = {p.metadata.name for p in running()}
+    restarts = lambda: int(getattr(jobsets.get(name="llm-pretrain", namespace="training").status,  # noqa: E731
+                                   "restarts", 0) or 0)
+    before = restarts()
+    victim = sorted(old)[0]
     lines = len((lab.run / "lost-work.jsonl").read_text().splitlines())
-    api.delete_namespaced_pod(victim, "training", grace_period_seconds=0)
+    api.create_namespaced_pod_eviction(victim, "training", {"metadata": {"name": victim, "namespace": "training"}})
     assert _wait(lambda: len((lab.run / "lost-work.jsonl").read_text().splitlines()) > lines)
-    assert "died" in json.loads((lab.run / "lost-work.jsonl").read_text().splitlines()[-1])["reason"]
-    assert _wait(lambda: len(running()) == 2)
+    entry = json.loads((lab.run / "lost-work.jsonl").read_text().splitlines()[-1])
+    assert entry["kind"] == "restart" and victim in entry["reason"] and entry["gpus"] == 16
+    assert _wait(lambda: restarts() == before + 1)
+    assert _wait(lambda: computing() and not set(computing().split(",")) & old)
+    time.sleep(10)  # the new ranks keep running (KWOK does not complete them), and no second restart comes
+    assert len(running()) == 2 and restarts() == before + 1
+    assert len((lab.run / "lost-work.jsonl").read_text().splitlines()) == lines + 1
 
 
 # -- an upgrade passes through a mixed-version HA control plane -----------------------------------------------------
