@@ -130,9 +130,10 @@ bench-wave: setup
 	$(BIN)/python benchmarks/bench_wave.py $(BENCH_WAVE_ARGS)
 
 # Host work at wave scale: one wave's host work (benchmarks/host_wave.yml) on 1 to 64 lab host containers over
-# SSH, with forks = 20 and forks as wide as the wave (needs the lab's images: it brings the lab up). Figures printed
-# and written to out/bench/scale-hosts.json; HOSTS_ARGS="--sizes 1,8,32,64 --forks 20,0".
-bench-hosts: setup lab-up
+# SSH, with forks = 20 and forks as wide as the wave. It needs the lab's images and apt repository (`bin/lab up`
+# once) but not the lab running: with `bin/lab down` first, the lab's processes do not share the cores. Figures
+# printed and written to out/bench/scale-hosts.json; HOSTS_ARGS="--sizes 1,8,32,64 --forks 20,0".
+bench-hosts: setup
 	$(BIN)/python benchmarks/scale_hosts.py $(HOSTS_ARGS)
 
 venv-path:

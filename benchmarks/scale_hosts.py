@@ -75,6 +75,9 @@ class Hosts:
         if lab_hosts.podman("image", "exists", self.image, check=False).returncode != 0:
             raise SystemExit("bench_hosts: the lab's GPU host image %s is missing; run `bin/lab up` once" %
                              self.image)
+        if not cfg.apt_current.exists():
+            raise SystemExit("bench_hosts: the lab's apt repository %s is missing; run `bin/lab up` once" %
+                             cfg.apt_current)
         self.repo = cfg.apt_current.resolve()
         self.key = lab_hosts.ssh_key(cfg)
 
