@@ -1,6 +1,6 @@
 """Host work at wave scale (`make bench-hosts`): one wave's host work (benchmarks/host_wave.yml - kubeadm pinned and
 held with the real apt and dpkg, then the GPU gates that run on the host) on waves of 1 to 64 lab hosts reached
-over SSH, with ansible.cfg's ``forks = 20`` and with forks as wide as the wave. Prints how the wave's time grows
+over SSH, with forks 20 (ansible.cfg's) and with forks as wide as the wave. Prints how the wave's time grows
 with its size and with forks, and the figures go to out/bench/scale-hosts.json.
 
 The hosts are lightweight containers from the lab's GPU host image (sshd, apt, the lab's nvidia-smi and dcgmi
@@ -16,10 +16,12 @@ containers) is the figure that carries to a real cell, where each host does its 
 from __future__ import annotations
 
 import argparse
+import ctypes
 import json
 import os
 import pathlib
 import resource
+import shutil
 import signal
 import subprocess
 import sys
@@ -139,11 +141,37 @@ def wait_port(port: int, deadline: float) -> None:
         time.sleep(0.3)
 
 
+PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
+
+
+def become_subreaper() -> None:
+    """Adopt orphaned descendants: the ssh ControlMaster processes (ansible.cfg's ControlPersist) leave
+    ansible-playbook's tree, and their CPU - the encryption of every module sent - must still be counted."""
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+
+
+def reap(deadline: float) -> None:
+    """Wait for every adopted descendant (the ssh masters told to exit), so their CPU is in RUSAGE_CHILDREN."""
+    while time.time() < deadline:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            time.sleep(0.1)
+    raise SystemExit("bench_hosts: ssh control masters still running after they were told to exit")
+
+
 def run_wave(inventory: pathlib.Path, forks: int, log: pathlib.Path) -> Tuple[float, float]:
-    """The wave's wall seconds, and the controller's CPU seconds (ansible-playbook, its forks and their ssh
-    clients; the hosts' side runs in the containers, outside this process tree)."""
-    # the change records of these runs go beside the log, not to the operator's out/
-    env = dict(os.environ, ANSIBLE_FORKS=str(forks), GPUFLEET_CHANGE_RECORD_DIR=str(log.parent / "records"))
+    """The wave's wall seconds, and the controller's CPU seconds: ansible-playbook, its forks, their ssh clients
+    and the ssh control masters (adopted, told to exit and reaped after the run); the hosts' side runs in the
+    containers, outside this process tree."""
+    # short: a socket path has at most 107 bytes, and ssh adds 17 while it makes one
+    control = pathlib.Path(tempfile.mkdtemp(prefix="hb-cp-", dir="/tmp"))
+    # the change records of these runs go beside the log, not to the operator's out/; the ssh control sockets in
+    # a directory of their own (not the operator's ~/.ansible/cp), so this run's masters can be found and ended
+    env = dict(os.environ, ANSIBLE_FORKS=str(forks), GPUFLEET_CHANGE_RECORD_DIR=str(log.parent / "records"),
+               ANSIBLE_SSH_CONTROL_PATH_DIR=str(control))
     argv = [str(pathlib.Path(sys.executable).parent / "ansible-playbook"), "benchmarks/host_wave.yml",
             "-i", str(inventory)]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -151,6 +179,11 @@ def run_wave(inventory: pathlib.Path, forks: int, log: pathlib.Path) -> Tuple[fl
     with open(log, "w") as handle:
         proc = subprocess.run(argv, cwd=ROOT, env=env, stdout=handle, stderr=subprocess.STDOUT, check=False)
     seconds = time.perf_counter() - started
+    for sock in control.iterdir():
+        subprocess.run(["ssh", "-o", "ControlPath=%s" % sock, "-O", "exit", "bench"], capture_output=True,
+                       check=False)
+    reap(time.time() + 30)
+    shutil.rmtree(control, ignore_errors=True)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     if proc.returncode != 0:
@@ -179,31 +212,38 @@ def main() -> None:
     cfg = lab_config.load()
     rows: List[Dict[str, Any]] = []
     out = pathlib.Path(args.out)
+    logs = out.parent / (out.stem + "-logs")  # kept after a failure: the message names the log
+    logs.mkdir(parents=True, exist_ok=True)
+    become_subreaper()
+
+    def write() -> None:  # after every row: a failure at 64 hosts keeps the rows before it
+        out.write_text(json.dumps({"revision": revision(), "cores": os.cpu_count(), "rows": rows}, indent=2) + "\n")
+
     with tempfile.TemporaryDirectory(prefix="gpufleet-hostbench-") as tmp:
         hosts = Hosts(cfg, pathlib.Path(tmp))
         try:
             one_node = None
             for size in sizes:
-                tried = sorted({forks_for(size, f) for f in forks})
+                # Ansible starts at most as many workers as the batch has hosts: forks above the wave's size are
+                # the same run
+                tried = sorted({min(size, forks_for(size, f)) for f in forks})
                 for width in tried:
                     hosts.start(size)
                     inventory = hosts.inventory(size, cfg.to_version)
-                    seconds, cpu = run_wave(inventory, width,
-                                            pathlib.Path(tmp) / ("wave-%d-%d.log" % (size, width)))
-                    if size == 1:
+                    seconds, cpu = run_wave(inventory, width, logs / ("wave-%d-%d.log" % (size, width)))
+                    if size == 1 and one_node is None:
                         one_node = seconds
                     row = {"hosts": size, "forks": width, "seconds": round(seconds, 1),
                            "controller_cpu_s": round(cpu, 1), "controller_cpu_s_per_host": round(cpu / size, 2),
                            "batches": -(-size // width),
                            "vs_one_host": round(seconds / one_node, 2) if one_node else None}
                     rows.append(row)
+                    write()
                     print("bench_hosts: %3d hosts forks %3d: %6.1f s%s, controller %6.1f CPU-s (%.2f a host)" % (
                         size, width, seconds, "  (%.2f x one host)" % row["vs_one_host"] if one_node else "",
                         cpu, cpu / size), flush=True)
         finally:
             hosts.remove()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"revision": revision(), "cores": os.cpu_count(), "rows": rows}, indent=2) + "\n")
     print("bench_hosts: figures in %s" % out)
 
 
