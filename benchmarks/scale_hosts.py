@@ -144,22 +144,44 @@ def wait_port(port: int, deadline: float) -> None:
 PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
 
 
-def become_subreaper() -> None:
-    """Adopt orphaned descendants: the ssh ControlMaster processes (ansible.cfg's ControlPersist) leave
-    ansible-playbook's tree, and their CPU - the encryption of every module sent - must still be counted."""
-    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+def subreaper(on: bool) -> None:
+    """Adopt orphaned descendants while the wave runs: the ssh ControlMaster processes (ansible.cfg's
+    ControlPersist) leave ansible-playbook's tree, and their CPU - the encryption of every module sent - must
+    still be counted. Off outside the run, so the containers' conmon processes are not adopted."""
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1 if on else 0, 0, 0, 0)
 
 
-def reap(deadline: float) -> None:
-    """Wait for every adopted descendant (the ssh masters told to exit), so their CPU is in RUSAGE_CHILDREN."""
-    while time.time() < deadline:
+def adopted_ssh() -> List[int]:
+    """This process's children that are ssh (the control masters it adopted)."""
+    pids = []
+    for entry in pathlib.Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
         try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            time.sleep(0.1)
-    raise SystemExit("bench_hosts: ssh control masters still running after they were told to exit")
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        comm, rest = stat[stat.index("(") + 1:stat.rindex(")")], stat[stat.rindex(")") + 2:].split()
+        if comm == "ssh" and int(rest[1]) == os.getpid():
+            pids.append(int(entry.name))
+    return pids
+
+
+def reap(pids: List[int], deadline: float) -> None:
+    """Wait for the ssh masters told to exit, so their CPU is in RUSAGE_CHILDREN."""
+    left = set(pids)
+    while left and time.time() < deadline:
+        for pid in list(left):
+            try:
+                done, _ = os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                done = pid
+            if done:
+                left.discard(pid)
+        time.sleep(0.1)
+    if left:
+        raise SystemExit("bench_hosts: ssh control masters %s still running after they were told to exit" %
+                         sorted(left))
 
 
 def run_wave(inventory: pathlib.Path, forks: int, log: pathlib.Path) -> Tuple[float, float]:
@@ -175,14 +197,19 @@ def run_wave(inventory: pathlib.Path, forks: int, log: pathlib.Path) -> Tuple[fl
     argv = [str(pathlib.Path(sys.executable).parent / "ansible-playbook"), "benchmarks/host_wave.yml",
             "-i", str(inventory)]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    started = time.perf_counter()
-    with open(log, "w") as handle:
-        proc = subprocess.run(argv, cwd=ROOT, env=env, stdout=handle, stderr=subprocess.STDOUT, check=False)
-    seconds = time.perf_counter() - started
-    for sock in control.iterdir():
-        subprocess.run(["ssh", "-o", "ControlPath=%s" % sock, "-O", "exit", "bench"], capture_output=True,
-                       check=False)
-    reap(time.time() + 30)
+    subreaper(True)
+    try:
+        started = time.perf_counter()
+        with open(log, "w") as handle:
+            proc = subprocess.run(argv, cwd=ROOT, env=env, stdout=handle, stderr=subprocess.STDOUT, check=False)
+        seconds = time.perf_counter() - started
+        masters = adopted_ssh()
+        for sock in control.iterdir():
+            subprocess.run(["ssh", "-o", "ControlPath=%s" % sock, "-O", "exit", "bench"], capture_output=True,
+                           check=False)
+        reap(masters, time.time() + 30)
+    finally:
+        subreaper(False)
     shutil.rmtree(control, ignore_errors=True)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -214,7 +241,6 @@ def main() -> None:
     out = pathlib.Path(args.out)
     logs = out.parent / (out.stem + "-logs")  # kept after a failure: the message names the log
     logs.mkdir(parents=True, exist_ok=True)
-    become_subreaper()
 
     def write() -> None:  # after every row: a failure at 64 hosts keeps the rows before it
         out.write_text(json.dumps({"revision": revision(), "cores": os.cpu_count(), "rows": rows}, indent=2) + "\n")
