@@ -50,6 +50,8 @@ from kubernetes import client, config
 from gpufleet_lab import config as lab_config
 from gpufleet_lab import training
 
+from benchlib import revision
+
 # Tasks whose whole time is the cluster's or a tool's (they wait on pods, a checkpoint, a diagnostic, a soak)
 WAITING = {"gpufleet.upgrade.node_drain", "gpufleet.upgrade.gang", "gpufleet.upgrade.canary_workload",
            "gpufleet.upgrade.dcgm_diag", "gpufleet.upgrade.nccl_allreduce", "ansible.builtin.pause",
@@ -176,14 +178,8 @@ class Lab:
 def gang_facts(js: Dict[str, Any]) -> Dict[str, Any]:
     """GPUs, checkpoint time and the last checkpoint of the lab's gang, from its JobSet (no figure assumed)."""
     ann = js["metadata"].get("annotations") or {}
-    gpus = 0
-    for rj in js["spec"]["replicatedJobs"]:
-        pod = rj["template"]["spec"]["template"]["spec"]
-        per_pod = sum(int(((c.get("resources") or {}).get("limits") or {}).get("nvidia.com/gpu", 0))
-                      for c in pod["containers"])
-        gpus += per_pod * int(rj.get("replicas", 1)) * int(rj["template"]["spec"].get("parallelism") or 1)
     last = ann.get(training.LAST)
-    return {"gpus": gpus, "checkpoint_seconds": float(ann.get(training.DELAY, "5")),
+    return {"gpus": training.jobset_gpus(js), "checkpoint_seconds": float(ann.get(training.DELAY, "5")),
             "last_checkpoint": training.parse_time(last).timestamp() if last else None,
             "restarts": int((js.get("status") or {}).get("restarts") or 0)}
 
@@ -356,12 +352,6 @@ def print_table(report: Dict[str, Any]) -> None:
         print("goal %-62s %-10s %s%s" % (goal["goal"], goal["value"], "met" if goal["met"] else "MISSED",
                                          "" if goal["met"] or not goal.get("held_back_by")
                                          else " - held back by " + goal["held_back_by"]))
-
-
-def revision() -> str:
-    proc = subprocess.run(["git", "-C", str(ROOT), "describe", "--always", "--dirty"], capture_output=True,
-                          text=True, check=False)
-    return proc.stdout.strip() or "unknown"
 
 
 if __name__ == "__main__":

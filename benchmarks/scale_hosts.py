@@ -38,6 +38,8 @@ sys.path.insert(0, str(ROOT / "lab"))
 from gpufleet_lab import config as lab_config
 from gpufleet_lab import hosts as lab_hosts
 
+from benchlib import revision
+
 PREFIX = "gpufleet-hostbench-"
 PORT_BASE = 30000  # the bench's sshd ports: 30000 + i, above every port of ten lab cells (lab/lab.yml + 100 a cell)
 
@@ -99,14 +101,14 @@ class Hosts:
                 "--label", "gpufleet-hostbench=1", "-e", "GPUFLEET_SIM_HOST=%s" % host,
                 "-v", "%s:/var/lib/gpufleet-lab" % hostdir, "-v", "%s:/srv/gpufleet-apt:ro" % self.repo,
                 "-v", "%s:/root/.ssh/authorized_keys:ro" % self.key.with_suffix(".pub"), self.image,
-                "sh", "-c", "mkdir -p /run/sshd && exec /usr/sbin/sshd -D -e -p %d -o ListenAddress=127.0.0.1 "
-                "-o PermitRootLogin=prohibit-password -o PasswordAuthentication=no -o UseDNS=no" % port)
+                *lab_hosts.sshd_argv(port))
 
         with ThreadPoolExecutor(max_workers=4) as pool:
             list(pool.map(one, range(count)))
         deadline = time.time() + 60 + count
         for i in range(count):
-            wait_port(PORT_BASE + i, deadline)
+            if not lab_hosts.ssh_banner(PORT_BASE + i, deadline):
+                raise SystemExit("bench_hosts: sshd on 127.0.0.1:%d did not answer" % (PORT_BASE + i))
 
     def remove(self) -> None:
         names = lab_hosts.podman("ps", "-aq", "--filter", "label=gpufleet-hostbench=1").stdout.split()
@@ -125,20 +127,6 @@ class Hosts:
         path = self.workdir / "hosts.yml"
         path.write_text(yaml.safe_dump(inv, sort_keys=False))
         return path
-
-
-def wait_port(port: int, deadline: float) -> None:
-    import socket
-    while True:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=2) as sock:
-                if sock.recv(64).startswith(b"SSH-"):
-                    return
-        except OSError:
-            pass
-        if time.time() > deadline:
-            raise SystemExit("bench_hosts: sshd on 127.0.0.1:%d did not answer" % port)
-        time.sleep(0.3)
 
 
 PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
@@ -271,12 +259,6 @@ def main() -> None:
         finally:
             hosts.remove()
     print("bench_hosts: figures in %s" % out)
-
-
-def revision() -> str:
-    proc = subprocess.run(["git", "-C", str(ROOT), "describe", "--always", "--dirty"], capture_output=True,
-                          text=True, check=False)
-    return proc.stdout.strip() or "unknown"
 
 
 if __name__ == "__main__":

@@ -33,7 +33,6 @@ import io
 import json
 import pathlib
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -50,6 +49,8 @@ from kubernetes.client import rest
 from ansible_collections.gpufleet.upgrade.plugins.modules import gang, node_drain, node_state
 from gpufleet_lab import config as lab_config
 from gpufleet_lab import kube as lab_kube
+
+from benchlib import revision
 
 NS = "gpufleet-scale"
 MARK = {"gpufleet-lab/simulated-by": "benchmark"}
@@ -406,12 +407,6 @@ def check_sizes(sizes: List[int], wave: int) -> None:
 
 def interrupted(*_: Any) -> None:
     raise KeyboardInterrupt  # a killed make (SIGTERM) still cleans the lab up
-
-
-def revision() -> str:
-    proc = subprocess.run(["git", "-C", str(ROOT), "describe", "--always", "--dirty"], capture_output=True,
-                          text=True, check=False)
-    return proc.stdout.strip() or "unknown"
 
 
 def main() -> None:

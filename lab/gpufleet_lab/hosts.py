@@ -128,25 +128,35 @@ def ssh_key(cfg: LabConfig) -> pathlib.Path:
     return key
 
 
-def sshd_command(cfg: LabConfig, host: str) -> List[str]:
+def sshd_argv(port: int) -> List[str]:
+    """A host container's command: sshd in the foreground on 127.0.0.1:``port``, keys only."""
     return ["sh", "-c", "mkdir -p /run/sshd && exec /usr/sbin/sshd -D -e -p %d -o ListenAddress=127.0.0.1 "
-            "-o PermitRootLogin=prohibit-password -o PasswordAuthentication=no -o UseDNS=no" % ssh_port(cfg, host)]
+            "-o PermitRootLogin=prohibit-password -o PasswordAuthentication=no -o UseDNS=no" % port]
+
+
+def sshd_command(cfg: LabConfig, host: str) -> List[str]:
+    return sshd_argv(ssh_port(cfg, host))
+
+
+def ssh_banner(port: int, deadline: float) -> bool:
+    """Whether an sshd on 127.0.0.1:``port`` sends its banner before ``deadline`` (a time.time())."""
+    while True:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=2) as sock:
+                if sock.recv(64).startswith(b"SSH-"):
+                    return True
+        except OSError:
+            pass
+        if time.time() > deadline:
+            return False
+        time.sleep(0.3)
 
 
 def wait_sshd(cfg: LabConfig, host: str, timeout: float = 30) -> None:
     """Until the host's sshd sends its banner."""
-    deadline = time.time() + timeout
-    while True:
-        try:
-            with socket.create_connection(("127.0.0.1", ssh_port(cfg, host)), timeout=2) as sock:
-                if sock.recv(64).startswith(b"SSH-"):
-                    return
-        except OSError:
-            pass
-        if time.time() > deadline:
-            raise LabError("host %s: sshd on 127.0.0.1:%d did not answer within %ds; see `podman logs %s`" % (
-                host, ssh_port(cfg, host), timeout, container(cfg, host)))
-        time.sleep(0.3)
+    if not ssh_banner(ssh_port(cfg, host), time.time() + timeout):
+        raise LabError("host %s: sshd on 127.0.0.1:%d did not answer within %ds; see `podman logs %s`" % (
+            host, ssh_port(cfg, host), timeout, container(cfg, host)))
 
 
 def ensure_hosts(cfg: LabConfig) -> None:

@@ -64,6 +64,17 @@ def parse_time(text: str) -> datetime.datetime:
     return datetime.datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.UTC)
 
 
+def jobset_gpus(jobset: Dict[str, Any]) -> int:
+    """The GPUs a JobSet's ranks hold (limits x replicas x parallelism), from its object as a dict."""
+    total = 0
+    for rj in jobset["spec"]["replicatedJobs"]:
+        job = rj["template"]["spec"]
+        per_pod = sum(int(((c.get("resources") or {}).get("limits") or {}).get("nvidia.com/gpu", 0))
+                      for c in job["template"]["spec"]["containers"])
+        total += per_pod * int(rj.get("replicas", 1)) * int(job.get("parallelism") or 1)
+    return total
+
+
 def _live(pod: Any) -> bool:
     return not getattr(pod.metadata, "deletion_timestamp", None) and \
         getattr(pod.status, "phase", None) not in ("Failed", "Succeeded")
@@ -95,12 +106,7 @@ class Training:
         self.jobsets.patch(name=name, namespace=NS, body=body, content_type="application/merge-patch+json")
 
     def _gpus(self, js: Any) -> int:
-        total = 0
-        for rj in js.spec.replicatedJobs:
-            pod = rj.template.spec.template.spec
-            per_pod = sum(int((c.resources or {}).get("limits", {}).get("nvidia.com/gpu", 0)) for c in pod.containers)
-            total += per_pod * rj.replicas * (rj.template.spec.parallelism or 1)
-        return total
+        return jobset_gpus(js.to_dict())
 
     def _record_loss(self, js: Any, kind: str, reason: str) -> Dict[str, str]:
         """Log the work lost by a gang that computed until now (``kind``: "stop" - gpufleet stopped it, "restart" -
