@@ -24,7 +24,7 @@ import shutil
 import sys
 import time
 
-from gpufleet_lab import cluster, config, faults, hosts, kube, pki, procs
+from gpufleet_lab import cluster, config, faults, hosts, inference, kube, pki, procs
 from gpufleet_lab.procs import LabError
 
 say = cluster.say
@@ -140,7 +140,11 @@ def fleet_doc() -> dict:
         cells.append({"name": name, "ring": "ring%d" % ring, "kind": "training" if name == names[0] else "canary",
                       "region": "lab", "gpus": len(cfg.gpu_hosts) * cfg.gpus_per_node,
                       "inventory": str(cfg.inventory), "control_plane": cfg.from_version,
-                      "pools": [{"name": "h100-train", "kubelet": cfg.from_version, "nodes": len(cfg.gpu_hosts)}]})
+                      "pools": [{"name": "h100-train", "kubelet": cfg.from_version, "nodes": len(cfg.gpu_hosts)}],
+                      # the NCCL probe: a host without the GPU fault the fleet test injects (on the first one)
+                      "nccl_hosts": [cfg.gpu_hosts[-1]],
+                      "inference": {"metrics_url": "http://127.0.0.1:%d/metrics" % cfg.ports["inference"],
+                                    "histogram": inference.HISTOGRAM}})
     total = sum(c["gpus"] for c in cells)
     return {"gpufleet_fleet": {
         "name": "lab",

@@ -8,6 +8,8 @@
 3. Device-plugin SIMULATION: a GPU host whose state reports fewer GPUs gets that allocatable nvidia.com/gpu.
 4. Training-gang SIMULATION (JobSet pods, Kueue Workload activation, checkpoint-and-yield): see training.py.
 5. Canary-workload SIMULATION (the containers of gpufleet's canary gang and latency probe): see workloads.py.
+6. Inference-service SIMULATION: the cell's request latency histogram on /metrics, for the fleet's p99 reading:
+   see inference.py.
 """
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ import json
 import traceback
 from typing import Dict, List
 
-from gpufleet_lab import cluster, faults, kube
+from gpufleet_lab import cluster, faults, inference, kube
 from gpufleet_lab.config import LabConfig
 
 
@@ -158,6 +160,8 @@ async def amain(cfg: LabConfig) -> None:
     server = await asyncio.start_server(lb.handle, "127.0.0.1", cfg.ports["apiserver_lb"])
     print("lab controller: load balancer on 127.0.0.1:%d -> %s" % (cfg.ports["apiserver_lb"], lb.backends()),
           flush=True)
+    inference.serve(cfg)
+    print("lab controller: inference metrics on 127.0.0.1:%d/metrics" % cfg.ports["inference"], flush=True)
     async with server:
         await asyncio.gather(server.serve_forever(), requests_loop(cfg), training_loop(cfg))
 

@@ -21,7 +21,7 @@ HOST_FAULTS: Dict[str, tuple] = {
     "remap-pending": ("a pending row remap on GPU 6", "gpu"),
     "hostengine-down": ("dcgmi diag cannot reach nv-hostengine (runtime_error)", "gpu"),
     "inference-slow": ("the simulated inference service on this host answers six times slower (the canary "
-                       "latency probe's p99 about 708 ms)", "gpu"),
+                       "latency probe's p99 about 708 ms; the cell's inference /metrics for the fleet too)", "gpu"),
     "checkpoint-never": ("the training gang never confirms a checkpoint while a rank runs on this host", "gpu"),
     "kubeadm-apply-fail": ("kubeadm upgrade apply/node fails on this host", "cp"),
     "snapshot-fail": ("etcdctl snapshot save fails (no space left on device)", "cp"),
@@ -34,6 +34,7 @@ OTHER_FAULTS = {
                  "(eviction 429)",
 }
 FAULT_NS = "gpufleet-lab-faults"
+SLOW_INFERENCE = "inference-slow"
 
 
 def kinds() -> Dict[str, str]:

@@ -28,7 +28,7 @@ from gpufleet_lab.config import LabConfig
 
 JOB_INDEX = "jobset.sigs.k8s.io/job-index"
 ENDED = ("nccl", "latency")  # the kinds ended here; "training" (the training gang's ranks) runs until stopped
-SLOW = "inference-slow"
+SLOW = faults.SLOW_INFERENCE
 
 
 def _env(pod: Any) -> Dict[str, str]:

@@ -19,7 +19,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import InputError, PolicyError
-from ansible_collections.gpufleet.upgrade.plugins.module_utils.fleet_readings import API_READINGS
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.fleet_readings import API_READINGS, SOURCED_READINGS
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.versions import (
     APISERVER, KUBELET, KubeVersion, Observed, PoolPolicy, parse_release, parse_version, plan_upgrade,
     skew_violations)
@@ -45,8 +45,17 @@ _CELL = {
     "inventory": {"type": "str", "required": True},
     "control_plane": {"type": "str", "required": True},
     "pools": {"type": "list", "elements": "dict", "default": []},
-    # the halt readings judged for this cell (fleet_readings.API_READINGS; default all of them)
+    # the halt readings judged for this cell (fleet_readings.API_READINGS and those whose source the cell names;
+    # default all of them)
     "halt_readings": {"type": "list", "elements": "str"},
+    # the sources of two more readings: hosts of the cell's inventory that all_reduce_perf runs on for
+    # nccl_busbw_gbps, and the inference service's metrics endpoint and latency histogram for inference_p99_ms
+    "nccl_hosts": {"type": "list", "elements": "str"},
+    "inference": {"type": "dict"},
+}
+_INFERENCE = {
+    "metrics_url": {"type": "str", "required": True},
+    "histogram": {"type": "str", "required": True},
 }
 _RING = {
     "name": {"type": "str", "required": True},
@@ -187,7 +196,10 @@ def parse_fleet(value: Any, name: str = VAR) -> Dict[str, Any]:
             raise InputError("%s.gpus: %d; give the cell's GPU count (0 for a cell without GPUs)" % (
                 where, cell["gpus"]))
         cell["control_plane"] = _running(cell["control_plane"], where + ".control_plane")
-        cell["halt_readings"] = _halt_readings(cell["halt_readings"], where + ".halt_readings")
+        cell["nccl_hosts"] = _nccl_hosts(cell["nccl_hosts"], where + ".nccl_hosts")
+        if cell["inference"] is not None:
+            cell["inference"] = _inference(cell["inference"], where + ".inference")
+        cell["halt_readings"] = _halt_readings(cell["halt_readings"], where + ".halt_readings", cell)
         seen = set()
         for j, pool in enumerate(cell["pools"]):
             pwhere = "%s.pools[%d]" % (where, j)
@@ -224,20 +236,55 @@ def parse_fleet(value: Any, name: str = VAR) -> Dict[str, Any]:
     return fleet
 
 
-def _halt_readings(value: Optional[List[str]], where: str) -> List[str]:
-    """The readings judged for a cell: all of fleet_readings.API_READINGS unless the cell names fewer (a cell
-    without GPUs or JobSets may leave those out). The NCCL and inference readings have no source in the fleet
-    run yet, so naming them is refused rather than halting every run on a reading that is never taken."""
+def _nccl_hosts(value: Optional[List[str]], where: str) -> Optional[List[str]]:
     if value is None:
-        return list(API_READINGS)
-    unknown = sorted(set(value) - set(API_READINGS))
+        return None
+    if not value:
+        raise InputError("%s: empty; name the inventory hosts all_reduce_perf runs on, or leave it out" % where)
+    bad = [h for h in value if not isinstance(h, str) or not h.strip()]
+    if bad:
+        raise InputError("%s: %r is not a host name; give the cell's inventory host names" % (where, bad[0]))
+    twice = sorted({h for h in value if value.count(h) > 1})
+    if twice:
+        raise InputError("%s: %s listed twice" % (where, ", ".join(twice)))
+    return list(value)
+
+
+def _inference(value: Any, where: str) -> Dict[str, Any]:
+    out = _validate(_INFERENCE, value, where)
+    if not re.match(r"^https?://[^/\s]+", out["metrics_url"]):
+        raise InputError("%s.metrics_url: %r; give the service's metrics endpoint as http(s)://HOST:PORT/PATH" % (
+            where, out["metrics_url"]))
+    if not re.match(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$", out["histogram"]):
+        raise InputError("%s.histogram: %r is not a Prometheus metric name; give the request latency histogram's "
+                         "name without _bucket" % (where, out["histogram"]))
+    if out["histogram"].endswith("_bucket"):
+        raise InputError("%s.histogram: %s; give the histogram's name without _bucket" % (where, out["histogram"]))
+    return out
+
+
+def _halt_readings(value: Optional[List[str]], where: str, cell: Mapping[str, Any]) -> List[str]:
+    """The readings judged for a cell: all of fleet_readings.API_READINGS and the sourced ones whose source the
+    cell names (nccl_hosts, inference), unless the cell names fewer (a cell without GPUs or JobSets may leave
+    those out). A sourced reading whose source is not given is refused rather than halting every run on a
+    reading that is never taken."""
+    sources = [r for r, field in SOURCED_READINGS.items() if cell.get(field)]
+    known = list(API_READINGS) + sources
+    if value is None:
+        return known
+    unsourced = sorted(r for r in set(value) & set(SOURCED_READINGS) if r not in sources)
+    if unsourced:
+        raise InputError("%s: %s needs its source: give %s for this cell, or leave the reading out" % (
+            where, ", ".join(unsourced), " and ".join("%s.%s" % (where.rsplit(".", 1)[0], SOURCED_READINGS[r])
+                                                      for r in unsourced)))
+    unknown = sorted(set(value) - set(known))
     if unknown:
         raise InputError("%s: %s cannot be read by the fleet run; choose from %s" % (
-            where, ", ".join(unknown), ", ".join(API_READINGS)))
+            where, ", ".join(unknown), ", ".join(known)))
     if not value:
         raise InputError("%s: empty; a cell judged on nothing would always promote. Leave it out for all of %s" % (
-            where, ", ".join(API_READINGS)))
-    return [r for r in API_READINGS if r in value]
+            where, ", ".join(known)))
+    return [r for r in known if r in value]
 
 
 def gpu_cap(fraction: float, total: int) -> int:
@@ -333,6 +380,7 @@ def _plan_cell(cell: Mapping[str, Any], target: KubeVersion, hop_versions: Optio
     return {
         "cell": cell["name"], "ring": cell["ring"], "kind": cell["kind"], "region": cell["region"],
         "inventory": cell["inventory"], "gpus": cell["gpus"], "halt_readings": cell["halt_readings"],
+        "nccl_hosts": cell["nccl_hosts"] or [], "inference": cell["inference"],
         "current": str(current), "target": str(target),
         "at_target": not plan["control_plane_path"] and not any(p["steps"] for p in plan["pools"]),
         "patch_only": patch_only,

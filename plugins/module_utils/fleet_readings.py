@@ -15,6 +15,17 @@ objects). fleet_run.halts judges them against the readings taken before the cell
 - ``jobset_restarts``: the sum of every JobSet's ``status.restarts`` (the JobSet controller counts each restart of
   a gang under its failure policy).
 
+Two more, for a cell that names their source (the fleet's ``cells[].nccl_hosts`` and ``cells[].inference``):
+
+- ``nccl_busbw_gbps``: the slowest probe host's median bus bandwidth (GB/s) at the largest message size of its
+  pool baseline, from ``all_reduce_perf`` run on each of the cell's NCCL probe hosts (the ``nccl_allreduce``
+  module, without its gate). A probe with a wrong element, an out-of-bounds value, an NCCL error or no figure at
+  that size gives no reading: not measured.
+- ``inference_p99_ms``: the 99th percentile over the window of the inference service's request latency histogram
+  (Prometheus text from its metrics endpoint, every series of the named histogram merged), in milliseconds.
+
+A reading that could not be taken is None, and ``unmeasured`` says why (fleet_run.halts puts that in its message).
+
 Counters are per apiserver process: one that restarted inside the window (its counter went down) counts from zero,
 as Prometheus' rate() does. A window in which an apiserver served no request has no latency: not measured.
 """
@@ -32,6 +43,8 @@ LONG_RUNNING = frozenset(("WATCH", "CONNECT"))
 GPU = "nvidia.com/gpu"
 API_READINGS = ("apiserver_429_per_minute", "apiserver_p99_seconds", "not_ready_nodes", "gpu_allocatable_fraction",
                 "jobset_restarts")
+# the readings that need a source the cell names: reading -> the fleet cell's field that gives it
+SOURCED_READINGS = {"nccl_busbw_gbps": "nccl_hosts", "inference_p99_ms": "inference"}
 
 
 def check_inputs(cell: str, urls: Sequence[str], expected_gpus: int, window: float, timeout: float) -> None:
@@ -52,18 +65,22 @@ def check_inputs(cell: str, urls: Sequence[str], expected_gpus: int, window: flo
         raise InputError("expected_gpus: %d; give the GPUs cell %s should have (0 or more)" % (expected_gpus, cell))
 
 
-def scrape(text: str, where: str) -> Dict[str, Any]:
-    """One apiserver's /metrics text reduced to what the readings need: ``{"throttled": count of 429 answers,
-    "buckets": {le: cumulative count}}``. Parsed by prometheus_client's text parser (the exposition format has
-    escapes, exemplars and comments a hand parser gets wrong); a text without the two metrics is refused."""
+def _families(text: str):
     try:
         from prometheus_client.parser import text_string_to_metric_families
     except ImportError as exc:  # pragma: no cover - the module reports missing_required_lib first
         raise InputError("the Python library prometheus-client is missing on the controller: pip install "
                          "prometheus-client (pip install -r requirements.txt from the collection)") from exc
+    return text_string_to_metric_families(text)
+
+
+def scrape(text: str, where: str) -> Dict[str, Any]:
+    """One apiserver's /metrics text reduced to what the readings need: ``{"throttled": count of 429 answers,
+    "buckets": {le: cumulative count}}``. Parsed by prometheus_client's text parser (the exposition format has
+    escapes, exemplars and comments a hand parser gets wrong); a text without the two metrics is refused."""
     throttled, buckets, seen = 0.0, {}, set()  # type: float, Dict[float, float], set
     try:
-        for family in text_string_to_metric_families(text):
+        for family in _families(text):
             for sample in family.samples:
                 if sample.name == REQUESTS:
                     seen.add(REQUESTS)
@@ -82,6 +99,84 @@ def scrape(text: str, where: str) -> Dict[str, Any]:
         raise InputError("%s: /metrics has no %s; is this a kube-apiserver (and may these credentials get /metrics)?"
                          % (where, " or ".join(missing)))
     return {"throttled": throttled, "buckets": buckets}
+
+
+def scrape_histogram(text: str, where: str, name: str) -> Dict[float, float]:
+    """The cumulative buckets ``{le: count}`` of histogram ``name`` (its ``NAME_bucket`` samples, every series
+    merged) in a /metrics text; a text without them is refused."""
+    buckets: Dict[float, float] = {}
+    try:
+        for family in _families(text):
+            for sample in family.samples:
+                if sample.name == name + "_bucket":
+                    bound = float(sample.labels["le"])
+                    buckets[bound] = buckets.get(bound, 0.0) + sample.value
+    except (ValueError, KeyError, IndexError, TypeError) as exc:
+        raise InputError("%s: the metrics are not Prometheus text (%s)" % (where, exc)) from None
+    if not buckets:
+        raise InputError("%s: the metrics have no histogram %s (no %s_bucket samples); give the inference service's "
+                         "request latency histogram as cells[].inference.histogram" % (where, name, name))
+    return buckets
+
+
+def _went_down(first: Mapping[float, float], second: Mapping[float, float]) -> bool:
+    """A counter that went down between two scrapes: the process restarted, and the second counts from zero."""
+    return any(second.get(bound, 0.0) < count for bound, count in first.items())
+
+
+def inference_reading(first: Mapping[float, float], second: Mapping[float, float], where: str) -> Dict[str, Any]:
+    """``inference_p99_ms`` over the window between two scrapes of the service's histogram; None (with why) when
+    the service answered no request in the window."""
+    base = {} if _went_down(first, second) else first
+    delta = {bound: second.get(bound, 0.0) - base.get(bound, 0.0) for bound in set(first) | set(second)}
+    p99 = histogram_quantile(0.99, delta)
+    out: Dict[str, Any] = {"inference_p99_ms": None if p99 is None else round(p99 * 1000.0, 2),
+                           "inference_requests": delta.get(math.inf, 0.0), "unmeasured": {}}
+    if p99 is None:
+        out["unmeasured"]["inference_p99_ms"] = "%s served no request in the window" % where
+    return out
+
+
+def nccl_reading(hosts: Sequence[str], results: Mapping[str, Any]) -> Dict[str, Any]:
+    """``nccl_busbw_gbps``: the slowest probe host's median bus bandwidth at the largest size its baseline names,
+    from each host's ``nccl_allreduce`` result (``{passed, checks, median_busbw}``, run without the gate). Every
+    probe host must have a clean result: a host with no result, a run with an error, a wrong element or an
+    out-of-bounds value, or no figure at that size makes the reading None, with why."""
+    if not hosts:
+        raise InputError("nccl_hosts: empty; name the cell's NCCL probe hosts or leave the NCCL reading out")
+    per: Dict[str, Optional[float]] = {}
+    why: List[str] = []
+    for host in hosts:
+        result = results.get(host)
+        if isinstance(result, Mapping) and result.get("failed"):
+            why.append("%s: its all_reduce_perf run failed: %s" % (host, str(result.get("msg") or "no message")[:300]))
+            per[host] = None
+            continue
+        if not isinstance(result, Mapping) or not isinstance(result.get("median_busbw"), Mapping):
+            why.append("%s: no all_reduce_perf result (not in the cell's inventory, unreachable, or its run failed: "
+                       "see the reading's log)" % host)
+            per[host] = None
+            continue
+        bad = [c for c in result.get("checks") or [] if not c.get("passed") and c.get("name") != "nccl_busbw"]
+        if bad:
+            why.append("%s: %s" % (host, "; ".join("%s %s" % (c.get("name"), c.get("measured")) for c in bad)))
+        sizes = {}
+        for size, value in result["median_busbw"].items():
+            try:
+                sizes[int(size)] = value
+            except (TypeError, ValueError):
+                raise InputError("%s: NCCL result size %r is not a byte count" % (host, size)) from None
+        value = sizes[max(sizes)] if sizes else None
+        if value is None:
+            why.append("%s: no bus bandwidth at the baseline's largest size (or the baseline opts out of NCCL: then "
+                       "leave nccl_hosts out for this cell)" % host)
+        per[host] = None if value is None else float(value)
+    measured = [v for v in per.values() if v is not None]
+    value = round(min(measured), 2) if measured and not why else None
+    out: Dict[str, Any] = {"nccl_busbw_gbps": value, "nccl_busbw_by_host": per, "unmeasured": {}}
+    if why:
+        out["unmeasured"]["nccl_busbw_gbps"] = "; ".join(why)
+    return out
 
 
 def histogram_quantile(q: float, buckets: Mapping[float, float]) -> Optional[float]:
@@ -124,8 +219,7 @@ def apiserver_readings(first: Mapping[str, Mapping[str, Any]], second: Mapping[s
         a, b = first[name], second[name]
         # one decision per apiserver: it restarted in the window when any of its counters went down; then every
         # counter of the second scrape counts from zero (a restart with more 429s since is not undercounted)
-        restarted = b["throttled"] < a["throttled"] or any(
-            b["buckets"].get(bound, 0.0) < count for bound, count in a["buckets"].items())
+        restarted = b["throttled"] < a["throttled"] or _went_down(a["buckets"], b["buckets"])
         base: Mapping[str, Any] = {"throttled": 0.0, "buckets": {}} if restarted else a
         t = b["throttled"] - base["throttled"]
         throttled += t
@@ -193,6 +287,17 @@ def readings(first: Mapping[str, Mapping[str, Any]], second: Mapping[str, Mappin
     out["jobset_restarts"] = total
     out["jobsets_restarted"] = per
     out["jobset_api"] = jobsets is not None
+    out["unmeasured"] = {}
+    return out
+
+
+def add_sourced(out: Dict[str, Any], *parts: Mapping[str, Any]) -> Dict[str, Any]:
+    """``out`` (readings()) with the sourced readings' parts (nccl_reading, inference_reading) merged in, their
+    ``unmeasured`` reasons gathered in one mapping."""
+    for part in parts:
+        unmeasured = dict(part.get("unmeasured") or {})
+        out.update((k, v) for k, v in part.items() if k != "unmeasured")
+        out.setdefault("unmeasured", {}).update(unmeasured)
     return out
 
 

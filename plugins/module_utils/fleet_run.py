@@ -54,9 +54,11 @@ def halts(cell: str, before: Optional[Mapping[str, Any]], after: Optional[Mappin
         new = (after or {}).get(name)
         needs_before = how in ("increase", "regression", "drop")
         if new is None or (needs_before and old is None):
+            why = ((after if new is None else before) or {}).get("unmeasured") or {}
             out.append({"cell": cell, "condition": name, "before": old, "after": new, "threshold": limit,
-                        "message": "%s: %s was not measured %s; a halt condition that cannot be read halts" % (
-                            cell, name, "after the upgrade" if new is None else "before the upgrade")})
+                        "message": "%s: %s was not measured %s%s; a halt condition that cannot be read halts" % (
+                            cell, name, "after the upgrade" if new is None else "before the upgrade",
+                            " (%s)" % why[name] if isinstance(why, Mapping) and why.get(name) else "")})
             continue
         try:
             old_f = float(old) if old is not None else 0.0

@@ -45,6 +45,30 @@ options:
         C(not-in-inventory).
     type: dict
     default: {}
+  nccl_hosts:
+    description:
+      - The cell's NCCL probe hosts (the fleet's C(cells[].nccl_hosts)). With them the readings include
+        C(nccl_busbw_gbps), the slowest host's median bus bandwidth at its baseline's largest size, from
+        O(nccl_results).
+    type: list
+    elements: str
+    default: []
+  nccl_results:
+    description:
+      - Each probe host's M(gpufleet.upgrade.nccl_allreduce) result, run with O(gpufleet.upgrade.nccl_allreduce#module:gate=false)
+        (C(passed), C(checks), C(median_busbw)). A host without one, or with a failed check other than the
+        bandwidth itself, leaves C(nccl_busbw_gbps) unmeasured.
+    type: dict
+    default: {}
+  inference_metrics_url:
+    description:
+      - The inference service's Prometheus metrics endpoint (the fleet's C(cells[].inference.metrics_url)), scraped
+        with the apiservers, O(window_seconds) apart, for C(inference_p99_ms). An endpoint that does not answer fails
+        the task.
+    type: str
+  inference_histogram:
+    description: The request latency histogram at O(inference_metrics_url), in seconds (every series merged).
+    type: str
   versions_only:
     description:
       - Read only the versions (each apiserver's, the kubelets' per pool) for the fleet report
@@ -77,6 +101,8 @@ readings:
     - C(apiserver_429_per_minute), C(apiserver_p99_seconds) (null when no request was served in the window),
       C(not_ready_nodes), C(gpu_allocatable_fraction), C(jobset_restarts), and what they come from
       (C(apiservers), C(not_ready), C(gpus_allocatable), C(jobsets_restarted)).
+    - With O(nccl_hosts), C(nccl_busbw_gbps) and C(nccl_busbw_by_host); with O(inference_metrics_url),
+      C(inference_p99_ms) and C(inference_requests). C(unmeasured) says why a reading is null.
     - With O(versions_only), only C(versions) - C(control_plane) (the oldest apiserver's version), C(apiservers)
       (URL to version), C(kubelets) (pool to its kubelets' versions) and C(no_node) (inventory hosts with no Node) -
       with C(cell) and C(taken).
@@ -87,7 +113,9 @@ readings:
 import time
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.urls import open_url
 from ansible_collections.gpufleet.upgrade.plugins.module_utils import fleet_readings, kube
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import GpufleetError
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.module_support import run_module
 
 
@@ -99,7 +127,12 @@ def main():
                            window_seconds=dict(type="float", required=True),
                            request_timeout=dict(type="float", default=30.0),
                            node_pools=dict(type="dict", default={}),
+                           nccl_hosts=dict(type="list", elements="str", default=[]),
+                           nccl_results=dict(type="dict", default={}),
+                           inference_metrics_url=dict(type="str"),
+                           inference_histogram=dict(type="str"),
                            versions_only=dict(type="bool", default=False), **kube.KUBE_ARGSPEC),
+        required_together=[("inference_metrics_url", "inference_histogram")],
         supports_check_mode=True,
     )
     params = module.params
@@ -115,17 +148,35 @@ def main():
                                             api.list_nodes(wait), params["node_pools"])
             return {"readings": {"versions": found, "cell": params["cell"], "taken": kube.now_rfc3339()},
                     "msg": "%s: control plane %s" % (params["cell"], found["control_plane"])}
+        service, histogram = params["inference_metrics_url"], params["inference_histogram"]
+
+        def inference():
+            try:
+                text = open_url(service, timeout=wait).read().decode("utf-8", "replace")
+            except Exception as exc:  # URLError, HTTPError, a timeout: the service could not be read
+                raise GpufleetError("%s: the inference metrics endpoint %s did not answer (%s: %s); check "
+                                    "cells[].inference.metrics_url" % (params["cell"], service,
+                                                                        type(exc).__name__, exc)) from None
+            return fleet_readings.scrape_histogram(text, service, histogram)
+
         first = {url: fleet_readings.scrape(api.metrics_text(wait), url) for url, api in apis.items()}
+        served = inference() if service else None
         started = time.monotonic()
         time.sleep(params["window_seconds"])
         second = {url: fleet_readings.scrape(api.metrics_text(wait), url) for url, api in apis.items()}
+        served_after = inference() if service else None
         seconds = time.monotonic() - started
         out = fleet_readings.readings(first, second, seconds, api.list_nodes(wait), params["expected_gpus"],
                                       api.list_custom(kube.JOBSET))
+        if params["nccl_hosts"]:
+            fleet_readings.add_sourced(out, fleet_readings.nccl_reading(params["nccl_hosts"], params["nccl_results"]))
+        if service:
+            fleet_readings.add_sourced(out, fleet_readings.inference_reading(served, served_after, service))
         out["cell"] = params["cell"]
         out["taken"] = kube.now_rfc3339()
         return {"readings": out, "msg": "%s: %s" % (params["cell"], ", ".join(
-            "%s %s" % (k, out[k]) for k in fleet_readings.API_READINGS))}
+            "%s %s" % (k, out[k]) for k in fleet_readings.API_READINGS + tuple(fleet_readings.SOURCED_READINGS)
+            if k in out))}
 
     run_module(module, body)
 

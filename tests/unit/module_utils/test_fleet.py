@@ -257,7 +257,9 @@ def test_halt_readings_and_run_settings_are_checked():
     plan = plan_fleet(spec)
     assert plan["cells"]["canary-1"]["halt_readings"] == ["not_ready_nodes", "jobset_restarts"]  # canonical order
     assert plan["run"]["halt_check_seconds"] == 15
-    for readings, message in ((["nccl_busbw_gbps"], "nccl_busbw_gbps cannot be read by the fleet run"),
+    for readings, message in ((["nccl_busbw_gbps"], r"nccl_busbw_gbps needs its source: give "
+                                                    r"gpufleet_fleet.cells\[0\] \(canary-1\).nccl_hosts"),
+                              (["gpu_temperature"], "gpu_temperature cannot be read by the fleet run"),
                               ([], "empty; a cell judged on nothing would always promote")):
         spec = fleet()
         spec["cells"][0]["halt_readings"] = readings
@@ -265,3 +267,32 @@ def test_halt_readings_and_run_settings_are_checked():
             plan_fleet(spec)
     with pytest.raises(InputError, match="policy.metrics_window_seconds: 0; give 1 or more seconds"):
         plan_fleet(fleet(metrics_window_seconds=0))
+
+
+def test_a_cell_that_names_its_nccl_probes_and_inference_endpoint_is_judged_on_them():
+    spec = fleet()
+    spec["cells"][0]["nccl_hosts"] = ["gpu-a1", "gpu-b1"]
+    spec["cells"][0]["inference"] = {"metrics_url": "http://serving.example:9090/metrics",
+                                     "histogram": "request_duration_seconds"}
+    plan = plan_fleet(spec)
+    entry = plan["cells"]["canary-1"]
+    assert entry["halt_readings"] == list(API_READINGS) + ["nccl_busbw_gbps", "inference_p99_ms"]
+    assert entry["nccl_hosts"] == ["gpu-a1", "gpu-b1"]
+    assert entry["inference"]["histogram"] == "request_duration_seconds"
+    other = next(c for name, c in plan["cells"].items() if name != "canary-1")
+    assert other["halt_readings"] == list(API_READINGS) and other["nccl_hosts"] == [] and other["inference"] is None
+    spec["cells"][0]["halt_readings"] = ["inference_p99_ms"]
+    assert plan_fleet(spec)["cells"]["canary-1"]["halt_readings"] == ["inference_p99_ms"]
+    for field, value, message in (
+            ("nccl_hosts", [], r"nccl_hosts: empty"),
+            ("nccl_hosts", ["gpu-a1", "gpu-a1"], r"nccl_hosts: gpu-a1 listed twice"),
+            ("nccl_hosts", [" "], r"nccl_hosts: ' ' is not a host name"),
+            ("inference", {"metrics_url": "serving:9090/metrics", "histogram": "h"}, r"inference.metrics_url: "),
+            ("inference", {"metrics_url": "http://s/metrics", "histogram": "bad name"}, r"inference.histogram: "),
+            ("inference", {"metrics_url": "http://s/metrics", "histogram": "h_bucket"}, r"inference.histogram: h_bucket; give the histogram.s name without _bucket"),
+            ("inference", {"metrics_url": "http://s/metrics"}, r"inference.*histogram"),
+            ("inference", "http://s/metrics", r"?: argument 'inference' is of type str")):
+        bad = fleet()
+        bad["cells"][0][field] = value
+        with pytest.raises(InputError, match=r"cells\[0\] \(canary-1\)." + message):
+            plan_fleet(bad)

@@ -176,3 +176,93 @@ def test_a_kubelet_without_a_version_stays_empty_for_the_report_to_alert_on():
 def test_versions_fail_closed_on_apiservers(apiservers, message):
     with pytest.raises(InputError, match=message.replace("(", r"\(").replace(")", r"\)")):
         fr.versions(apiservers, [kubelet("n", "v1.36.3")], {})
+
+
+# -- the sourced readings: the inference service's latency histogram, the NCCL probes -----------------------------
+def service_metrics(counts, name="request_duration_seconds", extra=""):
+    """Prometheus text of a latency histogram with two series (two routes), ``counts`` per bound split 3:1."""
+    lines = ["# HELP %s Request latency." % name, "# TYPE %s histogram" % name]
+    for route, share in (("/v1/completions", 0.75), ("/v1/embeddings", 0.25)):
+        for bound, count in counts:
+            lines.append('%s_bucket{le="%s",route="%s"} %s' % (name, bound, route, count * share))
+        lines.append('%s_count{route="%s"} %s' % (name, route, counts[-1][1] * share))
+        lines.append('%s_sum{route="%s"} 1.0' % (name, route))
+    return "\n".join(lines) + "\n" + extra
+
+
+BOUNDS = ("0.05", "0.1", "0.25", "0.5", "1.0", "+Inf")
+
+
+def test_the_inference_p99_is_the_windows_quantile_of_every_series_merged():
+    first = fr.scrape_histogram(service_metrics(list(zip(BOUNDS, (100, 190, 200, 200, 200, 200)))), "svc",
+                                "request_duration_seconds")
+    assert first[math.inf] == 200 and first[0.05] == 100
+    # in the window: 1,000 more requests, 990 under 0.1 s and 10 between 0.25 and 0.5 s
+    second = fr.scrape_histogram(service_metrics(list(zip(BOUNDS, (700, 1180, 1190, 1200, 1200, 1200)))), "svc",
+                                 "request_duration_seconds")
+    out = fr.inference_reading(first, second, "svc")
+    assert out["inference_requests"] == 1000
+    assert out["inference_p99_ms"] == pytest.approx(100.0)  # the 990th of 1,000 is the last under 0.1 s
+    assert out["unmeasured"] == {}
+    slow = fr.scrape_histogram(service_metrics(list(zip(BOUNDS, (200, 290, 300, 1100, 1200, 1200)))), "svc",
+                               "request_duration_seconds")
+    # 900 of the 1,000 under 0.5 s, the rest by 1 s: the 990th at 0.5 + 0.5 x 90/100 s
+    assert fr.inference_reading(first, slow, "svc")["inference_p99_ms"] == pytest.approx(950.0)
+
+
+def test_an_inference_service_that_restarted_counts_from_zero_and_one_that_served_nothing_is_not_measured():
+    busy = fr.scrape_histogram(service_metrics(list(zip(BOUNDS, (900, 990, 1000, 1000, 1000, 1000)))), "s", "request_duration_seconds")
+    fresh = fr.scrape_histogram(service_metrics(list(zip(BOUNDS, (10, 20, 20, 20, 20, 20)))), "s", "request_duration_seconds")
+    assert fr.inference_reading(busy, fresh, "s")["inference_requests"] == 20
+    idle = fr.inference_reading(busy, busy, "s")
+    assert idle["inference_p99_ms"] is None and idle["unmeasured"] == {"inference_p99_ms": "s served no request in "
+                                                                                          "the window"}
+
+
+@pytest.mark.parametrize("text, message", [
+    (service_metrics([("0.1", 1), ("+Inf", 1)], name="other_seconds"), "no histogram request_duration_seconds"),
+    ("request_duration_seconds_bucket{le=\"0.1\"} one\n", "not Prometheus text"),
+    ("request_duration_seconds_bucket{route=\"/\"} 1\n", "not Prometheus text"),
+])
+def test_inference_metrics_without_the_histogram_are_refused(text, message):
+    with pytest.raises(InputError, match=message):
+        fr.scrape_histogram(text, "svc", "request_duration_seconds")
+
+
+def nccl_result(busbw, checks=()):
+    return {"passed": not checks, "median_busbw": {str(1024 ** 3): busbw + 20, str(8 * 1024 ** 3): busbw},
+            "checks": [{"name": "nccl_runs", "passed": True, "measured": 3}] + list(checks)}
+
+
+def test_the_nccl_reading_is_the_slowest_probe_at_the_largest_size():
+    out = fr.nccl_reading(["gpu-a1", "gpu-b2"], {"gpu-a1": nccl_result(480.0), "gpu-b2": nccl_result(336.0, [
+        {"name": "nccl_busbw", "passed": False, "measured": 336.0}])})  # slow is a reading, not a failure
+    assert out["nccl_busbw_gbps"] == 336.0 and out["unmeasured"] == {}
+    assert out["nccl_busbw_by_host"] == {"gpu-a1": 480.0, "gpu-b2": 336.0}
+
+
+@pytest.mark.parametrize("results, message", [
+    ({"gpu-a1": nccl_result(480.0)}, "gpu-b2: no all_reduce_perf result"),
+    ({"gpu-a1": nccl_result(480.0), "gpu-b2": {"failed": True, "msg": "all_reduce_perf: not found"}},
+     "gpu-b2: its all_reduce_perf run failed: all_reduce_perf: not found"),
+    ({"gpu-a1": nccl_result(480.0), "gpu-b2": nccl_result(480.0, [
+        {"name": "nccl_wrong_elements", "passed": False, "measured": 12}])}, "gpu-b2: nccl_wrong_elements 12"),
+    ({"gpu-a1": nccl_result(480.0), "gpu-b2": {"passed": True, "median_busbw": {}, "checks": []}},
+     "gpu-b2: no bus bandwidth at the baseline's largest size"),
+    ({"gpu-a1": nccl_result(480.0), "gpu-b2": {"passed": False, "checks": [],
+                                              "median_busbw": {str(8 * 1024 ** 3): None}}},
+     "gpu-b2: no bus bandwidth"),
+])
+def test_an_nccl_probe_without_a_clean_result_leaves_the_reading_unmeasured(results, message):
+    out = fr.nccl_reading(["gpu-a1", "gpu-b2"], results)
+    assert out["nccl_busbw_gbps"] is None
+    assert message in out["unmeasured"]["nccl_busbw_gbps"]
+
+
+def test_sourced_readings_merge_into_the_cells_readings_with_their_reasons():
+    out = {"not_ready_nodes": 0, "unmeasured": {}}
+    fr.add_sourced(out, fr.nccl_reading(["gpu-a1"], {}), {"inference_p99_ms": 118.0, "unmeasured": {}})
+    assert out["nccl_busbw_gbps"] is None and out["inference_p99_ms"] == 118.0
+    assert list(out["unmeasured"]) == ["nccl_busbw_gbps"] and out["not_ready_nodes"] == 0
+    with pytest.raises(InputError, match="nccl_hosts: empty"):
+        fr.nccl_reading([], {})

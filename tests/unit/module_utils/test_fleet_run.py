@@ -138,6 +138,10 @@ def test_a_reading_that_is_missing_or_not_a_number_halts():
     assert "inf-east: apiserver_429_per_minute was not measured after the upgrade" in everything[0]["message"]
     before_missing = run.halts("inf-east", {}, {"nccl_busbw_gbps": 480}, policy, ["nccl_busbw_gbps"])
     assert "was not measured before the upgrade" in before_missing[0]["message"]
+    why = run.halts("inf-east", {"nccl_busbw_gbps": 480}, {"nccl_busbw_gbps": None, "unmeasured": {
+        "nccl_busbw_gbps": "gpu-b2: nccl_wrong_elements 12"}}, policy, ["nccl_busbw_gbps"])
+    assert why[0]["message"] == ("inf-east: nccl_busbw_gbps was not measured after the upgrade (gpu-b2: "
+                                 "nccl_wrong_elements 12); a halt condition that cannot be read halts")
     junk = run.halts("inf-east", {"jobset_restarts": 0}, {"jobset_restarts": "n/a"}, policy, ["jobset_restarts"])
     assert "is not a number" in junk[0]["message"]
     with pytest.raises(InputError, match="unknown gpu_temperature"):

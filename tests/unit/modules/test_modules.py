@@ -81,6 +81,11 @@ def test_nccl_allreduce(run):
                                 "outputs": [fixture_text("nccl", "allreduce-8gpu-slow.txt")] * 3})
     assert slow.failed and "gpu-a1 size 8G: check nccl_busbw: measured 336.00, baseline >= 423.00 GB/s" in \
         slow.result["msg"]
+    reading = run(nccl_allreduce, {"baseline": baseline, "node": "gpu-a1", "gate": False,
+                                   "outputs": [fixture_text("nccl", "allreduce-8gpu-slow.txt")] * 3})
+    assert not reading.failed and reading.result["passed"] is False  # the same checks, judged by the caller
+    assert reading.result["median_busbw"][str(8 * 1024 ** 3)] == pytest.approx(336.0, abs=0.01)
+    assert [c["name"] for c in reading.result["checks"] if not c["passed"]] == ["nccl_busbw"]
     assert run(nccl_allreduce, {"baseline": baseline}, check_mode=True).result["skipped"]
 
 
