@@ -188,6 +188,12 @@ VARIABLES: Tuple[Var, ...] = (
         "Seconds between the two scrapes of each apiserver (the fleet's policy.metrics_window_seconds)."),
     Var("gpufleet_fleet_readings_dest", "path", REQUIRED, "run", ("fleet_readings",),
         "The JSON file the readings are written to."),
+    Var("gpufleet_fleet_nccl_hosts", "list", [], "run", ("fleet_readings",),
+        "The cell's NCCL probe hosts (the fleet's cells[].nccl_hosts): all_reduce_perf runs on each for "
+        "nccl_busbw_gbps; empty: no NCCL reading."),
+    Var("gpufleet_fleet_inference", "dict", {}, "run", ("fleet_readings",),
+        "The cell's inference service {metrics_url, histogram} (the fleet's cells[].inference), scraped for "
+        "inference_p99_ms; empty: no inference reading."),
     Var("gpufleet_fleet_never_ran", "bool", False, "run", ("fleet_report",),
         "Report a fleet that has no ledger yet (cells at their target done, the others pending); else refused."),
     Var("gpufleet_fleet_versions_only", "bool", False, "run", ("fleet_readings",),
