@@ -32,7 +32,7 @@ as Prometheus' rate() does. A window in which an apiserver served no request has
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import GpufleetError, InputError
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.versions import parse_version
@@ -65,7 +65,7 @@ def check_inputs(cell: str, urls: Sequence[str], expected_gpus: int, window: flo
         raise InputError("expected_gpus: %d; give the GPUs cell %s should have (0 or more)" % (expected_gpus, cell))
 
 
-def _families(text: str):
+def _families(text: str) -> Iterable[Any]:
     try:
         from prometheus_client.parser import text_string_to_metric_families
     except ImportError as exc:  # pragma: no cover - the module reports missing_required_lib first

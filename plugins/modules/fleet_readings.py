@@ -55,9 +55,9 @@ options:
     default: []
   nccl_results:
     description:
-      - Each probe host's M(gpufleet.upgrade.nccl_allreduce) result, run with O(gpufleet.upgrade.nccl_allreduce#module:gate=false)
-        (C(passed), C(checks), C(median_busbw)). A host without one, or with a failed check other than the
-        bandwidth itself, leaves C(nccl_busbw_gbps) unmeasured.
+      - Each probe host's M(gpufleet.upgrade.nccl_allreduce) result, run with
+        O(gpufleet.upgrade.nccl_allreduce#module:gate=false) (C(passed), C(checks), C(median_busbw)). A host
+        without one, or with a failed check other than the bandwidth itself, leaves C(nccl_busbw_gbps) unmeasured.
     type: dict
     default: {}
   inference_metrics_url:
@@ -154,9 +154,9 @@ def main():
             try:
                 text = open_url(service, timeout=wait).read().decode("utf-8", "replace")
             except Exception as exc:  # URLError, HTTPError, a timeout: the service could not be read
-                raise GpufleetError("%s: the inference metrics endpoint %s did not answer (%s: %s); check "
-                                    "cells[].inference.metrics_url" % (params["cell"], service,
-                                                                        type(exc).__name__, exc)) from None
+                why = "%s: %s" % (type(exc).__name__, exc)
+                raise GpufleetError("%s: the inference metrics endpoint %s did not answer (%s); check "
+                                    "cells[].inference.metrics_url" % (params["cell"], service, why)) from None
             return fleet_readings.scrape_histogram(text, service, histogram)
 
         first = {url: fleet_readings.scrape(api.metrics_text(wait), url) for url, api in apis.items()}

@@ -289,7 +289,8 @@ def test_a_cell_that_names_its_nccl_probes_and_inference_endpoint_is_judged_on_t
             ("nccl_hosts", [" "], r"nccl_hosts: ' ' is not a host name"),
             ("inference", {"metrics_url": "serving:9090/metrics", "histogram": "h"}, r"inference.metrics_url: "),
             ("inference", {"metrics_url": "http://s/metrics", "histogram": "bad name"}, r"inference.histogram: "),
-            ("inference", {"metrics_url": "http://s/metrics", "histogram": "h_bucket"}, r"inference.histogram: h_bucket; give the histogram.s name without _bucket"),
+            ("inference", {"metrics_url": "http://s/metrics", "histogram": "h_bucket"},
+             r"inference.histogram: h_bucket; give the histogram.s name without _bucket"),
             ("inference", {"metrics_url": "http://s/metrics"}, r"inference.*histogram"),
             ("inference", "http://s/metrics", r"?: argument 'inference' is of type str")):
         bad = fleet()

@@ -211,8 +211,9 @@ def test_the_inference_p99_is_the_windows_quantile_of_every_series_merged():
 
 
 def test_an_inference_service_that_restarted_counts_from_zero_and_one_that_served_nothing_is_not_measured():
-    busy = fr.scrape_histogram(service_metrics(list(zip(BOUNDS, (900, 990, 1000, 1000, 1000, 1000)))), "s", "request_duration_seconds")
-    fresh = fr.scrape_histogram(service_metrics(list(zip(BOUNDS, (10, 20, 20, 20, 20, 20)))), "s", "request_duration_seconds")
+    name = "request_duration_seconds"
+    busy = fr.scrape_histogram(service_metrics(list(zip(BOUNDS, (900, 990, 1000, 1000, 1000, 1000)))), "s", name)
+    fresh = fr.scrape_histogram(service_metrics(list(zip(BOUNDS, (10, 20, 20, 20, 20, 20)))), "s", name)
     assert fr.inference_reading(busy, fresh, "s")["inference_requests"] == 20
     idle = fr.inference_reading(busy, busy, "s")
     assert idle["inference_p99_ms"] is None and idle["unmeasured"] == {"inference_p99_ms": "s served no request in "
