@@ -15,6 +15,7 @@ import math
 import re
 from fractions import Fraction
 from typing import Any, Dict, List, Mapping, Optional, Sequence
+from urllib.parse import urlsplit
 
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
@@ -241,9 +242,13 @@ def _nccl_hosts(value: Optional[List[str]], where: str) -> Optional[List[str]]:
         return None
     if not value:
         raise InputError("%s: empty; name the inventory hosts all_reduce_perf runs on, or leave it out" % where)
-    bad = [h for h in value if not isinstance(h, str) or not h.strip()]
+    # each is a play's host pattern: "all", "gpu-*", "!x" or "a:b" would run all_reduce_perf on other hosts
+    bad = [h for h in value if not isinstance(h, str) or not re.match(r"^[A-Za-z0-9_][A-Za-z0-9._-]*$", h)]
     if bad:
-        raise InputError("%s: %r is not a host name; give the cell's inventory host names" % (where, bad[0]))
+        raise InputError("%s: %r is not a host name (letters, digits, '.', '_', '-'; no patterns, groups or "
+                         "wildcards); give the cell's inventory host names one by one" % (where, bad[0]))
+    if "all" in value:
+        raise InputError("%s: all is Ansible's every-host pattern; give the cell's inventory host names" % where)
     twice = sorted({h for h in value if value.count(h) > 1})
     if twice:
         raise InputError("%s: %s listed twice" % (where, ", ".join(twice)))
@@ -252,7 +257,15 @@ def _nccl_hosts(value: Optional[List[str]], where: str) -> Optional[List[str]]:
 
 def _inference(value: Any, where: str) -> Dict[str, Any]:
     out = _validate(_INFERENCE, value, where)
-    if not re.match(r"^https?://[^/\s]+", out["metrics_url"]):
+    try:
+        parts = urlsplit(out["metrics_url"])
+        credentials = parts.username is not None or parts.password is not None
+    except ValueError:
+        credentials = False  # the pattern below refuses it
+    if credentials:  # the URL is a task argument: it is not echoed here, and must carry no secret at all
+        raise InputError("%s.metrics_url: carries credentials (user:password@); they would reach the logs and job "
+                         "events: give an endpoint that needs none (in-cluster, or through a proxy)" % where)
+    if not re.match(r"^https?://[^/\s@]+", out["metrics_url"]):
         raise InputError("%s.metrics_url: %r; give the service's metrics endpoint as http(s)://HOST:PORT/PATH" % (
             where, out["metrics_url"]))
     if not re.match(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$", out["histogram"]):

@@ -22,7 +22,8 @@ Two more, for a cell that names their source (the fleet's ``cells[].nccl_hosts``
   module, without its gate). A probe with a wrong element, an out-of-bounds value, an NCCL error or no figure at
   that size gives no reading: not measured.
 - ``inference_p99_ms``: the 99th percentile over the window of the inference service's request latency histogram
-  (Prometheus text from its metrics endpoint, every series of the named histogram merged), in milliseconds.
+  (Prometheus text from its metrics endpoint; each series of the named histogram differenced on its own - one that
+  restarted counts from zero - then merged), in milliseconds.
 
 A reading that could not be taken is None, and ``unmeasured`` says why (fleet_run.halts puts that in its message).
 
@@ -101,22 +102,32 @@ def scrape(text: str, where: str) -> Dict[str, Any]:
     return {"throttled": throttled, "buckets": buckets}
 
 
-def scrape_histogram(text: str, where: str, name: str) -> Dict[float, float]:
-    """The cumulative buckets ``{le: count}`` of histogram ``name`` (its ``NAME_bucket`` samples, every series
-    merged) in a /metrics text; a text without them is refused."""
-    buckets: Dict[float, float] = {}
+def _series(labels: Mapping[str, str]) -> str:
+    """A histogram series' name: its labels other than ``le``, sorted (one per process, pod or route)."""
+    return ",".join("%s=%s" % (k, labels[k]) for k in sorted(labels) if k != "le")
+
+
+def scrape_histogram(text: str, where: str, name: str) -> Dict[str, Dict[float, float]]:
+    """Each series' cumulative buckets ``{series: {le: count}}`` of histogram ``name`` (its ``NAME_bucket``
+    samples) in a /metrics text. A text without them, or a series without its +Inf bucket, is refused."""
+    series: Dict[str, Dict[float, float]] = {}
     try:
         for family in _families(text):
             for sample in family.samples:
                 if sample.name == name + "_bucket":
+                    buckets = series.setdefault(_series(sample.labels), {})
                     bound = float(sample.labels["le"])
                     buckets[bound] = buckets.get(bound, 0.0) + sample.value
     except (ValueError, KeyError, IndexError, TypeError) as exc:
         raise InputError("%s: the metrics are not Prometheus text (%s)" % (where, exc)) from None
-    if not buckets:
+    if not series:
         raise InputError("%s: the metrics have no histogram %s (no %s_bucket samples); give the inference service's "
                          "request latency histogram as cells[].inference.histogram" % (where, name, name))
-    return buckets
+    for key, buckets in sorted(series.items()):
+        if math.inf not in buckets:
+            raise InputError("%s: histogram %s{%s} has no le=\"+Inf\" bucket (every observation's count); the "
+                             "endpoint does not serve a whole Prometheus histogram" % (where, name, key))
+    return series
 
 
 def _went_down(first: Mapping[float, float], second: Mapping[float, float]) -> bool:
@@ -124,14 +135,25 @@ def _went_down(first: Mapping[float, float], second: Mapping[float, float]) -> b
     return any(second.get(bound, 0.0) < count for bound, count in first.items())
 
 
-def inference_reading(first: Mapping[float, float], second: Mapping[float, float], where: str) -> Dict[str, Any]:
-    """``inference_p99_ms`` over the window between two scrapes of the service's histogram; None (with why) when
-    the service answered no request in the window."""
-    base = {} if _went_down(first, second) else first
-    delta = {bound: second.get(bound, 0.0) - base.get(bound, 0.0) for bound in set(first) | set(second)}
-    p99 = histogram_quantile(0.99, delta)
+def inference_reading(first: Mapping[str, Mapping[float, float]], second: Mapping[str, Mapping[float, float]],
+                      where: str) -> Dict[str, Any]:
+    """``inference_p99_ms`` over the window between two scrapes of the service's histogram (``scrape_histogram``),
+    every series merged; None (with why) when the service answered no request in the window. Each series restarts
+    on its own (a replica that restarted counts from zero; one that is new counts whole; one that went away served
+    nothing in the window)."""
+    merged: Dict[float, float] = {}
+    restarted = []
+    for key, after in second.items():
+        before = first.get(key, {})
+        if _went_down(before, after):
+            restarted.append(key)
+            before = {}
+        for bound in set(before) | set(after):
+            merged[bound] = merged.get(bound, 0.0) + after.get(bound, 0.0) - before.get(bound, 0.0)
+    p99 = histogram_quantile(0.99, merged)
     out: Dict[str, Any] = {"inference_p99_ms": None if p99 is None else round(p99 * 1000.0, 2),
-                           "inference_requests": delta.get(math.inf, 0.0), "unmeasured": {}}
+                           "inference_requests": round(merged.get(math.inf, 0.0), 3),
+                           "inference_restarted": sorted(restarted), "unmeasured": {}}
     if p99 is None:
         out["unmeasured"]["inference_p99_ms"] = "%s served no request in the window" % where
     return out
@@ -148,6 +170,10 @@ def nccl_reading(hosts: Sequence[str], results: Mapping[str, Any]) -> Dict[str, 
     why: List[str] = []
     for host in hosts:
         result = results.get(host)
+        if isinstance(result, Mapping) and result.get("unreachable"):
+            why.append("%s: unreachable: %s" % (host, str(result.get("msg") or "no message")[:300]))
+            per[host] = None
+            continue
         if isinstance(result, Mapping) and result.get("failed"):
             why.append("%s: its all_reduce_perf run failed: %s" % (host, str(result.get("msg") or "no message")[:300]))
             per[host] = None

@@ -67,7 +67,9 @@ options:
         the task.
     type: str
   inference_histogram:
-    description: The request latency histogram at O(inference_metrics_url), in seconds (every series merged).
+    description:
+      - The request latency histogram at O(inference_metrics_url), in seconds (each series differenced on its
+        own, then merged).
     type: str
   versions_only:
     description:

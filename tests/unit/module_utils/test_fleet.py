@@ -287,11 +287,21 @@ def test_a_cell_that_names_its_nccl_probes_and_inference_endpoint_is_judged_on_t
             ("nccl_hosts", [], r"nccl_hosts: empty"),
             ("nccl_hosts", ["gpu-a1", "gpu-a1"], r"nccl_hosts: gpu-a1 listed twice"),
             ("nccl_hosts", [" "], r"nccl_hosts: ' ' is not a host name"),
+            # each is a play's host pattern: one that matches other hosts would run the probe on them
+            ("nccl_hosts", ["gpu-*"], r"nccl_hosts: 'gpu-\*' is not a host name \(.*no patterns"),
+            ("nccl_hosts", ["!gpu-a1"], r"nccl_hosts: '!gpu-a1' is not a host name"),
+            ("nccl_hosts", ["gpu-a1:gpu-b1"], r"nccl_hosts: 'gpu-a1:gpu-b1' is not a host name"),
+            ("nccl_hosts", ["all"], r"nccl_hosts: all is Ansible's every-host pattern"),
             ("inference", {"metrics_url": "serving:9090/metrics", "histogram": "h"}, r"inference.metrics_url: "),
             ("inference", {"metrics_url": "http://s/metrics", "histogram": "bad name"}, r"inference.histogram: "),
             ("inference", {"metrics_url": "http://s/metrics", "histogram": "h_bucket"},
              r"inference.histogram: h_bucket; give the histogram.s name without _bucket"),
             ("inference", {"metrics_url": "http://s/metrics"}, r"inference.*histogram"),
+            # a secret in the URL is refused, and the message does not repeat it
+            ("inference", {"metrics_url": "https://svc:hunter2@s/metrics", "histogram": "h"},
+             r"inference.metrics_url: carries credentials \(user:password@\); they would reach the logs(?!.*hunter2)"),
+            ("inference", {"metrics_url": "https://token@s/metrics", "histogram": "h"},
+             r"inference.metrics_url: carries credentials"),
             ("inference", "http://s/metrics", r"?: argument 'inference' is of type str")):
         bad = fleet()
         bad["cells"][0][field] = value

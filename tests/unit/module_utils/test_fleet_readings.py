@@ -196,7 +196,7 @@ BOUNDS = ("0.05", "0.1", "0.25", "0.5", "1.0", "+Inf")
 def test_the_inference_p99_is_the_windows_quantile_of_every_series_merged():
     first = fr.scrape_histogram(service_metrics(list(zip(BOUNDS, (100, 190, 200, 200, 200, 200)))), "svc",
                                 "request_duration_seconds")
-    assert first[math.inf] == 200 and first[0.05] == 100
+    assert first["route=/v1/completions"][math.inf] == 150 and first["route=/v1/embeddings"][0.05] == 25
     # in the window: 1,000 more requests, 990 under 0.1 s and 10 between 0.25 and 0.5 s
     second = fr.scrape_histogram(service_metrics(list(zip(BOUNDS, (700, 1180, 1190, 1200, 1200, 1200)))), "svc",
                                  "request_duration_seconds")
@@ -220,8 +220,29 @@ def test_an_inference_service_that_restarted_counts_from_zero_and_one_that_serve
                                                                                           "the window"}
 
 
+def test_each_inference_series_restarts_on_its_own():
+    """One replica restarted in the window (its counts went down) and one did not: the restarted one counts from
+    zero, the other from its first scrape, so neither is under- nor over-counted."""
+    name = "request_duration_seconds"
+
+    def text(a, b):
+        return "".join('%s_bucket{le="%s",pod="%s"} %s\n' % (name, le, pod, count)
+                       for pod, counts in (("a", a), ("b", b)) for le, count in zip(("0.1", "+Inf"), counts))
+    first = fr.scrape_histogram(text((1000, 1000), (50, 50)), "s", name)
+    second = fr.scrape_histogram(text((1100, 1100), (10, 20)), "s", name)  # b restarted: 20 since, 10 slow
+    out = fr.inference_reading(first, second, "s")
+    # merged before the window's difference, b's restart would hide (1,110 - 1,050 = 60 + 10 = 70 counted)
+    assert out["inference_requests"] == 120 and out["inference_restarted"] == ["pod=b"]
+    assert out["inference_p99_ms"] == 100.0  # 110 of the 120 under 0.1 s: the 99th is past the last finite bound
+    # a replica that is new in the second scrape counts whole; one that went away served nothing in the window
+    assert fr.inference_reading({"pod=a": first["pod=a"]}, second, "s")["inference_requests"] == 120
+    assert fr.inference_reading(first, {"pod=a": second["pod=a"]}, "s")["inference_requests"] == 100
+
+
 @pytest.mark.parametrize("text, message", [
     (service_metrics([("0.1", 1), ("+Inf", 1)], name="other_seconds"), "no histogram request_duration_seconds"),
+    ("request_duration_seconds_bucket{le=\"0.1\",pod=\"x\"} 1\n", r"request_duration_seconds\{pod=x\} has no "
+     r"le=\"\+Inf\" bucket"),
     ("request_duration_seconds_bucket{le=\"0.1\"} one\n", "not Prometheus text"),
     ("request_duration_seconds_bucket{route=\"/\"} 1\n", "not Prometheus text"),
 ])
@@ -246,6 +267,10 @@ def test_the_nccl_reading_is_the_slowest_probe_at_the_largest_size():
     ({"gpu-a1": nccl_result(480.0)}, "gpu-b2: no all_reduce_perf result"),
     ({"gpu-a1": nccl_result(480.0), "gpu-b2": {"failed": True, "msg": "all_reduce_perf: not found"}},
      "gpu-b2: its all_reduce_perf run failed: all_reduce_perf: not found"),
+    # the probe play keeps an unreachable host's result (ignore_unreachable) instead of ending the readings
+    ({"gpu-a1": nccl_result(480.0), "gpu-b2": {"unreachable": True, "changed": False,
+                                              "msg": "Failed to connect to the host via ssh: timed out"}},
+     "gpu-b2: unreachable: Failed to connect to the host via ssh: timed out"),
     ({"gpu-a1": nccl_result(480.0), "gpu-b2": nccl_result(480.0, [
         {"name": "nccl_wrong_elements", "passed": False, "measured": 12}])}, "gpu-b2: nccl_wrong_elements 12"),
     ({"gpu-a1": nccl_result(480.0), "gpu-b2": {"passed": True, "median_busbw": {}, "checks": []}},
