@@ -303,7 +303,9 @@ def build(groups: Mapping[str, Sequence[str]], host_vars: Mapping[str, Mapping[s
     for pool in sorted(set(host_pool.values()) - {CONTROL_PLANE_POOL}):
         pools[pool] = {"baseline": dict(baselines[pool]),
                        "skip_level": policies[pool].skip_level if pool in policies else True,
-                       "nodes": [h for h in gpu if host_pool[h] == pool]}
+                       "nodes": [h for h in gpu if host_pool[h] == pool],
+                       # the GPUs the pool should have allocatable: its nodes times its baseline's per node
+                       "gpus": int(baselines[pool]["gpu"]["count"]) * sum(1 for h in gpu if host_pool[h] == pool)}
     gpu_waves: List[Dict[str, Any]] = []
     for wave in plan["waves"]:
         if wave["kind"] == "control-plane":

@@ -11,9 +11,11 @@ objects). fleet_run.halts judges them against the readings taken before the cell
   own SLO metrics do; the quantile is interpolated within its bucket the way Prometheus' histogram_quantile does.
 - ``not_ready_nodes``: Nodes whose Ready condition is not True (Unknown and missing count).
 - ``gpu_allocatable_fraction``: allocatable ``nvidia.com/gpu`` on Ready nodes over the GPUs the fleet expects of
-  the cell (its ``gpus``).
+  the cell (its ``gpus``), or over what a pool should have (its nodes times its baseline's GPUs) when a pool's is
+  lower: the lowest fraction, each pool's in ``gpu_allocatable_by_pool``.
 - ``jobset_restarts``: the sum of every JobSet's ``status.restarts`` (the JobSet controller counts each restart of
-  a gang under its failure policy).
+  a gang under its failure policy); each JobSet's count by uid is kept too, and fleet_run.halts judges the rise
+  JobSet by JobSet (one deleted, or made again under its name, hides nothing).
 
 Two more, for a cell that names their source (the fleet's ``cells[].nccl_hosts`` and ``cells[].inference``):
 
@@ -270,12 +272,32 @@ def _quantity(value: Any, where: str) -> int:
         raise InputError("%s: allocatable %s is %r, not a whole number of GPUs" % (where, GPU, value)) from None
 
 
-def node_readings(nodes: Sequence[Mapping[str, Any]], expected_gpus: int) -> Dict[str, Any]:
-    """NotReady nodes and the fraction of the expected GPUs allocatable on Ready nodes."""
+def pool_expectations(pools: Mapping[str, Any]) -> Dict[str, Dict[str, Any]]:
+    """``{pool: {"nodes": [...], "gpus": expected}}`` from the cell's pools (the ``cell`` module's ``pools``:
+    each with its ``nodes`` and ``gpus``, its nodes times its baseline's GPUs per node), refused when either is
+    missing: a pool whose expectation is unknown cannot be judged."""
+    out: Dict[str, Dict[str, Any]] = {}
+    for pool, value in sorted(pools.items()):
+        nodes = value.get("nodes") if isinstance(value, Mapping) else None
+        gpus = value.get("gpus") if isinstance(value, Mapping) else None
+        if not isinstance(nodes, list) or not all(isinstance(n, str) for n in nodes) or \
+                not isinstance(gpus, int) or isinstance(gpus, bool) or gpus < 0:
+            raise InputError("pools.%s: needs its nodes (a list of names) and gpus (the GPUs it should have, 0 or "
+                             "more); give the cell module's pools" % pool)
+        out[pool] = {"nodes": list(nodes), "gpus": gpus}
+    return out
+
+
+def node_readings(nodes: Sequence[Mapping[str, Any]], expected_gpus: int,
+                  pools: Optional[Mapping[str, Mapping[str, Any]]] = None) -> Dict[str, Any]:
+    """NotReady nodes and the fraction of the expected GPUs allocatable on Ready nodes: the lowest of the cell's
+    (over the fleet's ``gpus`` for it) and each pool's (``pool_expectations``), so a pool that lost its GPUs
+    halts even when the cell's other pools hide it in the total."""
     if expected_gpus < 0:
         raise InputError("expected_gpus: %d; give the GPUs the cell should have (0 or more)" % expected_gpus)
     not_ready: List[str] = []
     gpus = 0
+    by_node: Dict[str, int] = {}
     for node in nodes:
         name = (node.get("metadata") or {}).get("name", "?")
         if not _ready(node):
@@ -283,35 +305,49 @@ def node_readings(nodes: Sequence[Mapping[str, Any]], expected_gpus: int) -> Dic
             continue
         alloc = ((node.get("status") or {}).get("allocatable") or {}).get(GPU)
         if alloc is not None:
-            gpus += _quantity(alloc, "node %s" % name)
+            by_node[name] = _quantity(alloc, "node %s" % name)
+            gpus += by_node[name]
     if not nodes:
         raise InputError("the cell's API lists no Node: nothing to read (wrong cluster?)")
     fraction = 1.0 if expected_gpus == 0 else gpus / float(expected_gpus)
+    by_pool: Dict[str, Dict[str, Any]] = {}
+    for pool, want in sorted((pools or {}).items()):
+        have = sum(by_node.get(n, 0) for n in want["nodes"])
+        share = 1.0 if want["gpus"] == 0 else have / float(want["gpus"])
+        by_pool[pool] = {"allocatable": have, "expected": want["gpus"], "fraction": round(share, 4)}
+        fraction = min(fraction, share)
     return {"not_ready_nodes": len(not_ready), "not_ready": sorted(not_ready), "gpus_allocatable": gpus,
-            "gpu_allocatable_fraction": round(fraction, 4)}
+            "gpu_allocatable_fraction": round(fraction, 4), "gpu_allocatable_by_pool": by_pool}
 
 
-def jobset_restarts(jobsets: Sequence[Mapping[str, Any]]) -> Tuple[int, Dict[str, int]]:
-    """The sum of the JobSets' ``status.restarts`` and the non-zero ones by namespace/name."""
+def jobset_restarts(jobsets: Sequence[Mapping[str, Any]]) -> Tuple[int, Dict[str, int], Dict[str, Dict[str, Any]]]:
+    """The sum of the JobSets' ``status.restarts``, the non-zero ones by namespace/name, and every JobSet's count
+    by its uid (``{uid: {"name", "restarts"}}``): a JobSet deleted and made again under the same name is another
+    JobSet, and fleet_run.halts counts each one's rise on its own."""
     per: Dict[str, int] = {}
+    by_uid: Dict[str, Dict[str, Any]] = {}
     for js in jobsets:
         meta = js.get("metadata") or {}
+        name = "%s/%s" % (meta.get("namespace"), meta.get("name"))
         count = int((js.get("status") or {}).get("restarts") or 0)
         if count:
-            per["%s/%s" % (meta.get("namespace"), meta.get("name"))] = count
-    return sum(per.values()), per
+            per[name] = count
+        by_uid[str(meta.get("uid") or name)] = {"name": name, "restarts": count}
+    return sum(per.values()), per, by_uid
 
 
 def readings(first: Mapping[str, Mapping[str, Any]], second: Mapping[str, Mapping[str, Any]], seconds: float,
              nodes: Sequence[Mapping[str, Any]], expected_gpus: int,
-             jobsets: Optional[Sequence[Mapping[str, Any]]]) -> Dict[str, Any]:
+             jobsets: Optional[Sequence[Mapping[str, Any]]],
+             pools: Optional[Mapping[str, Mapping[str, Any]]] = None) -> Dict[str, Any]:
     """Every API reading of a cell, with the details behind them. ``jobsets`` None: the JobSet API is not
-    served (no JobSet can have restarted: 0)."""
+    served (no JobSet can have restarted: 0). ``pools``: pool_expectations(), for the per-pool GPU fraction."""
     out = apiserver_readings(first, second, seconds)
-    out.update(node_readings(nodes, expected_gpus))
-    total, per = jobset_restarts(jobsets or [])
+    out.update(node_readings(nodes, expected_gpus, pools))
+    total, per, by_uid = jobset_restarts(jobsets or [])
     out["jobset_restarts"] = total
     out["jobsets_restarted"] = per
+    out["jobset_restart_counts"] = by_uid
     out["jobset_api"] = jobsets is not None
     out["unmeasured"] = {}
     return out

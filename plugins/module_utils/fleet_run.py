@@ -14,7 +14,7 @@ before, against thresholds from the fleet policy. A reading that is missing is a
 from __future__ import annotations
 
 import datetime
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import InputError
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.fleet import fits
@@ -67,7 +67,11 @@ def halts(cell: str, before: Optional[Mapping[str, Any]], after: Optional[Mappin
             out.append({"cell": cell, "condition": name, "before": old, "after": new, "threshold": limit,
                         "message": "%s: %s reading %r / %r is not a number" % (cell, name, old, new)})
             continue
-        if how == "increase":
+        rise = _jobset_rise(before, after) if name == "jobset_restarts" else None
+        if rise is not None:
+            held = rise[0] > limit
+            text = "rose by %d, JobSet by JobSet (%s; at most +%g)" % (rise[0], rise[1] or "none restarted", limit)
+        elif how == "increase":
             held, text = new_f - old_f > limit, "rose from %g to %g (at most +%g)" % (old_f, new_f, limit)
         elif how == "regression":
             floor = policy.get("apiserver_p99_floor_seconds", 0.0) if name == "apiserver_p99_seconds" else 0.0
@@ -81,10 +85,40 @@ def halts(cell: str, before: Optional[Mapping[str, Any]], after: Optional[Mappin
             held, text = new_f > limit, "is %g (at most %g)" % (new_f, limit)
         else:  # floor
             held, text = new_f < limit, "is %g (at least %g)" % (new_f, limit)
+        if held and name == "gpu_allocatable_fraction":
+            text += _pools_under((after or {}).get("gpu_allocatable_by_pool"), limit)
         if held:
             out.append({"cell": cell, "condition": name, "before": old, "after": new, "threshold": limit,
                         "message": "%s: %s %s" % (cell, name, text)})
     return out
+
+
+def _jobset_rise(before: Optional[Mapping[str, Any]],
+                 after: Optional[Mapping[str, Any]]) -> Optional[Tuple[int, str]]:
+    """The JobSets' restarts since ``before``, each JobSet (by uid) on its own: one that is new counts whole, one
+    that is gone counts nothing (a sum would let a deleted JobSet's restarts hide another's). None when either
+    reading has no per-JobSet counts (a ledger from before they were kept): the totals are compared then."""
+    old = (before or {}).get("jobset_restart_counts")
+    new = (after or {}).get("jobset_restart_counts")
+    if not isinstance(old, Mapping) or not isinstance(new, Mapping):
+        return None
+    rise, named = 0, []
+    for uid, js in sorted(new.items(), key=lambda kv: str(kv[1].get("name"))):
+        was = old.get(uid)
+        more = max(int(js.get("restarts") or 0) - (int(was.get("restarts") or 0) if was else 0), 0)
+        if more:
+            rise += more
+            named.append("%s +%d%s" % (js.get("name"), more, "" if was else " (new since the reading before)"))
+    return rise, ", ".join(named)
+
+
+def _pools_under(by_pool: Any, limit: float) -> str:
+    """The pools under the GPU floor, for the halt's message."""
+    if not isinstance(by_pool, Mapping):
+        return ""
+    low = ["%s %s of %s" % (pool, v.get("allocatable"), v.get("expected")) for pool, v in sorted(by_pool.items())
+           if isinstance(v, Mapping) and float(v.get("fraction", 1.0)) < limit]
+    return " (pool %s)" % ", ".join(low) if low else ""
 
 
 # -- the ledger ----------------------------------------------------------------------------------------------------

@@ -88,7 +88,7 @@ cell:
       type: list
       elements: dict
     pools:
-      description: Per pool, its validated baseline, skip_level and nodes.
+      description: Per pool, its validated baseline, skip_level, nodes and gpus (the GPUs it should have allocatable).
       type: dict
     host_pool:
       description: Each host's pool (C(control-plane) for control-plane hosts).

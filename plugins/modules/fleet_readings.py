@@ -45,6 +45,13 @@ options:
         C(not-in-inventory).
     type: dict
     default: {}
+  pools:
+    description:
+      - The cell's pools (C(pools) from M(gpufleet.upgrade.cell)), each with its C(nodes) and C(gpus) (its nodes
+        times its baseline's GPUs per node). With them C(gpu_allocatable_fraction) is the lowest of the cell's and
+        each pool's fraction, and C(gpu_allocatable_by_pool) gives each pool's. A pool without either is refused.
+    type: dict
+    default: {}
   nccl_hosts:
     description:
       - The cell's NCCL probe hosts (the fleet's C(cells[].nccl_hosts)). With them the readings include
@@ -129,6 +136,7 @@ def main():
                            window_seconds=dict(type="float", required=True),
                            request_timeout=dict(type="float", default=30.0),
                            node_pools=dict(type="dict", default={}),
+                           pools=dict(type="dict", default={}),
                            nccl_hosts=dict(type="list", elements="str", default=[]),
                            nccl_results=dict(type="dict", default={}),
                            inference_metrics_url=dict(type="str"),
@@ -142,6 +150,7 @@ def main():
     def body():
         fleet_readings.check_inputs(params["cell"], params["apiserver_urls"], params["expected_gpus"],
                                     params["window_seconds"], params["request_timeout"])
+        pools = fleet_readings.pool_expectations(params["pools"])
         wait = params["request_timeout"]
         apis = {url: kube.connect(module, host=url) for url in params["apiserver_urls"]}
         api = kube.connect(module)
@@ -169,7 +178,7 @@ def main():
         served_after = inference() if service else None
         seconds = time.monotonic() - started
         out = fleet_readings.readings(first, second, seconds, api.list_nodes(wait), params["expected_gpus"],
-                                      api.list_custom(kube.JOBSET))
+                                      api.list_custom(kube.JOBSET), pools)
         if params["nccl_hosts"]:
             fleet_readings.add_sourced(out, fleet_readings.nccl_reading(params["nccl_hosts"], params["nccl_results"]))
         if service:

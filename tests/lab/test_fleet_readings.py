@@ -50,6 +50,10 @@ def test_nccl_and_inference_readings_halt_on_a_slow_probe_and_a_missing_one_is_u
     before = read(entry, tmp_path / "before.json", entry["nccl_hosts"])
     assert before["unmeasured"] == {}, before["unmeasured"]
     assert before["nccl_busbw_by_host"] == {probe: before["nccl_busbw_gbps"]} and before["nccl_busbw_gbps"] > 400
+    # each pool's GPUs against its nodes times its baseline's: every one allocatable
+    assert before["gpu_allocatable_by_pool"] and all(
+        p["fraction"] == 1.0 and p["expected"] > 0 for p in before["gpu_allocatable_by_pool"].values()), before
+    assert sum(p["expected"] for p in before["gpu_allocatable_by_pool"].values()) == entry["gpus"]
     # the simulated service's estimate from its buckets (inference.py); 50 requests a second over about 5 s
     assert before["inference_p99_ms"] == pytest.approx(133.0, abs=1.0) and before["inference_requests"] >= 200
     try:

@@ -35,6 +35,7 @@ def test_the_lab_cell():
     gpu = next(n for n in c.nodes if n["name"] == "gpu-a1")
     assert (gpu["gpus"], gpu["gpu_type"]) == (8, "NVIDIA-H100-80GB-HBM3")  # from the pool baseline
     assert c.host_pool["cp-1"] == "control-plane" and c.pools["h100-train"]["nodes"] == GROUPS["gpu_nodes"]
+    assert c.pools["h100-train"]["gpus"] == 8 * len(GROUPS["gpu_nodes"])  # what the fleet's GPU reading expects
     assert c.break_glass == {"disable_eviction": False, "force_drain": False, "skip_checkpoint": False,
                              "skip_nccl": False}
 

@@ -116,11 +116,41 @@ def test_nodes_not_ready_and_gpus_allocatable_on_ready_nodes_only():
         fr.node_readings([node("a")], -1)
 
 
+def test_a_pool_that_lost_its_gpus_sets_the_fraction_even_when_the_cells_total_hides_it():
+    pools = fr.pool_expectations({"h100": {"nodes": ["a", "b"], "gpus": 16, "baseline": {}},
+                                  "l40s": {"nodes": ["c", "d"], "gpus": 16}})
+    # h100 has 10 of its 16 (b lost 6), l40s 20 of its 16: the total, 30 of 32, hides the pool
+    nodes = [node("a"), node("b", gpus="2"), node("c", gpus="10"), node("d", gpus="10")]
+    out = fr.node_readings(nodes, 32, pools)
+    assert out["gpus_allocatable"] == 30 and out["gpu_allocatable_by_pool"] == {
+        "h100": {"allocatable": 10, "expected": 16, "fraction": 0.625},
+        "l40s": {"allocatable": 20, "expected": 16, "fraction": 1.25}}
+    assert out["gpu_allocatable_fraction"] == 0.625  # the cell's own 30 of 32 (0.9375) would pass a 0.9 floor
+    assert fr.node_readings(nodes, 32)["gpu_allocatable_fraction"] == 0.9375  # without pools: the cell's alone
+    empty = fr.node_readings(nodes, 32, fr.pool_expectations({"cpu": {"nodes": [], "gpus": 0}}))
+    assert empty["gpu_allocatable_by_pool"]["cpu"]["fraction"] == 1.0
+
+
+@pytest.mark.parametrize("pools", [{"h100": {"nodes": ["a"]}}, {"h100": {"gpus": 8}}, {"h100": "a"},
+                                   {"h100": {"nodes": ["a"], "gpus": "8"}}, {"h100": {"nodes": ["a"], "gpus": -1}},
+                                   {"h100": {"nodes": "a", "gpus": 8}}])
+def test_a_pool_without_its_nodes_or_gpus_is_refused(pools):
+    with pytest.raises(InputError, match=r"pools.h100: needs its nodes \(a list of names\) and gpus"):
+        fr.pool_expectations(pools)
+
+
 def test_jobset_restarts_are_summed():
     jobsets = [{"metadata": {"namespace": "training", "name": "llm"}, "status": {"restarts": 2}},
                {"metadata": {"namespace": "training", "name": "idle"}, "status": {}},
                {"metadata": {"namespace": "ml", "name": "new"}}]
-    assert fr.jobset_restarts(jobsets) == (2, {"training/llm": 2})
+    total, per, by_uid = fr.jobset_restarts(jobsets)
+    assert (total, per) == (2, {"training/llm": 2})
+    # every JobSet by its uid (zero restarts too), or by its name where the API gave no uid
+    assert by_uid == {"training/llm": {"name": "training/llm", "restarts": 2},
+                      "training/idle": {"name": "training/idle", "restarts": 0},
+                      "ml/new": {"name": "ml/new", "restarts": 0}}
+    jobsets[0]["metadata"]["uid"] = "5f0c"
+    assert fr.jobset_restarts(jobsets)[2]["5f0c"] == {"name": "training/llm", "restarts": 2}
     out = fr.readings({"cp-1": fr.scrape(WINDOW[0], "a")}, {"cp-1": fr.scrape(WINDOW[1], "a")}, 10.0,
                       [node("a")], 8, jobsets)
     assert set(fr.API_READINGS) <= set(out) and out["jobset_restarts"] == 2

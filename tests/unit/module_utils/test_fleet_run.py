@@ -131,6 +131,38 @@ def test_each_halt_condition_at_its_threshold(name, before, after, held):
     assert bool(found) is held, found
 
 
+def test_jobset_restarts_rise_jobset_by_jobset():
+    """A JobSet that finished and was deleted (5 restarts) no longer hides a new one's 3: the totals fell from 5 to
+    3, yet the gang restarted three times. One made again under the same name has a new uid and counts whole."""
+    policy = parse_halt_policy({})
+
+    def reading(*jobsets):
+        return {"jobset_restarts": sum(r for _u, _n, r in jobsets),
+                "jobset_restart_counts": {u: {"name": n, "restarts": r} for u, n, r in jobsets}}
+    before = reading(("u1", "training/old", 5), ("u2", "training/llm", 1))
+    after = reading(("u2", "training/llm", 1), ("u3", "training/new", 3))
+    found = run.halts("train-1", before, after, policy, ["jobset_restarts"])
+    assert [f["message"] for f in found] == [
+        "train-1: jobset_restarts rose by 3, JobSet by JobSet (training/new +3 (new since the reading before); at "
+        "most +0)"]
+    again = reading(("u4", "training/llm", 1), ("u3", "training/new", 3))  # llm deleted and made again: new uid
+    assert "training/llm +1 (new since" in run.halts("train-1", after, again, policy, ["jobset_restarts"])[0][
+        "message"]
+    assert run.halts("train-1", after, after, policy, ["jobset_restarts"]) == []
+    # a reading from before the per-JobSet counts were kept: the totals
+    assert run.halts("train-1", {"jobset_restarts": 5}, after, policy, ["jobset_restarts"]) == []
+
+
+def test_a_gpu_halt_names_the_pools_under_the_floor():
+    policy = parse_halt_policy({})
+    after = {"gpu_allocatable_fraction": 0.625, "gpu_allocatable_by_pool": {
+        "h100": {"allocatable": 10, "expected": 16, "fraction": 0.625},
+        "l40s": {"allocatable": 16, "expected": 16, "fraction": 1.0}}}
+    found = run.halts("train-1", {}, after, policy, ["gpu_allocatable_fraction"])
+    assert found[0]["message"].startswith("train-1: gpu_allocatable_fraction is 0.625 (at least ")
+    assert found[0]["message"].endswith(") (pool h100 10 of 16)")
+
+
 def test_a_reading_that_is_missing_or_not_a_number_halts():
     policy = parse_halt_policy({})
     everything = run.halts("inf-east", {}, {}, policy)
