@@ -172,7 +172,8 @@ def test_a_halt_in_ring0s_soak_stops_the_fleet_then_it_resumes_and_upgrades_ever
     print("halted %.0f s after the start" % (time.time() - began))
     assert rc != 0
     assert "fleet lab halted in ring ring0: " in out
-    assert "%s: gpu_allocatable_fraction is 0.9688 (at least 1)" % canary in out
+    # the lab cell's one pool: its nodes times its baseline's 8 GPUs, named under the floor
+    assert "%s: gpu_allocatable_fraction is 0.9688 (at least 1) (pool h100-train 31 of 32)" % canary in out
     state = ledger(tmp_path)
     assert state["halt"]["cells"] == [canary] and state["halt"]["ring"] == "ring0"
     (cond,) = [c for c in state["halt"]["conditions"] if c["condition"] == "gpu_allocatable_fraction"]
