@@ -317,7 +317,11 @@ def fleet_definitions(config: Mapping[str, Any], fleet: Mapping[str, Any], plan:
         {"question_name": "Retry a failed cell", "variable": "gpufleet_fleet_retry", "type": "text",
          "required": False, "default": "", "min": 0, "max": 200,
          "question_description": "Leave empty. To put a failed cell back, type exactly 'retry CELL in fleet %s'."
-                                 % name}]}
+                                 % name},
+        {"question_name": "Break a stale lock", "variable": "gpufleet_fleet_break_lock", "type": "text",
+         "required": False, "default": "", "min": 0, "max": 200,
+         "question_description": "Leave empty. Only when a run was killed and left its lock: type exactly 'break "
+                                 "lock ID of fleet %s' with the ID the refusal named." % name}]}
     templates = []
     for playbook, description in FLEET_TEMPLATES.items():
         templates.append({

@@ -16,7 +16,7 @@ from __future__ import annotations
 import datetime
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import InputError
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import InputError, PolicyError
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.fleet import fits
 
 LEDGER_VERSION = 1
@@ -166,8 +166,9 @@ def check_ledger(ledger: Any, plan: Mapping[str, Any]) -> Dict[str, Any]:
         if any(fresh["cells"][c]["state"] != "done" for c in ring["cells"]):
             fresh["rings"][ring["ring"]] = {"soak_started": None, "soak_done": None}
     fresh["halt"] = ledger.get("halt")
-    if ledger.get("last_halt"):
-        fresh["last_halt"] = ledger["last_halt"]
+    for kept in ("last_halt", "lock_breaks"):
+        if ledger.get(kept):
+            fresh[kept] = ledger[kept]
     return fresh
 
 
@@ -432,3 +433,60 @@ def soak_cells(plan: Mapping[str, Any], ring: str, have_before: List[str]) -> Li
         raise InputError("ring %s: no cell has a reading from before its upgrade to judge the soak against (in the "
                          "fleet's readings); the soak cannot pass on nothing" % ring)
     return cells
+
+
+# -- the lock: one fleet run at a time per ledger ------------------------------------------------------------------
+# A run takes the lock (a file beside the ledger, created only if absent) before it reads the ledger, every ledger
+# write checks that the lock is still its own, and the run releases it at its end, failed or not. A lock left by a
+# run that was killed is broken only with a typed confirmation naming its id and the fleet, and the break is kept in
+# the ledger (``lock_breaks``).
+def lock_path(ledger_path: str) -> str:
+    return ledger_path + ".lock"
+
+
+def lock_record(fleet: str, lock_id: str, holder: str, now: datetime.datetime) -> Dict[str, Any]:
+    return {"fleet": fleet, "id": lock_id, "holder": holder, "since": now.isoformat()}
+
+
+def break_phrase(fleet: str, lock_id: str) -> str:
+    return "break lock %s of fleet %s" % (lock_id, fleet)
+
+
+def held_elsewhere(fleet: str, lock: Mapping[str, Any]) -> str:
+    """The refusal for a run that finds another run's lock."""
+    return ("fleet %s is locked by another run: lock %s, taken by %s at %s. One fleet run at a time per ledger: wait "
+            "for it to end. If that run is gone (killed, its machine lost), break its lock with -e \"gpufleet_fleet_"
+            "break_lock='%s'\"" % (fleet, lock.get("id"), lock.get("holder"), lock.get("since"),
+                                   break_phrase(fleet, str(lock.get("id")))))
+
+
+def check_break(fleet: str, lock: Optional[Mapping[str, Any]], confirmation: str) -> Mapping[str, Any]:
+    """The lock ``confirmation`` breaks: it must name the lock there now, by its id, and the fleet."""
+    if not lock:
+        raise InputError("gpufleet_fleet_break_lock: fleet %s has no lock to break; run without it" % fleet)
+    wanted = break_phrase(fleet, str(lock.get("id")))
+    if confirmation != wanted:
+        raise InputError("gpufleet_fleet_break_lock: type exactly %r to break the lock taken by %s at %s (got %r)" % (
+            wanted, lock.get("holder"), lock.get("since"), confirmation))
+    return lock
+
+
+def check_holds(fleet: str, lock: Optional[Mapping[str, Any]], lock_id: Optional[str]) -> None:
+    """Refuse a ledger write by a run that does not hold the lock (none taken, or broken and taken by another)."""
+    if not lock_id:
+        raise InputError("lock: this call writes fleet %s's ledger; give the id the lock action returned "
+                         "(playbooks/fleet.yml takes it first)" % fleet)
+    if not lock:
+        raise PolicyError("fleet %s: this run's lock %s is gone (removed by hand?); the ledger is not written. Run "
+                          "the fleet again" % (fleet, lock_id))
+    if lock.get("id") != lock_id:
+        raise PolicyError("fleet %s: the ledger's lock is not this run's %s but lock %s, taken by %s at %s (this "
+                          "run's was broken?); the ledger is not written. Stop this run" % (
+                              fleet, lock_id, lock.get("id"), lock.get("holder"), lock.get("since")))
+
+
+def record_break(ledger: Mapping[str, Any], broken: Mapping[str, Any], by: Mapping[str, Any]) -> Dict[str, Any]:
+    """The ledger with the broken lock kept: whose it was, since when, who broke it and when."""
+    entry = {"id": broken.get("id"), "holder": broken.get("holder"), "since": broken.get("since"),
+             "broken_by": by["holder"], "broken_at": by["since"], "new_lock": by["id"]}
+    return dict(ledger, lock_breaks=list(ledger.get("lock_breaks") or []) + [entry])

@@ -178,6 +178,9 @@ VARIABLES: Tuple[Var, ...] = (
         "GPUs, inventory, versions, pools); checked by gpufleet.upgrade.fleet_plan, described in docs/fleet.md."),
     Var("gpufleet_fleet_retry", "str", NONE, "run", ("fleet",),
         "Puts a failed cell back to pending: exactly 'retry CELL in fleet FLEET'."),
+    Var("gpufleet_fleet_break_lock", "str", NONE, "run", ("fleet",),
+        "Breaks the ledger's lock left by a fleet run that is gone (killed, its machine lost): exactly 'break lock "
+        "ID of fleet FLEET', with the ID the refusal named; the break is kept in the ledger's lock_breaks."),
     Var("gpufleet_fleet_until_ring", "str", NONE, "run", ("fleet",),
         "Stop the run once every ring up to this one is done and soaked (next step 'held'); unset: every ring."),
     Var("gpufleet_fleet_cell", "str", REQUIRED, "run", ("fleet_readings",),

@@ -14,7 +14,11 @@ description:
     (C(upgrade), C(wait), C(soak), C(promote), C(stop) or C(complete)).
   - C(read) also refuses, before anything runs, a cell whose path has a hop without a release, and puts a cell
     left C(upgrading) by a run that ended mid-wave back to pending (its wave resumes from its per-node ledger).
-    One fleet run at a time per ledger.
+  - One fleet run at a time per ledger. C(lock) takes the ledger's lock (the file C(PATH.lock), created only if
+    there is none) and returns its id; every call that writes the ledger must give it as O(lock), and is refused
+    when the lock is not that run's. C(unlock) releases it. Another run's lock is refused, naming who took it and
+    when; one left by a run that was killed is broken only by C(lock) with the typed confirmation
+    C(break lock ID of fleet FLEET), and the break is kept in the ledger's C(lock_breaks).
   - C(judge) compares the readings of O(cells) - by default, for a soak, every cell of O(ring) with a reading
     before its upgrade, and never none - (files C(CELL-TARGET-before.json) and C(CELL-TARGET-after.json) in
     O(readings_dir), as C(playbooks/fleet_readings.yml) writes them) with the fleet policy's thresholds. A
@@ -35,8 +39,11 @@ options:
   action:
     description: What to do.
     type: str
-    choices: [read, record, soak, judge, resume, retry]
+    choices: [lock, unlock, read, record, soak, judge, resume, retry]
     default: read
+  lock:
+    description: The id C(lock) returned, for every call that writes the ledger and for C(unlock).
+    type: str
   cell:
     description: The cell, for C(record) and C(retry) (for C(retry) the one O(confirmation) names by default).
     type: str
@@ -72,7 +79,8 @@ options:
       step is a soak returns the cells that soak judges (C(soak_cells)).
     type: path
   confirmation:
-    description: For C(retry), exactly C(retry CELL in fleet FLEET).
+    description: For C(retry), exactly C(retry CELL in fleet FLEET); for C(lock), exactly
+      C(break lock ID of fleet FLEET) to break a lock left by a run that is gone.
     type: str
 attributes:
   check_mode:
@@ -86,6 +94,13 @@ author:
 """
 
 EXAMPLES = r"""
+- name: Take the fleet's lock (one run at a time per ledger)
+  gpufleet.upgrade.fleet_ledger:
+    plan: "{{ __fleet }}"
+    path: out/fleet/prod/ledger.json
+    action: lock
+  register: __lock
+
 - name: Read the fleet ledger back and say what comes next
   gpufleet.upgrade.fleet_ledger:
     plan: "{{ __fleet }}"  # the registered result of gpufleet.upgrade.fleet_plan
@@ -100,9 +115,19 @@ EXAMPLES = r"""
     cell: canary-1
     state: done
     version: v1.36.3
+    lock: "{{ __lock.lock.id }}"
 """
 
 RETURN = r"""
+lock:
+  description: The run's lock (C(fleet), C(id), C(holder), C(since)).
+  returned: action is lock
+  type: dict
+ansible_facts:
+  description: When C(lock) broke another run's lock, C(fleet_ledger_break_glass_record) (the change record lists
+    it under Break glass).
+  returned: when a lock was broken
+  type: dict
 ledger:
   description: The ledger after the action.
   returned: always
@@ -130,9 +155,12 @@ halts:
 """
 
 import datetime
+import getpass
 import json
 import os
+import socket
 import tempfile
+import uuid
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpufleet.upgrade.plugins.module_utils import fleet_run
@@ -162,6 +190,64 @@ def _save(path, ledger):
     os.replace(tmp, path)
 
 
+def _load_lock(path):
+    if not os.path.exists(path):
+        return None
+    try:
+        with open(path) as handle:
+            return json.load(handle)
+    except ValueError:
+        return {"id": "unreadable", "holder": "unknown (%s is not JSON)" % path, "since": "unknown"}
+
+
+def _locking(module, plan, ledger, path, now):
+    """C(lock) and C(unlock): the lock file is made with O_EXCL, so of two runs that start at once one gets it."""
+    p, fleet = module.params, plan["fleet"]
+    held = _load_lock(path)
+    if p["action"] == "unlock":
+        fleet_run.check_holds(fleet, held, p["lock"])
+        if not module.check_mode:
+            os.remove(path)
+        return {"changed": True, "ledger": ledger, "msg": "fleet %s: lock %s released" % (fleet, p["lock"])}
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):  # a container's uid with no passwd entry and no USER
+        user = "uid %d" % os.getuid()
+    mine = fleet_run.lock_record(fleet, uuid.uuid4().hex[:12], "%s@%s" % (user, socket.gethostname()), now)
+    if held and not p["confirmation"]:
+        raise PolicyError(fleet_run.held_elsewhere(fleet, held), lock=held)
+    broken = fleet_run.check_break(fleet, held, p["confirmation"]) if p["confirmation"] else None
+    if module.check_mode:
+        return {"changed": True, "ledger": ledger, "lock": mine, "msg": "fleet %s: would take the lock" % fleet}
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    if broken:  # under the typed confirmation: replace the dead run's lock with this run's, then keep the break
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)), prefix=".lock-")
+        with os.fdopen(fd, "w") as handle:
+            json.dump(mine, handle)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+        ledger = fleet_run.record_break(ledger, broken, mine)
+        _save(p["path"], ledger)
+    else:
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:  # another run took it since the read above
+            raise PolicyError(fleet_run.held_elsewhere(fleet, _load_lock(path) or {}), lock=_load_lock(path)) from None
+        with os.fdopen(fd, "w") as handle:
+            json.dump(mine, handle)
+    module.log("fleet %s: lock %s taken%s" % (fleet, mine["id"], " (broke lock %s)" % broken["id"] if broken else ""))
+    out = {"changed": True, "ledger": ledger, "lock": mine,
+           "msg": "fleet %s: lock %s taken by %s%s" % (fleet, mine["id"], mine["holder"],
+                                                    ", breaking lock %s of %s" % (broken["id"], broken["holder"])
+                                                    if broken else "")}
+    if broken:  # a break-glass use: the change record's callback lists it with its operator and time
+        out["ansible_facts"] = {"fleet_ledger_break_glass_record": {
+            "actions": ["break the fleet ledger's lock"], "stage": "fleet lock", "nodes": [],
+            "detail": "fleet %s: lock %s of %s (since %s) broken with %r" % (
+                fleet, broken.get("id"), broken.get("holder"), broken.get("since"), p["confirmation"])}}
+    return out
+
+
 def _readings(folder, plan, cells, which):
     out = {}
     for cell in cells:
@@ -183,14 +269,16 @@ def main():
     module = AnsibleModule(
         argument_spec=dict(
             plan=dict(type="dict", required=True), path=dict(type="path", required=True),
-            action=dict(type="str", default="read", choices=["read", "record", "soak", "judge", "resume", "retry"]),
+            action=dict(type="str", default="read", choices=["lock", "unlock", "read", "record", "soak", "judge",
+                                                             "resume", "retry"]),
+            lock=dict(type="str"),
             cell=dict(type="str"), cells=dict(type="list", elements="str", default=[]), ring=dict(type="str"),
             state=dict(type="str", choices=list(fleet_run.CELL_STATES)), version=dict(type="str", default=""),
             reason=dict(type="str", default=""), change_record=dict(type="str"), done=dict(type="bool", default=False),
             readings_dir=dict(type="path"), confirmation=dict(type="str")),
         required_if=[("action", "record", ("cell", "state")), ("action", "retry", ("confirmation",)),
                      ("action", "soak", ("ring",)), ("action", "judge", ("ring", "readings_dir")),
-                     ("action", "resume", ("readings_dir",))],
+                     ("action", "resume", ("readings_dir",)), ("action", "unlock", ("lock",))],
         supports_check_mode=True,
     )
     p = module.params
@@ -199,6 +287,9 @@ def main():
         plan, now = p["plan"], datetime.datetime.now(datetime.UTC)
         before = fleet_run.check_ledger(_load(p["path"]), plan)
         ledger, extra = before, {}
+        lock_path = fleet_run.lock_path(p["path"])
+        if p["action"] in ("lock", "unlock"):
+            return _locking(module, plan, before, lock_path, now)
         if p["action"] == "read":
             ledger = fleet_run.resume_interrupted(ledger, now)
             extra["hops"] = fleet_run.runnable(plan, ledger)
@@ -227,6 +318,7 @@ def main():
                     fleet_run.clear_halt(ledger) if halt else ledger)
         changed = ledger != before or not os.path.exists(p["path"])
         if changed and not module.check_mode:
+            fleet_run.check_holds(plan["fleet"], _load_lock(lock_path), p["lock"])
             _save(p["path"], ledger)
         if extra.get("halts"):
             raise PolicyError(ledger["halt"]["message"] + ". Later rings are untouched; clear the cause and run the "

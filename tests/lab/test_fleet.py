@@ -147,6 +147,7 @@ def test_a_cell_with_another_cells_inventory_is_refused_before_anything_moves(fl
     assert "the inventory is cell %s's (gpufleet_cluster_name), not %s's" % (spec["cells"][1]["name"], first) in out
     assert "cell(s) %s could not be read before the upgrade" % first in out
     assert ledger(tmp_path)["cells"][first]["state"] == "pending"
+    assert not (tmp_path / "fleet" / "lab" / "ledger.json.lock").exists(), "a failed run kept its lock"
     for cell in spec["cells"]:
         assert versions(cell["name"]) == {cell["control_plane"]}, "%s moved" % cell["name"]
 
@@ -157,6 +158,17 @@ def test_a_halt_in_ring0s_soak_stops_the_fleet_then_it_resumes_and_upgrades_ever
     target = spec["policy"]["target"]
     began = time.time()
     proc, log = run_fleet(path, tmp_path, background=True)
+    # a second run of the same fleet while this one holds the ledger is refused, naming the lock, and leaves it
+    lock_file = tmp_path / "fleet" / "lab" / "ledger.json.lock"
+    deadline = time.time() + 300
+    while time.time() < deadline and proc.poll() is None and not lock_file.exists():
+        time.sleep(0.2)
+    assert lock_file.exists(), "the fleet run took no lock:\n" + open(log.name).read()[-4000:]
+    held = json.loads(lock_file.read_text())
+    rc, out, _ = run_fleet(path, tmp_path)
+    assert rc != 0 and "fleet lab is locked by another run: lock %s, taken by %s" % (held["id"], held["holder"]) \
+        in out, out[-3000:]
+    assert json.loads(lock_file.read_text()) == held and proc.poll() is None
     # wait for ring0's soak: the canary cell is upgraded and judged clean after its wave
     deadline = time.time() + 2400
     while time.time() < deadline and proc.poll() is None:

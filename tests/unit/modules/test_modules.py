@@ -284,7 +284,8 @@ def test_fleet_ledger_keeps_the_ledger_judges_halts_and_writes_nothing_in_check_
         versions="%s/fleet/prod/report/versions/canary-1.json" % tmp_path)
     assert plan["run"]["max_steps"] > len(plan["rings"])
     path = plan["paths"]["ledger"]
-    base = {"plan": plan, "path": path}
+    lock = run(fleet_ledger, {"plan": plan, "path": path, "action": "lock"}).result["lock"]
+    base = {"plan": plan, "path": path, "lock": lock["id"]}
     dry = run(fleet_ledger, base, check_mode=True)
     assert dry.result["next"]["action"] == "upgrade" and not os.path.exists(path)
     first = run(fleet_ledger, base)
@@ -321,6 +322,55 @@ def test_fleet_ledger_keeps_the_ledger_judges_halts_and_writes_nothing_in_check_
     (tmp_path / "broken.json").write_text("{")
     broken = run(fleet_ledger, dict(base, path=str(tmp_path / "broken.json")))
     assert broken.failed and "is not JSON" in broken.result["msg"]
+
+
+def test_fleet_ledger_lock_one_run_at_a_time_broken_only_by_its_typed_id(run, tmp_path):
+    from tests.unit.module_utils.test_fleet import fleet
+    plan = run(fleet_plan, {"fleet": fleet(), "out_dir": str(tmp_path)}).result
+    path = plan["paths"]["ledger"]
+    base = {"plan": plan, "path": path}
+    # check mode takes no lock
+    assert run(fleet_ledger, dict(base, action="lock"), check_mode=True).result["changed"]
+    assert not os.path.exists(path + ".lock")
+    first = run(fleet_ledger, dict(base, action="lock")).result["lock"]
+    assert set(first) == {"fleet", "id", "holder", "since"} and first["fleet"] == "prod" and "@" in first["holder"]
+    assert oct(os.stat(path + ".lock").st_mode & 0o777) == "0o644"
+    # a second run is refused, naming the lock, its holder and the exact words that break it
+    second = run(fleet_ledger, dict(base, action="lock"))
+    assert second.failed and second.result["msg"].startswith(
+        "fleet prod is locked by another run: lock %s, taken by %s at %s." % (first["id"], first["holder"],
+                                                                              first["since"]))
+    assert "gpufleet_fleet_break_lock='break lock %s of fleet prod'" % first["id"] in second.result["msg"]
+    # a ledger write without the lock, or with another id, is refused and writes nothing
+    nolock = run(fleet_ledger, base)
+    assert nolock.failed and "lock: this call writes fleet prod's ledger" in nolock.result["msg"]
+    other = run(fleet_ledger, dict(base, lock="0123456789ab"))
+    assert other.failed and "the ledger's lock is not this run's 0123456789ab but lock %s, taken by %s" % (
+        first["id"], first["holder"]) in other.result["msg"]
+    assert not os.path.exists(path)
+    assert not run(fleet_ledger, dict(base, lock=first["id"])).failed and os.path.exists(path)
+    # breaking it takes the exact words with the id there now; the break is kept in the ledger
+    wrong = run(fleet_ledger, dict(base, action="lock", confirmation="break lock of fleet prod"))
+    assert wrong.failed and "type exactly 'break lock %s of fleet prod'" % first["id"] in wrong.result["msg"]
+    broke = run(fleet_ledger, dict(base, action="lock", confirmation="break lock %s of fleet prod" % first["id"]))
+    new = broke.result["lock"]
+    assert new["id"] != first["id"] and "breaking lock %s" % first["id"] in broke.result["msg"]
+    used = broke.result["ansible_facts"]["fleet_ledger_break_glass_record"]  # for the change record
+    assert used["actions"] == ["break the fleet ledger's lock"] and first["id"] in used["detail"]
+    (kept,) = json.load(open(path))["lock_breaks"]
+    assert (kept["id"], kept["holder"], kept["new_lock"]) == (first["id"], first["holder"], new["id"])
+    assert json.load(open(path))["lock_breaks"] == run(fleet_ledger, dict(base, lock=new["id"])).result["ledger"][
+        "lock_breaks"]  # read back and kept
+    # the old run can neither write nor release; the new one releases, and the next run takes it again
+    stale = run(fleet_ledger, dict(base, action="unlock", lock=first["id"]))
+    assert stale.failed and "not this run's %s but lock %s" % (first["id"], new["id"]) in stale.result["msg"]
+    assert not run(fleet_ledger, dict(base, action="unlock", lock=new["id"])).failed
+    assert not os.path.exists(path + ".lock")
+    gone = run(fleet_ledger, dict(base, lock=new["id"], action="record", cell="canary-1", state="done"))
+    assert gone.failed and "lock %s is gone" % new["id"] in gone.result["msg"]
+    nothing = run(fleet_ledger, dict(base, action="lock", confirmation="break lock x of fleet prod"))
+    assert nothing.failed and "fleet prod has no lock to break" in nothing.result["msg"]
+    assert not run(fleet_ledger, dict(base, action="lock")).failed
 
 
 def test_awx_definitions_for_a_fleet_plans_it_and_refuses_a_bad_fleet(run):
