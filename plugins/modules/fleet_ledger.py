@@ -236,10 +236,9 @@ def _locking(module, plan, ledger, path, now):
         with os.fdopen(fd, "w") as handle:
             json.dump(mine, handle)
     module.log("fleet %s: lock %s taken%s" % (fleet, mine["id"], " (broke lock %s)" % broken["id"] if broken else ""))
+    breaking = ", breaking lock %s of %s" % (broken["id"], broken["holder"]) if broken else ""
     out = {"changed": True, "ledger": ledger, "lock": mine,
-           "msg": "fleet %s: lock %s taken by %s%s" % (fleet, mine["id"], mine["holder"],
-                                                    ", breaking lock %s of %s" % (broken["id"], broken["holder"])
-                                                    if broken else "")}
+           "msg": "fleet %s: lock %s taken by %s%s" % (fleet, mine["id"], mine["holder"], breaking)}
     if broken:  # a break-glass use: the change record's callback lists it with its operator and time
         out["ansible_facts"] = {"fleet_ledger_break_glass_record": {
             "actions": ["break the fleet ledger's lock"], "stage": "fleet lock", "nodes": [],

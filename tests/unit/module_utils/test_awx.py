@@ -239,9 +239,20 @@ def test_the_rollout_runs_each_ring_held_after_it_with_an_approval_before_each_l
     # multiplechoice's "" (not one of its choices) - and fleet.yml must take "" as no retry
     bare = awx.launch(run, {})
     assert bare["gpufleet_fleet_retry"] == "" and "gpufleet_fleet_until_ring" not in bare
+    assert bare["gpufleet_fleet_break_lock"] == ""  # likewise: "" breaks nothing
+
+    def tasks(block):
+        for task in block:
+            yield task
+            for key in ("block", "rescue", "always"):
+                yield from tasks(task.get(key) or [])
     plays = yaml.safe_load((ROOT / "playbooks" / "fleet.yml").read_text())
-    retry = next(t for t in plays[0]["tasks"] if "gpufleet_fleet_retry" in str(t.get("when", "")))
+    retry = next(t for t in tasks(plays[0]["tasks"]) if "gpufleet_fleet_retry" in str(t.get("when", "")))
     assert retry["when"] == "gpufleet_fleet_retry | default('') | length > 0"
+    lock = next(t for t in tasks(plays[0]["tasks"]) if (t.get("gpufleet.upgrade.fleet_ledger") or {}).get(
+        "action") == "lock")
+    assert lock["gpufleet.upgrade.fleet_ledger"]["confirmation"] == \
+        "{{ gpufleet_fleet_break_lock | default(omit, true) }}"  # true: an empty answer is omitted
     choices = next(q for q in run["survey_spec"]["spec"] if q["variable"] == "gpufleet_fleet_until_ring")["choices"]
     assert choices == ["ring0", "ring1", "ring2"]
 
