@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 
 from ansible.plugins.action import ActionBase
+from ansible.module_utils.parsing.convert_bool import boolean
 
 from ansible_collections.gpufleet.upgrade.plugins.module_utils import cell as cell_utils
 from ansible_collections.gpufleet.upgrade.plugins.module_utils import variables
@@ -24,7 +25,7 @@ CELL_VARS += variables.SETTINGS + tuple(v[0] for v in cell_utils.BREAK_GLASS.val
 
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
-    _VALID_ARGS = frozenset(("allow_limit", "baseline_dir"))
+    _VALID_ARGS = frozenset(("allow_limit", "baseline_dir", "warn_forks"))
 
     def _value(self, task_vars, name):
         if name not in task_vars:
@@ -60,6 +61,10 @@ class ActionModule(ActionBase):
             result.update(failed=True, msg=exc.msg, error_type=type(exc).__name__)
             return result
         result.update(changed=False, cell=cell.as_dict(), msg=cell.summary)
+        if boolean(args.get("warn_forks", False), strict=False):
+            wide = cell_utils.forks_warning(cell.gpu_waves, task_vars.get("ansible_forks"))
+            if wide:
+                result.setdefault("warnings", []).append(wide)
         for used in cell.break_glass_used:
             self._display.warning("BREAK GLASS confirmed for %s: %s (%s)" % (
                 cell.name, used["action"], used["effect"]))

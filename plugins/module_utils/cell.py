@@ -16,7 +16,7 @@ import os
 import re
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, Dict, List, Mapping, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from ansible_collections.gpufleet.upgrade.plugins.module_utils import addons, canary, security, variables
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.variables import to_bool as _bool
@@ -92,6 +92,22 @@ class Cell:
 
     def as_dict(self) -> Dict[str, Any]:
         return asdict(self)
+
+
+def forks_warning(gpu_waves: List[Mapping[str, Any]], forks: Any) -> Optional[str]:
+    """The waves wider than ``forks`` (ansible_forks): each task of such a wave reaches its nodes ``forks`` at a
+    time, so the wave takes several times as long as planned (it is not less safe: the wave's nodes are still all
+    cordoned and drained before the next wave). None when every wave fits, or forks is unknown."""
+    if isinstance(forks, bool) or not isinstance(forks, int) or forks <= 0:
+        return None
+    wide = [w for w in gpu_waves if len(w["nodes"]) > forks]
+    if not wide:
+        return None
+    widest = max(len(w["nodes"]) for w in wide)
+    return ("wave(s) %s have up to %d nodes but ansible_forks is %d: each of their tasks reaches the nodes %d at a "
+            "time, so such a wave takes about %d times as long as planned; set forks to at least %d (ansible.cfg "
+            "[defaults] forks, -f %d, or the AWX job template's forks)" % (
+                ", ".join(str(w["index"]) for w in wide), widest, forks, forks, -(-widest // forks), widest, widest))
 
 
 def out_dir(value: Any, env: Mapping[str, str], cwd: str) -> str:

@@ -34,6 +34,12 @@ options:
   baseline_dir:
     description: Directory of the pool baselines (default C(gpufleet_baseline_dir)).
     type: path
+  warn_forks:
+    description:
+      - Warn when a GPU wave has more nodes than C(ansible_forks) - each of its tasks would reach the nodes that
+        many at a time, and the wave take several times as long as planned. The preflight and the plan ask for it.
+    type: bool
+    default: false
 attributes:
   check_mode:
     support: full

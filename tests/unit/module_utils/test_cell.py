@@ -193,3 +193,18 @@ def test_canary_workloads_are_read_with_the_cell_and_planned_on_canary_waves_onl
              baselines={"h100-train": pool_baseline(canary={"training_busbw_gbps": {"8G": 400.0}})})
     with pytest.raises(InputError, match=r"gpufleet_canary_workloads: .*image"):
         cell(cell_vars={"gpufleet_canary_workloads": {"training": {}}}, baselines=with_figures)
+
+
+def test_a_wave_wider_than_the_runs_forks_is_named_with_the_forks_it_needs():
+    from ansible_collections.gpufleet.upgrade.plugins.module_utils.cell import forks_warning
+    waves = cell().gpu_waves  # 1, 1 and 2 nodes
+    assert forks_warning(waves, 2) is None and forks_warning(waves, 20) is None
+    assert forks_warning(waves, 1) == (
+        "wave(s) 3 have up to 2 nodes but ansible_forks is 1: each of their tasks reaches the nodes 1 at a time, so "
+        "such a wave takes about 2 times as long as planned; set forks to at least 2 (ansible.cfg [defaults] forks, "
+        "-f 2, or the AWX job template's forks)")
+    wide = [{"index": 1, "nodes": ["n%d" % i for i in range(41)]}, {"index": 2, "nodes": ["x"] * 20}]
+    assert "wave(s) 1 have up to 41 nodes but ansible_forks is 20" in forks_warning(wide, 20)
+    assert "about 3 times as long" in forks_warning(wide, 20)
+    for unknown in (None, 0, "20", True):  # not known: nothing to say
+        assert forks_warning(waves, unknown) is None
