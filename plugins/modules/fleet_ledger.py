@@ -168,34 +168,41 @@ from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import Inp
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.module_support import run_module
 
 
-def _load(path):
+def _read_json(path):
+    """The JSON document at ``path``, None when there is none; ValueError when it is not JSON."""
     if not os.path.exists(path):
         return None
+    with open(path) as handle:
+        return json.load(handle)
+
+
+def _write_json(path, doc, prefix, indent=None):
+    """Write ``doc`` to ``path`` atomically (a temporary file beside it, then renamed over it), mode 0644."""
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=prefix)
+    with os.fdopen(fd, "w") as handle:
+        json.dump(doc, handle, indent=indent, sort_keys=True)
+        handle.write("\n")
+    os.chmod(tmp, 0o644)
+    os.replace(tmp, path)
+
+
+def _load(path):
     try:
-        with open(path) as handle:
-            return json.load(handle)
+        return _read_json(path)
     except ValueError as exc:
         raise InputError("fleet ledger %s is not JSON (%s); restore it from the run's copy, or move it aside to start "
                          "the fleet over" % (path, exc)) from None
 
 
 def _save(path, ledger):
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".ledger-")
-    with os.fdopen(fd, "w") as handle:
-        json.dump(ledger, handle, indent=1, sort_keys=True)
-        handle.write("\n")
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, path)
+    _write_json(path, ledger, ".ledger-", indent=1)
 
 
 def _load_lock(path):
-    if not os.path.exists(path):
-        return None
     try:
-        with open(path) as handle:
-            return json.load(handle)
+        return _read_json(path)
     except ValueError:
         return {"id": "unreadable", "holder": "unknown (%s is not JSON)" % path, "since": "unknown"}
 
@@ -221,18 +228,15 @@ def _locking(module, plan, ledger, path, now):
         return {"changed": True, "ledger": ledger, "lock": mine, "msg": "fleet %s: would take the lock" % fleet}
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     if broken:  # under the typed confirmation: replace the dead run's lock with this run's, then keep the break
-        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)), prefix=".lock-")
-        with os.fdopen(fd, "w") as handle:
-            json.dump(mine, handle)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
+        _write_json(path, mine, ".lock-")
         ledger = fleet_run.record_break(ledger, broken, mine)
         _save(p["path"], ledger)
     else:
         try:
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         except FileExistsError:  # another run took it since the read above
-            raise PolicyError(fleet_run.held_elsewhere(fleet, _load_lock(path) or {}), lock=_load_lock(path)) from None
+            held = _load_lock(path)
+            raise PolicyError(fleet_run.held_elsewhere(fleet, held or {}), lock=held) from None
         with os.fdopen(fd, "w") as handle:
             json.dump(mine, handle)
     module.log("fleet %s: lock %s taken%s" % (fleet, mine["id"], " (broke lock %s)" % broken["id"] if broken else ""))
