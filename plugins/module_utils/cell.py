@@ -320,8 +320,9 @@ def build(groups: Mapping[str, Sequence[str]], host_vars: Mapping[str, Mapping[s
         pools[pool] = {"baseline": dict(baselines[pool]),
                        "skip_level": policies[pool].skip_level if pool in policies else True,
                        "nodes": [h for h in gpu if host_pool[h] == pool],
-                       # the GPUs the pool should have allocatable: its nodes times its baseline's per node
-                       "gpus": int(baselines[pool]["gpu"]["count"]) * sum(1 for h in gpu if host_pool[h] == pool)}
+                       # the nvidia.com/gpu the pool should have allocatable: its nodes times what its baseline
+                       # says a Node offers (node.allocatable_gpus: gpu.count, or more on a MIG pool)
+                       "gpus": _allocatable(baselines[pool]) * sum(1 for h in gpu if host_pool[h] == pool)}
     gpu_waves: List[Dict[str, Any]] = []
     for wave in plan["waves"]:
         if wave["kind"] == "control-plane":
@@ -374,6 +375,12 @@ def same_everywhere(per_host: Mapping[str, Mapping[str, Any]], names: Sequence[s
                               for v, h in sorted(values.items()))
             raise InputError("%s is cell-wide but differs between hosts (%s): set it once, in group_vars/all or "
                              "with -e. Nothing was changed." % (name, shown))
+
+
+def _allocatable(baseline: Mapping[str, Any]) -> int:
+    """nvidia.com/gpu one Node of the pool offers: node.allocatable_gpus (baseline.validate defaults it to
+    gpu.count)."""
+    return int((baseline.get("node") or {}).get("allocatable_gpus") or baseline["gpu"]["count"])
 
 
 def pools_of(groups: Mapping[str, Sequence[str]], host_vars: Mapping[str, Mapping[str, Any]]) -> List[str]:

@@ -257,17 +257,26 @@ def _nccl_hosts(value: Optional[List[str]], where: str) -> Optional[List[str]]:
 
 def _inference(value: Any, where: str) -> Dict[str, Any]:
     out = _validate(_INFERENCE, value, where)
+    # The URL is a task argument that reaches logs and job events, so no refusal echoes it, and it may carry no
+    # secret: no user:password@, no query string or fragment (where tokens go).
+    url = out["metrics_url"]
     try:
-        parts = urlsplit(out["metrics_url"])
+        parts = urlsplit(url)
         credentials = parts.username is not None or parts.password is not None
+        port = parts.port  # a port that is not a number raises here
     except ValueError:
-        credentials = False  # the pattern below refuses it
-    if credentials:  # the URL is a task argument: it is not echoed here, and must carry no secret at all
+        raise InputError("%s.metrics_url: not a URL (its host or port does not parse); give the service's metrics "
+                         "endpoint as http(s)://HOST:PORT/PATH" % where) from None
+    if credentials or "@" in parts.netloc:
         raise InputError("%s.metrics_url: carries credentials (user:password@); they would reach the logs and job "
                          "events: give an endpoint that needs none (in-cluster, or through a proxy)" % where)
-    if not re.match(r"^https?://[^/\s@]+", out["metrics_url"]):
-        raise InputError("%s.metrics_url: %r; give the service's metrics endpoint as http(s)://HOST:PORT/PATH" % (
-            where, out["metrics_url"]))
+    if parts.query or parts.fragment or "?" in url or "#" in url:
+        raise InputError("%s.metrics_url: has a query string or fragment (where tokens go; they would reach the "
+                         "logs and job events): give the bare endpoint, http(s)://HOST:PORT/PATH" % where)
+    if parts.scheme not in ("http", "https") or not parts.hostname or port == 0 or \
+            not re.match(r"^https?://[A-Za-z0-9.\-\[\]:]+(/[A-Za-z0-9._~%!$&'()*+,;=:/-]*)?$", url):
+        raise InputError("%s.metrics_url: not an http(s) endpoint (scheme, host, port or path); give the service's "
+                         "metrics endpoint as http(s)://HOST:PORT/PATH" % where)
     if not re.match(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$", out["histogram"]):
         raise InputError("%s.histogram: %r is not a Prometheus metric name; give the request latency histogram's "
                          "name without _bucket" % (where, out["histogram"]))

@@ -298,8 +298,10 @@ def node_readings(nodes: Sequence[Mapping[str, Any]], expected_gpus: int,
     not_ready: List[str] = []
     gpus = 0
     by_node: Dict[str, int] = {}
+    listed = set()
     for node in nodes:
         name = (node.get("metadata") or {}).get("name", "?")
+        listed.add(name)
         if not _ready(node):
             not_ready.append(name)
             continue
@@ -311,13 +313,23 @@ def node_readings(nodes: Sequence[Mapping[str, Any]], expected_gpus: int,
         raise InputError("the cell's API lists no Node: nothing to read (wrong cluster?)")
     fraction = 1.0 if expected_gpus == 0 else gpus / float(expected_gpus)
     by_pool: Dict[str, Dict[str, Any]] = {}
+    absent: List[str] = []
     for pool, want in sorted((pools or {}).items()):
         have = sum(by_node.get(n, 0) for n in want["nodes"])
         share = 1.0 if want["gpus"] == 0 else have / float(want["gpus"])
         by_pool[pool] = {"allocatable": have, "expected": want["gpus"], "fraction": round(share, 4)}
         fraction = min(fraction, share)
-    return {"not_ready_nodes": len(not_ready), "not_ready": sorted(not_ready), "gpus_allocatable": gpus,
-            "gpu_allocatable_fraction": round(fraction, 4), "gpu_allocatable_by_pool": by_pool}
+        gone = [n for n in want["nodes"] if n not in listed]
+        if gone:
+            absent.append("pool %s: %s" % (pool, ", ".join(gone)))
+    out = {"not_ready_nodes": len(not_ready), "not_ready": sorted(not_ready), "gpus_allocatable": gpus,
+           "gpu_allocatable_fraction": round(fraction, 4), "gpu_allocatable_by_pool": by_pool, "unmeasured": {}}
+    if absent:  # a Node the API does not list: deleted, never registered, or named otherwise than its inventory host
+        out["gpu_allocatable_fraction"] = None
+        out["unmeasured"]["gpu_allocatable_fraction"] = (
+            "the API lists no Node for %s (each inventory host must be its Node's name; a Node that is gone has "
+            "lost its GPUs)" % "; ".join(absent))
+    return out
 
 
 def jobset_restarts(jobsets: Sequence[Mapping[str, Any]]) -> Tuple[int, Dict[str, int], Dict[str, Dict[str, Any]]]:
@@ -349,7 +361,6 @@ def readings(first: Mapping[str, Mapping[str, Any]], second: Mapping[str, Mappin
     out["jobsets_restarted"] = per
     out["jobset_restart_counts"] = by_uid
     out["jobset_api"] = jobsets is not None
-    out["unmeasured"] = {}
     return out
 
 

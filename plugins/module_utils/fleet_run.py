@@ -60,6 +60,13 @@ def halts(cell: str, before: Optional[Mapping[str, Any]], after: Optional[Mappin
                             cell, name, "after the upgrade" if new is None else "before the upgrade",
                             " (%s)" % why[name] if isinstance(why, Mapping) and why.get(name) else "")})
             continue
+        if name == "jobset_restarts" and (before or {}).get("jobset_api") is True and \
+                (after or {}).get("jobset_api") is False:  # 0 restarts from an API that is gone is not a reading
+            out.append({"cell": cell, "condition": name, "before": old, "after": None, "threshold": limit,
+                        "message": "%s: jobset_restarts was not measured after the upgrade (the JobSet API was served "
+                                   "before and is not now: its CRD or controller is gone); a halt condition that "
+                                   "cannot be read halts" % cell})
+            continue
         try:
             old_f = float(old) if old is not None else 0.0
             new_f = float(new)

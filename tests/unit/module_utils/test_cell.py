@@ -36,6 +36,8 @@ def test_the_lab_cell():
     assert (gpu["gpus"], gpu["gpu_type"]) == (8, "NVIDIA-H100-80GB-HBM3")  # from the pool baseline
     assert c.host_pool["cp-1"] == "control-plane" and c.pools["h100-train"]["nodes"] == GROUPS["gpu_nodes"]
     assert c.pools["h100-train"]["gpus"] == 8 * len(GROUPS["gpu_nodes"])  # what the fleet's GPU reading expects
+    mig = pool_baseline(node={"allocatable_gpus": 56})  # 8 GPUs, each split into 7 MIG slices
+    assert cell(baselines={"h100-train": mig}).pools["h100-train"]["gpus"] == 56 * len(GROUPS["gpu_nodes"])
     assert c.break_glass == {"disable_eviction": False, "force_drain": False, "skip_checkpoint": False,
                              "skip_nccl": False}
 

@@ -302,6 +302,18 @@ def test_a_cell_that_names_its_nccl_probes_and_inference_endpoint_is_judged_on_t
              r"inference.metrics_url: carries credentials \(user:password@\); they would reach the logs(?!.*hunter2)"),
             ("inference", {"metrics_url": "https://token@s/metrics", "histogram": "h"},
              r"inference.metrics_url: carries credentials"),
+            # a token in a query string or fragment is refused too, and no refusal repeats the URL
+            ("inference", {"metrics_url": "https://s/metrics?token=s3cret", "histogram": "h"},
+             r"inference.metrics_url: has a query string or fragment(?!.*s3cret)"),
+            ("inference", {"metrics_url": "https://s/metrics#s3cret", "histogram": "h"},
+             r"inference.metrics_url: has a query string or fragment(?!.*s3cret)"),
+            ("inference", {"metrics_url": "http://s:s3cret/metrics", "histogram": "h"},
+             r"inference.metrics_url: not a URL \(its host or port does not parse\)(?!.*s3cret)"),
+            ("inference", {"metrics_url": "http://[::1/metrics", "histogram": "h"}, r"inference.metrics_url: not a URL"),
+            ("inference", {"metrics_url": "http://s/metrics s3cret", "histogram": "h"},
+             r"inference.metrics_url: not an http\(s\) endpoint(?!.*s3cret)"),
+            ("inference", {"metrics_url": "ftp://s/metrics", "histogram": "h"},
+             r"inference.metrics_url: not an http\(s\) endpoint"),
             ("inference", "http://s/metrics", r"?: argument 'inference' is of type str")):
         bad = fleet()
         bad["cells"][0][field] = value

@@ -131,6 +131,17 @@ def test_a_pool_that_lost_its_gpus_sets_the_fraction_even_when_the_cells_total_h
     assert empty["gpu_allocatable_by_pool"]["cpu"]["fraction"] == 1.0
 
 
+def test_a_pool_node_the_api_does_not_list_leaves_the_gpu_reading_unmeasured_naming_it():
+    """An inventory host that is no Node (named otherwise, deleted, never registered) would read as 0 GPUs, and the
+    halt would blame the upgrade; the reading is not taken instead, and says which hosts."""
+    pools = fr.pool_expectations({"h100": {"nodes": ["a", "b.lab"], "gpus": 16}})
+    out = fr.node_readings([node("a"), node("b")], 16, pools)
+    assert out["gpu_allocatable_fraction"] is None
+    assert out["unmeasured"]["gpu_allocatable_fraction"].startswith("the API lists no Node for pool h100: b.lab (")
+    whole = fr.node_readings([node("a"), node("b.lab", ready="False")], 16, pools)  # NotReady is listed: a reading
+    assert whole["gpu_allocatable_fraction"] == 0.5 and whole["unmeasured"] == {}
+
+
 @pytest.mark.parametrize("pools", [{"h100": {"nodes": ["a"]}}, {"h100": {"gpus": 8}}, {"h100": "a"},
                                    {"h100": {"nodes": ["a"], "gpus": "8"}}, {"h100": {"nodes": ["a"], "gpus": -1}},
                                    {"h100": {"nodes": "a", "gpus": 8}}])

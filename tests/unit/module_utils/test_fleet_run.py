@@ -153,6 +153,18 @@ def test_jobset_restarts_rise_jobset_by_jobset():
     assert run.halts("train-1", {"jobset_restarts": 5}, after, policy, ["jobset_restarts"]) == []
 
 
+def test_jobset_restarts_from_an_api_that_went_away_are_not_a_reading():
+    policy = parse_halt_policy({})
+    served = {"jobset_restarts": 2, "jobset_restart_counts": {}, "jobset_api": True}
+    gone = {"jobset_restarts": 0, "jobset_restart_counts": {}, "jobset_api": False}
+    found = run.halts("train-1", served, gone, policy, ["jobset_restarts"])
+    assert [f["message"] for f in found] == [
+        "train-1: jobset_restarts was not measured after the upgrade (the JobSet API was served before and is not "
+        "now: its CRD or controller is gone); a halt condition that cannot be read halts"]
+    assert run.halts("train-1", gone, gone, policy, ["jobset_restarts"]) == []  # never served: nothing to restart
+    assert run.halts("train-1", gone, served, policy, ["jobset_restarts"]) == []  # installed since: counts from 0
+
+
 def test_a_gpu_halt_names_the_pools_under_the_floor():
     policy = parse_halt_policy({})
     after = {"gpu_allocatable_fraction": 0.625, "gpu_allocatable_by_pool": {
