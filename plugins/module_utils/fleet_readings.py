@@ -181,8 +181,8 @@ def nccl_reading(hosts: Sequence[str], results: Mapping[str, Any]) -> Dict[str, 
             per[host] = None
             continue
         if not isinstance(result, Mapping) or not isinstance(result.get("median_busbw"), Mapping):
-            why.append("%s: no all_reduce_perf result (not in the cell's inventory, unreachable, or its run failed: "
-                       "see the reading's log)" % host)
+            why.append("%s: no all_reduce_perf result (not a host of the cell's inventory - a group's name is none "
+                       "-, unreachable, or its run failed: see the reading's log)" % host)
             per[host] = None
             continue
         bad = [c for c in result.get("checks") or [] if not c.get("passed") and c.get("name") != "nccl_busbw"]

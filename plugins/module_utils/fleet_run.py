@@ -367,6 +367,23 @@ def judge(plan: Mapping[str, Any], cells: List[str], before: Mapping[str, Any],
     return found
 
 
+def unread_before(plan: Mapping[str, Any], cells: List[str], before: Mapping[str, Any]) -> Dict[str, str]:
+    """Per cell of ``cells`` whose reading before its upgrade is missing or lacks one of its ``halt_readings``, why:
+    such a cell is not upgraded (every later judgement of it would halt on the gap, after the change)."""
+    out: Dict[str, str] = {}
+    for cell in cells:
+        reading = before.get(cell)
+        if not isinstance(reading, Mapping):
+            out[cell] = "no reading (the reading's output above says why)"
+            continue
+        why = reading.get("unmeasured") if isinstance(reading.get("unmeasured"), Mapping) else {}
+        gaps = ["%s%s" % (name, " (%s)" % why[name] if why.get(name) else "")
+                for name in plan["cells"][cell]["halt_readings"] if reading.get(name) is None]
+        if gaps:
+            out[cell] = "not measured: " + "; ".join(gaps)
+    return out
+
+
 def paths(out_dir: str, fleet: str) -> Dict[str, str]:
     """The fleet run's files under ``out_dir`` (cell.out_dir's rule): the ledger, the cells' readings (before their
     upgrade, and the latest after it), each cell wave's log, and the fleet report (playbooks/fleet_report.yml) with
@@ -451,8 +468,12 @@ def lock_path(ledger_path: str) -> str:
     return ledger_path + ".lock"
 
 
-def lock_record(fleet: str, lock_id: str, holder: str, now: datetime.datetime) -> Dict[str, Any]:
-    return {"fleet": fleet, "id": lock_id, "holder": holder, "since": now.isoformat()}
+def lock_record(fleet: str, lock_id: str, holder: str, now: datetime.datetime, host: str = "",
+                pid: Optional[int] = None, started: Optional[int] = None) -> Dict[str, Any]:
+    """The lock file's content; ``host``, ``pid`` and ``started`` name the run's ansible-playbook process, so a
+    break can refuse a lock whose run is still alive on the same controller."""
+    return {"fleet": fleet, "id": lock_id, "holder": holder, "since": now.isoformat(), "host": host, "pid": pid,
+            "started": started}
 
 
 def break_phrase(fleet: str, lock_id: str) -> str:
@@ -467,14 +488,21 @@ def held_elsewhere(fleet: str, lock: Mapping[str, Any]) -> str:
                                    break_phrase(fleet, str(lock.get("id")))))
 
 
-def check_break(fleet: str, lock: Optional[Mapping[str, Any]], confirmation: str) -> Mapping[str, Any]:
-    """The lock ``confirmation`` breaks: it must name the lock there now, by its id, and the fleet."""
+def check_break(fleet: str, lock: Optional[Mapping[str, Any]], confirmation: str,
+                alive: bool = False) -> Mapping[str, Any]:
+    """The lock ``confirmation`` breaks: it must name the lock there now, by its id, and the fleet, and its run
+    must not be ``alive`` (still running on this controller: two runs would write one ledger)."""
     if not lock:
         raise InputError("gpufleet_fleet_break_lock: fleet %s has no lock to break; run without it" % fleet)
     wanted = break_phrase(fleet, str(lock.get("id")))
     if confirmation != wanted:
         raise InputError("gpufleet_fleet_break_lock: type exactly %r to break the lock taken by %s at %s (got %r)" % (
             wanted, lock.get("holder"), lock.get("since"), confirmation))
+    if alive:
+        raise PolicyError("gpufleet_fleet_break_lock: lock %s of fleet %s is held by a run still alive on this "
+                          "controller (ansible-playbook pid %s, taken by %s at %s); it was not broken. Wait for "
+                          "that run, or stop it, then break the lock" % (
+                              lock.get("id"), fleet, lock.get("pid"), lock.get("holder"), lock.get("since")))
     return lock
 
 

@@ -18,7 +18,12 @@ description:
     there is none) and returns its id; every call that writes the ledger must give it as O(lock), and is refused
     when the lock is not that run's. C(unlock) releases it. Another run's lock is refused, naming who took it and
     when; one left by a run that was killed is broken only by C(lock) with the typed confirmation
-    C(break lock ID of fleet FLEET), and the break is kept in the ledger's C(lock_breaks).
+    C(break lock ID of fleet FLEET), and the break is kept in the ledger's C(lock_breaks). A lock whose run is
+    still alive on this controller (its ansible-playbook process, by pid and start time) is not broken.
+  - Taking, breaking and releasing the lock are atomic (O_EXCL to create it; a rename aside to break or release
+    it, so of two runs that break or release at once one wins, and neither removes a lock it does not hold).
+  - C(before) refuses a batch whose cells were not read whole before their upgrade, naming each gap, and drops
+    those readings so the next run takes them again.
   - C(judge) compares the readings of O(cells) - by default, for a soak, every cell of O(ring) with a reading
     before its upgrade, and never none - (files C(CELL-TARGET-before.json) and C(CELL-TARGET-after.json) in
     O(readings_dir), as C(playbooks/fleet_readings.yml) writes them) with the fleet policy's thresholds. A
@@ -39,16 +44,20 @@ options:
   action:
     description: What to do.
     type: str
-    choices: [lock, unlock, read, record, soak, judge, resume, retry]
+    choices: [lock, unlock, read, before, record, soak, judge, resume, retry]
     default: read
   lock:
     description: The id C(lock) returned, for every call that writes the ledger and for C(unlock).
+    type: str
+  holder:
+    description: For C(lock), who runs it, kept in the lock after C(USER@HOST) (playbooks/fleet.yml gives the AWX
+      job id and its launcher); another run's refusal names it.
     type: str
   cell:
     description: The cell, for C(record) and C(retry) (for C(retry) the one O(confirmation) names by default).
     type: str
   cells:
-    description: The cells to judge, for C(judge).
+    description: The cells to judge, for C(judge); the batch whose readings before are checked, for C(before).
     type: list
     elements: str
     default: []
@@ -120,8 +129,12 @@ EXAMPLES = r"""
 
 RETURN = r"""
 lock:
-  description: The run's lock (C(fleet), C(id), C(holder), C(since)).
+  description: The run's lock (C(fleet), C(id), C(holder), C(since), C(host), C(pid), C(started)).
   returned: action is lock
+  type: dict
+held_by:
+  description: When C(lock) is refused, the lock another run holds (C(id), C(holder), C(since)).
+  returned: when the lock is held by another run
   type: dict
 ansible_facts:
   description: When C(lock) broke another run's lock, C(fleet_ledger_break_glass_record) (the change record lists
@@ -130,7 +143,7 @@ ansible_facts:
   type: dict
 ledger:
   description: The ledger after the action.
-  returned: always
+  returned: always, except for unlock
   type: dict
 next:
   description: The next step (C(action), C(ring), C(cells), C(remaining), C(message)); see fleet_run.next_step.
@@ -148,6 +161,10 @@ judged:
   description: The cells C(judge) or C(resume) judged.
   returned: action is judge or resume
   type: list
+unread:
+  description: Per cell of the batch not read whole before its upgrade, why (C(before) fails with it).
+  returned: action is before, when it fails
+  type: dict
 halts:
   description: The halt conditions found (C(cell), C(condition), C(before), C(after), C(threshold), C(message)).
   returned: action is judge or resume
@@ -207,38 +224,115 @@ def _load_lock(path):
         return {"id": "unreadable", "holder": "unknown (%s is not JSON)" % path, "since": "unknown"}
 
 
-def _locking(module, plan, ledger, path, now):
-    """C(lock) and C(unlock): the lock file is made with O_EXCL, so of two runs that start at once one gets it."""
+def _process_start(pid):
+    """The start time of process ``pid`` (clock ticks since boot, /proc/PID/stat field 22), None when it is gone;
+    with the pid it names one process, even after its pid is reused."""
+    try:
+        with open("/proc/%d/stat" % pid) as handle:
+            return int(handle.read().rsplit(")", 1)[1].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _run_process():
+    """The pid and start of this run's ansible-playbook: the topmost ancestor whose command line names it (its
+    workers are forks of it, with its command line); (None, None) when there is none (not run by a playbook)."""
+    found, pid = (None, None), os.getppid()
+    while pid > 1:
+        try:
+            with open("/proc/%d/cmdline" % pid, "rb") as handle:
+                argv = handle.read().split(b"\0")
+            with open("/proc/%d/stat" % pid) as handle:
+                parent = int(handle.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            break
+        if any(os.path.basename(a) == b"ansible-playbook" for a in argv[:2]):
+            found = (pid, _process_start(pid))
+        pid = parent
+    return found
+
+
+def _alive(lock):
+    """Whether the run holding ``lock`` is alive on this controller (same host, its pid with its start time)."""
+    pid, started = lock.get("pid"), lock.get("started")
+    if lock.get("host") != socket.gethostname() or not isinstance(pid, int) or started is None:
+        return False
+    return _process_start(pid) == started
+
+
+def _claim(path, lock_id):
+    """Move the lock at ``path`` aside if it is ``lock_id``'s, atomically: (the lock found, whether it was that
+    one and is now removed); (None, False) when there is none. Of two runs that claim at once, one's rename wins;
+    a lock that is another's is put back (unless a new one was made meanwhile: its run stops at its next write)."""
+    aside = "%s.claim-%s" % (path, uuid.uuid4().hex[:12])
+    try:
+        os.rename(path, aside)
+    except FileNotFoundError:
+        return None, False
+    found = _load_lock(aside)
+    if found.get("id") == lock_id:
+        os.remove(aside)
+        return found, True
+    try:
+        os.link(aside, path)
+    except FileExistsError:
+        pass
+    os.remove(aside)
+    return found, False
+
+
+def _create(path, mine, fleet):
+    """Create the lock file only if there is none (O_EXCL): of two runs that start at once one gets it."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+        held = _load_lock(path) or {}
+        raise PolicyError(fleet_run.held_elsewhere(fleet, held), held_by=held) from None
+    with os.fdopen(fd, "w") as handle:
+        json.dump(mine, handle)
+
+
+def _unlock(module, plan, path):
+    """C(unlock): release this run's lock; a lock that is another's (this run's was broken) stays."""
+    p, fleet = module.params, plan["fleet"]
+    if module.check_mode:
+        fleet_run.check_holds(fleet, _load_lock(path), p["lock"])
+        return {"changed": True, "msg": "fleet %s: would release lock %s" % (fleet, p["lock"])}
+    found, mine = _claim(path, p["lock"])
+    if not mine:
+        fleet_run.check_holds(fleet, found, p["lock"])  # raises: gone, or another run's
+    return {"changed": True, "msg": "fleet %s: lock %s released" % (fleet, p["lock"])}
+
+
+def _lock(module, plan, ledger, path, now):
+    """C(lock): take the ledger's lock, or break a dead run's under the typed confirmation."""
     p, fleet = module.params, plan["fleet"]
     held = _load_lock(path)
-    if p["action"] == "unlock":
-        fleet_run.check_holds(fleet, held, p["lock"])
-        if not module.check_mode:
-            os.remove(path)
-        return {"changed": True, "ledger": ledger, "msg": "fleet %s: lock %s released" % (fleet, p["lock"])}
     try:
         user = getpass.getuser()
     except (KeyError, OSError):  # a container's uid with no passwd entry and no USER
         user = "uid %d" % os.getuid()
-    mine = fleet_run.lock_record(fleet, uuid.uuid4().hex[:12], "%s@%s" % (user, socket.gethostname()), now)
+    pid, started = _run_process()
+    holder = "%s@%s%s" % (user, socket.gethostname(), " (%s)" % p["holder"] if p["holder"] else "")
+    mine = fleet_run.lock_record(fleet, uuid.uuid4().hex[:12], holder, now, socket.gethostname(), pid, started)
     if held and not p["confirmation"]:
-        raise PolicyError(fleet_run.held_elsewhere(fleet, held), lock=held)
-    broken = fleet_run.check_break(fleet, held, p["confirmation"]) if p["confirmation"] else None
+        raise PolicyError(fleet_run.held_elsewhere(fleet, held), held_by=held)
+    broken = fleet_run.check_break(fleet, held, p["confirmation"], held and _alive(held)) if p["confirmation"] \
+        else None
     if module.check_mode:
         return {"changed": True, "ledger": ledger, "lock": mine, "msg": "fleet %s: would take the lock" % fleet}
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    if broken:  # under the typed confirmation: replace the dead run's lock with this run's, then keep the break
-        _write_json(path, mine, ".lock-")
-        ledger = fleet_run.record_break(ledger, broken, mine)
+    if broken:  # under the typed confirmation: move the dead run's lock aside (one breaker wins), then take it
+        found, claimed = _claim(path, broken["id"])
+        if not claimed:
+            raise PolicyError("fleet %s: lock %s changed while it was being broken (%s); nothing was broken. Run "
+                              "again to see who holds it" % (fleet, broken["id"], "now lock %s of %s" % (
+                                  found.get("id"), found.get("holder")) if found else "it was released"),
+                              held_by=found)
+    _create(path, mine, fleet)
+    if broken:  # the ledger read again under the lock: another run may have written it since the read above
+        ledger = fleet_run.record_break(fleet_run.check_ledger(_load(p["path"]), plan), broken, mine)
         _save(p["path"], ledger)
-    else:
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        except FileExistsError:  # another run took it since the read above
-            held = _load_lock(path)
-            raise PolicyError(fleet_run.held_elsewhere(fleet, held or {}), lock=held) from None
-        with os.fdopen(fd, "w") as handle:
-            json.dump(mine, handle)
     module.log("fleet %s: lock %s taken%s" % (fleet, mine["id"], " (broke lock %s)" % broken["id"] if broken else ""))
     breaking = ", breaking lock %s of %s" % (broken["id"], broken["holder"]) if broken else ""
     out = {"changed": True, "ledger": ledger, "lock": mine,
@@ -255,10 +349,30 @@ def _readings(folder, plan, cells, which):
     out = {}
     for cell in cells:
         path = fleet_run.readings_file(folder, cell, plan["cells"][cell]["target"], which)
-        if os.path.exists(path):
-            with open(path) as handle:
-                out[cell] = json.load(handle)
+        try:
+            out[cell] = _read_json(path)
+        except ValueError:  # a torn or hand-edited reading is no reading: judged as not measured
+            out[cell] = None
+        if out[cell] is None:
+            del out[cell]
     return out
+
+
+def _check_before(module, plan, cells, folder):
+    """C(before): refuse the batch when a cell's reading before is missing or incomplete, and drop that reading so
+    the next run takes it again (playbooks/tasks/fleet_read_cell.yml keeps a reading before once it exists)."""
+    gaps = fleet_run.unread_before(plan, cells, _readings(folder, plan, cells, "before"))
+    if not gaps:
+        return
+    for cell in gaps:
+        path = fleet_run.readings_file(folder, cell, plan["cells"][cell]["target"], "before")
+        if os.path.exists(path) and not module.check_mode:
+            os.remove(path)
+    raise PolicyError("cell(s) %s could not be read whole before the upgrade, so the batch was not changed (their "
+                      "later readings would have nothing to compare with): %s. Their readings before are dropped, "
+                      "so the next run reads them again: fix the cause and run the fleet again" % (
+                          ", ".join(sorted(gaps)), "; ".join("%s: %s" % kv for kv in sorted(gaps.items()))),
+                      unread=gaps)
 
 
 def _soak_cells(folder, plan, ring):
@@ -272,30 +386,37 @@ def main():
     module = AnsibleModule(
         argument_spec=dict(
             plan=dict(type="dict", required=True), path=dict(type="path", required=True),
-            action=dict(type="str", default="read", choices=["lock", "unlock", "read", "record", "soak", "judge",
-                                                             "resume", "retry"]),
-            lock=dict(type="str"),
+            action=dict(type="str", default="read", choices=["lock", "unlock", "read", "before", "record", "soak",
+                                                             "judge", "resume", "retry"]),
+            lock=dict(type="str"), holder=dict(type="str"),
             cell=dict(type="str"), cells=dict(type="list", elements="str", default=[]), ring=dict(type="str"),
             state=dict(type="str", choices=list(fleet_run.CELL_STATES)), version=dict(type="str", default=""),
             reason=dict(type="str", default=""), change_record=dict(type="str"), done=dict(type="bool", default=False),
             readings_dir=dict(type="path"), confirmation=dict(type="str")),
         required_if=[("action", "record", ("cell", "state")), ("action", "retry", ("confirmation",)),
                      ("action", "soak", ("ring",)), ("action", "judge", ("ring", "readings_dir")),
-                     ("action", "resume", ("readings_dir",)), ("action", "unlock", ("lock",))],
+                     ("action", "resume", ("readings_dir",)), ("action", "unlock", ("lock",)),
+                     ("action", "before", ("cells", "readings_dir"))],
         supports_check_mode=True,
     )
     p = module.params
 
     def body():
         plan, now = p["plan"], datetime.datetime.now(datetime.UTC)
+        lock_path = fleet_run.lock_path(p["path"])
+        if p["action"] == "unlock":  # whatever the ledger holds: a run that failed on it still releases its lock
+            return _unlock(module, plan, lock_path)
         before = fleet_run.check_ledger(_load(p["path"]), plan)
         ledger, extra = before, {}
-        lock_path = fleet_run.lock_path(p["path"])
-        if p["action"] in ("lock", "unlock"):
-            return _locking(module, plan, before, lock_path, now)
+        if p["action"] == "lock":
+            return _lock(module, plan, before, lock_path, now)
         if p["action"] == "read":
             ledger = fleet_run.resume_interrupted(ledger, now)
             extra["hops"] = fleet_run.runnable(plan, ledger)
+        elif p["action"] == "before":  # reads the readings; writes no ledger (a refused batch has no change)
+            _check_before(module, plan, p["cells"], p["readings_dir"])
+            return {"ledger": ledger, "next": fleet_run.next_step(plan, ledger, now), "changed": False,
+                    "msg": "cell(s) %s read whole before the upgrade" % ", ".join(p["cells"])}
         elif p["action"] == "record":
             ledger = fleet_run.record(ledger, p["cell"], p["state"], now, p["version"], p["reason"],
                                       p["change_record"])

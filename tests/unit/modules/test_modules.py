@@ -333,7 +333,8 @@ def test_fleet_ledger_lock_one_run_at_a_time_broken_only_by_its_typed_id(run, tm
     assert run(fleet_ledger, dict(base, action="lock"), check_mode=True).result["changed"]
     assert not os.path.exists(path + ".lock")
     first = run(fleet_ledger, dict(base, action="lock")).result["lock"]
-    assert set(first) == {"fleet", "id", "holder", "since"} and first["fleet"] == "prod" and "@" in first["holder"]
+    assert set(first) == {"fleet", "id", "holder", "since", "host", "pid", "started"} and first["fleet"] == "prod"
+    assert "@" in first["holder"] and first["pid"] is None  # not run by ansible-playbook: no process to check
     assert oct(os.stat(path + ".lock").st_mode & 0o777) == "0o644"
     # a second run is refused, naming the lock, its holder and the exact words that break it
     second = run(fleet_ledger, dict(base, action="lock"))
@@ -341,6 +342,7 @@ def test_fleet_ledger_lock_one_run_at_a_time_broken_only_by_its_typed_id(run, tm
         "fleet prod is locked by another run: lock %s, taken by %s at %s." % (first["id"], first["holder"],
                                                                               first["since"]))
     assert "gpufleet_fleet_break_lock='break lock %s of fleet prod'" % first["id"] in second.result["msg"]
+    assert second.result["held_by"] == first and "lock" not in second.result  # the other run's, not this one's
     # a ledger write without the lock, or with another id, is refused and writes nothing
     nolock = run(fleet_ledger, base)
     assert nolock.failed and "lock: this call writes fleet prod's ledger" in nolock.result["msg"]
@@ -370,7 +372,53 @@ def test_fleet_ledger_lock_one_run_at_a_time_broken_only_by_its_typed_id(run, tm
     assert gone.failed and "lock %s is gone" % new["id"] in gone.result["msg"]
     nothing = run(fleet_ledger, dict(base, action="lock", confirmation="break lock x of fleet prod"))
     assert nothing.failed and "fleet prod has no lock to break" in nothing.result["msg"]
-    assert not run(fleet_ledger, dict(base, action="lock")).failed
+    awx = run(fleet_ledger, dict(base, action="lock", holder="AWX job 42 by alice")).result["lock"]
+    assert awx["holder"].endswith(" (AWX job 42 by alice)")
+    # a lock whose run is alive on this controller (this process stands in for its ansible-playbook) stays
+    with open(path + ".lock", "w") as handle:
+        json.dump(dict(awx, pid=os.getpid(), started=fleet_ledger._process_start(os.getpid())), handle)
+    alive = run(fleet_ledger, dict(base, action="lock", confirmation="break lock %s of fleet prod" % awx["id"]))
+    assert alive.failed and "held by a run still alive on this controller (ansible-playbook pid %d" % os.getpid() \
+        in alive.result["msg"] and json.load(open(path + ".lock"))["id"] == awx["id"]
+    with open(path + ".lock", "w") as handle:  # the same pid, started at another time: a reused pid, a dead run
+        json.dump(dict(awx, pid=os.getpid(), started=1), handle)
+    assert not run(fleet_ledger, dict(base, action="lock", confirmation="break lock %s of fleet prod" % awx["id"])
+                   ).failed
+    # a run whose ledger went bad still releases its lock
+    mine = json.load(open(path + ".lock"))["id"]
+    (tmp_path / "bad.json").write_text("{")
+    os.replace(path + ".lock", str(tmp_path / "bad.json.lock"))
+    assert not run(fleet_ledger, dict(base, path=str(tmp_path / "bad.json"), action="unlock", lock=mine)).failed
+    assert not os.path.exists(str(tmp_path / "bad.json.lock"))
+    assert os.listdir(str(tmp_path / "fleet" / "prod")) == ["ledger.json"]  # no claim file left behind
+
+
+def test_fleet_ledger_before_refuses_a_batch_read_in_part_and_drops_its_readings(run, tmp_path):
+    from tests.unit.module_utils.test_fleet import fleet
+    spec = fleet()
+    spec["cells"][0]["nccl_hosts"] = ["gpu-a1"]
+    plan = run(fleet_plan, {"fleet": spec, "out_dir": str(tmp_path)}).result
+    readings = tmp_path / "readings"
+    readings.mkdir()
+    base = {"plan": plan, "path": plan["paths"]["ledger"], "action": "before", "readings_dir": str(readings),
+            "cells": ["canary-1", "dev-1"]}
+    clean = {"apiserver_429_per_minute": 0, "apiserver_p99_seconds": 0.02, "not_ready_nodes": 0,
+             "gpu_allocatable_fraction": 1.0, "jobset_restarts": 0}
+    canary = readings / "canary-1-v1.36.3-before.json"
+    canary.write_text(json.dumps(dict(clean, nccl_busbw_gbps=None, unmeasured={
+        "nccl_busbw_gbps": "gpu-a1: its all_reduce_perf run failed: exit 1"})))
+    out = run(fleet_ledger, base)
+    assert out.failed and out.result["msg"].startswith(
+        "cell(s) canary-1, dev-1 could not be read whole before the upgrade, so the batch was not changed")
+    assert out.result["unread"] == {
+        "canary-1": "not measured: nccl_busbw_gbps (gpu-a1: its all_reduce_perf run failed: exit 1)",
+        "dev-1": "no reading (the reading's output above says why)"}
+    assert not canary.exists() and not os.path.exists(base["path"])  # dropped, to be read again; no ledger write
+    for cell in ("canary-1", "dev-1"):
+        (readings / ("%s-v1.36.3-before.json" % cell)).write_text(json.dumps(dict(clean, nccl_busbw_gbps=400.0)))
+    assert not run(fleet_ledger, base).failed
+    (readings / "dev-1-v1.36.3-before.json").write_text("{")  # torn: no reading
+    assert run(fleet_ledger, base).result["unread"] == {"dev-1": "no reading (the reading's output above says why)"}
 
 
 def test_awx_definitions_for_a_fleet_plans_it_and_refuses_a_bad_fleet(run):
