@@ -322,11 +322,13 @@ def node_readings(nodes: Sequence[Mapping[str, Any]], expected_gpus: int,
         gone = [n for n in want["nodes"] if n not in listed]
         if gone:
             absent.append("pool %s: %s" % (pool, ", ".join(gone)))
-    out = {"not_ready_nodes": len(not_ready), "not_ready": sorted(not_ready), "gpus_allocatable": gpus,
-           "gpu_allocatable_fraction": round(fraction, 4), "gpu_allocatable_by_pool": by_pool, "unmeasured": {}}
+    unmeasured: Dict[str, str] = {}
+    out: Dict[str, Any] = {"not_ready_nodes": len(not_ready), "not_ready": sorted(not_ready), "gpus_allocatable": gpus,
+                           "gpu_allocatable_fraction": round(fraction, 4), "gpu_allocatable_by_pool": by_pool,
+                           "unmeasured": unmeasured}
     if absent:  # a Node the API does not list: deleted, never registered, or named otherwise than its inventory host
         out["gpu_allocatable_fraction"] = None
-        out["unmeasured"]["gpu_allocatable_fraction"] = (
+        unmeasured["gpu_allocatable_fraction"] = (
             "the API lists no Node for %s (each inventory host must be its Node's name; a Node that is gone has "
             "lost its GPUs)" % "; ".join(absent))
     return out

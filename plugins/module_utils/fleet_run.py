@@ -376,7 +376,9 @@ def unread_before(plan: Mapping[str, Any], cells: List[str], before: Mapping[str
         if not isinstance(reading, Mapping):
             out[cell] = "no reading (the reading's output above says why)"
             continue
-        why = reading.get("unmeasured") if isinstance(reading.get("unmeasured"), Mapping) else {}
+        why: Mapping[str, Any] = reading.get("unmeasured") or {}
+        if not isinstance(why, Mapping):
+            why = {}
         gaps = ["%s%s" % (name, " (%s)" % why[name] if why.get(name) else "")
                 for name in plan["cells"][cell]["halt_readings"] if reading.get(name) is None]
         if gaps:
