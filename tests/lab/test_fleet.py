@@ -145,7 +145,7 @@ def test_a_cell_with_another_cells_inventory_is_refused_before_anything_moves(fl
     first = spec["cells"][0]["name"]
     assert rc != 0
     assert "the inventory is cell %s's (gpufleet_cluster_name), not %s's" % (spec["cells"][1]["name"], first) in out
-    assert "cell(s) %s could not be read before the upgrade" % first in out
+    assert "cell(s) %s could not be read whole before the upgrade, so the batch was not changed" % first in out
     assert ledger(tmp_path)["cells"][first]["state"] == "pending"
     assert not (tmp_path / "fleet" / "lab" / "ledger.json.lock").exists(), "a failed run kept its lock"
     for cell in spec["cells"]:
