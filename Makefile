@@ -37,36 +37,40 @@ plan: setup
 wave: setup lab-up
 	$(BIN)/ansible-playbook playbooks/upgrade_wave.yml -i inventories/lab $(ARGS)
 
-# The fleet run on the lab: every lab cell up, the lab's cells as a fleet (`bin/lab fleet`: one ring per cell,
-# lab-b the canary ring, lab the training ring), then playbooks/fleet.yml; its ledger is out/fleet/lab/ledger.json
-# and the same command resumes a halted or interrupted fleet.
-fleet: setup lab-up
-	$(LAB_B) bin/lab up
+# The fleet run on the lab: the three fleet cells up (lab/lab.yml `fleet`: small canary, inference and training
+# cells), the lab's fleet (`bin/lab fleet`: one ring each, in that order), then playbooks/fleet.yml; its ledger is
+# out/fleet/lab/ledger.json and the same command resumes a halted or interrupted fleet.
+fleet: setup
+	bash lab/build/host-setup.sh
+	bin/lab up --fleet
 	@mkdir -p out
 	bin/lab fleet > out/lab-fleet.yml
 	$(BIN)/ansible-playbook playbooks/fleet.yml -e @out/lab-fleet.yml $(ARGS)
 
-# Every test, each phase timed by bin/phase (CI prints the table, with how busy the machine was). Two rounds, each
-# of phases at once (bin/parallel). First the lab tests on two lab cells (lab/lab.yml `cells`): on `lab` the wave
-# story and the jobs in the execution-environment image, on `lab-b` every other lab test and then the Molecule
-# scenarios that use the cluster (after a reset of lab-b); beside them the execution-environment image build. Then
-# the fleet run on both cells, which mostly waits on its cells' waves and soaks (measured: 1,245 s at a third of the
-# machine alone), with the CPU-bound lab-free checks and the Molecule scenario that needs no cluster beside it -
-# also after a failure of the first round, so every result is known. lab-b goes down at the end.
+# Every test, each phase timed by bin/phase (CI prints the table, with how busy the machine was), in one round of
+# four streams at once (bin/parallel), each on its own lab cells (lab/lab.yml `cells`), so the streams that mostly
+# wait (the wave story, the fleet's soaks) overlap the ones that use the CPU:
+#   lab-tests-a  on `lab`: the wave story, then the jobs in the execution-environment image;
+#   lab-tests-b  on `lab-b`: every other lab test, then the Molecule scenarios that use the cluster (after a reset);
+#   lab-fleet    on the three fleet cells: the three-ring fleet run;
+#   checks       the execution-environment image (the story's last step needs it), the Molecule scenario that
+#                needs no cluster, then the lab-free checks (lint, docs, sanity, unit).
+# Every cell but `lab` goes down at the end (`lab` stays up for `make wave`).
 PHASE := bin/phase
 M := $(MAKE) --no-print-directory
 LAB_B := GPUFLEET_LAB_CELL=lab-b
 test: setup
 	@$(PHASE) lab-up $(M) lab-up
 	@$(PHASE) lab-up-b env $(LAB_B) bin/lab up
+	@$(PHASE) lab-up-fleet bin/lab up --fleet
 	@rc=0; bin/parallel "lab-tests-a=$(M) lab-tests-a" \
 	  "lab-tests-b=$(M) lab-tests-b && bin/phase molecule env $(LAB_B) $(M) molecule MOLECULE_NO_CLUSTER=" \
-	  "ee-image=bin/lab ee" || rc=$$?; \
-	  bin/parallel "lab-fleet=$(M) lab-tests-fleet" \
-	    "checks=bin/phase lint $(M) lint && bin/phase docs $(M) docs && bin/phase sanity $(M) sanity \
-	      && bin/phase unit $(M) unit" \
-	    "molecule-no-cluster=BIN=$(BIN) tests/molecule-run --parallel 1 $(MOLECULE_NO_CLUSTER)" || rc=$$?; \
-	  $(LAB_B) bin/lab down >/dev/null || rc=1; exit $$rc
+	  "lab-fleet=$(M) lab-tests-fleet" \
+	  "checks=bin/phase ee-image bin/lab ee \
+	    && bin/phase molecule-no-cluster env BIN=$(BIN) tests/molecule-run --parallel 1 $(MOLECULE_NO_CLUSTER) \
+	    && bin/phase lint $(M) lint && bin/phase docs $(M) docs && bin/phase sanity $(M) sanity \
+	    && bin/phase unit $(M) unit" || rc=$$?; \
+	  $(LAB_B) bin/lab down >/dev/null || rc=1; bin/lab down --fleet >/dev/null || rc=1; exit $$rc
 
 lint: setup
 	$(BIN)/ruff check plugins tests benchmarks lab bin/docs-check
@@ -81,13 +85,14 @@ docs: setup
 unit: setup
 	$(BIN)/pytest -q -n auto -m "not lab" tests
 
-# Tests against the running lab, on two cells at once (each one test at a time): lab-tests-a on the lab cell (the
-# wave story, then the jobs in the execution-environment image on the fresh lab the story leaves), lab-tests-b on
-# its twin lab-b (every other lab test). lab-b stays up after; `bin/lab down --all` stops both.
+# Tests against the running lab, on three sets of cells at once (each one test at a time): lab-tests-a on the lab
+# cell (the wave story, then the jobs in the execution-environment image on the fresh lab the story leaves),
+# lab-tests-b on its twin lab-b (every other lab test), lab-fleet on the fleet cells. They stay up after;
+# `bin/lab down --all` stops every cell.
 LAB_TESTS_A := tests/lab/test_upgrade_wave.py tests/lab/test_awx_runner.py
 LAB_TESTS_FLEET := tests/lab/test_fleet.py
 lab-tests: setup lab-up
-	@bin/parallel "lab-tests-a=$(M) lab-tests-a" "lab-tests-b=$(M) lab-tests-b"
+	@bin/parallel "lab-tests-a=$(M) lab-tests-a" "lab-tests-b=$(M) lab-tests-b" "lab-fleet=$(M) lab-tests-fleet"
 
 lab-tests-a: setup
 	bin/lab up
@@ -97,9 +102,10 @@ lab-tests-b: setup
 	$(LAB_B) bin/lab up
 	$(LAB_B) $(BIN)/pytest -q --durations=12 -m lab tests $(LAB_TESTS_A:%=--ignore=%) $(LAB_TESTS_FLEET:%=--ignore=%)
 
-# The fleet run on both lab cells (each reset to `from` first when it is not there): after the other lab tests,
-# since it needs both cells at once (make test runs the lab-free checks beside it).
+# The fleet run on the three fleet cells (each reset to `from` first when it is not there); make test runs it beside
+# the other lab streams, on cells of its own.
 lab-tests-fleet: setup
+	bin/lab up --fleet
 	$(BIN)/pytest -q -s --durations=6 -m lab $(LAB_TESTS_FLEET)
 
 # ansible-test sanity on the collection as Galaxy installs it (tests/sanity/run).

@@ -1,17 +1,20 @@
 """lab: the gpufleet lab CLI.
 
-  lab up               build what is missing (cached), start the control plane and the hosts, write inventories/lab/
-  lab down [--all]     stop everything the lab cell started (state is kept for the next up); --all: every cell
-  lab reset            down, then forget all state: the next up starts on the `from` version again
+  lab up [--fleet]     build what is missing (cached), start the control plane and the hosts, write inventories/lab/
+  lab down [--all|--fleet]  stop everything the lab cell started (state is kept for the next up); --all: every
+                       cell; --fleet: the fleet cells (lab.yml `fleet`)
+  lab reset [--all|--fleet]  down, then forget all state: the next up starts on the `from` version again
   lab status           what runs, at which version
   lab fault HOST KIND  inject a fault (lab fault --list for the kinds)
   lab clear HOST       clear every fault on HOST
   lab ee               build the execution-environment image (ansible-builder, layer-cached) and print its name
   lab env              the selected cell's paths and ports as shell assignments (Molecule scenarios read them)
-  lab fleet            every lab cell as a fleet (gpufleet_fleet, YAML for `ansible-playbook playbooks/fleet.yml -e @`)
+  lab fleet            the fleet cells (lab.yml `fleet`) as a fleet, one ring each (gpufleet_fleet, YAML for
+                       `ansible-playbook playbooks/fleet.yml -e @`)
 
-GPUFLEET_LAB_CELL picks the cell (lab/lab.yml `cells`; default: the first, `lab`): each cell is a cell of the same
-shape with its own etcd, apiservers, controllers, KWOK, hosts and ports, so tests can run on two at once.
+GPUFLEET_LAB_CELL picks the cell (lab/lab.yml `cells`; default: the first, `lab`): each cell has its own etcd,
+apiservers, controllers, KWOK, hosts and ports (and its own shape where lab.yml gives one), so tests can run on
+several at once.
 GPUFLEET_LAB_CACHE moves the cache (default ~/.cache/gpufleet/lab). GPUFLEET_LAB_STOP_BEFORE_BUILD=1 makes `up` set up
 and check the first build that is needed and stop before its downloads (the fresh-machine test).
 """
@@ -19,10 +22,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import shutil
 import sys
 import time
+from typing import List, Optional
 
 from gpufleet_lab import cluster, config, faults, hosts, inference, kube, pki, procs
 from gpufleet_lab.procs import LabError
@@ -55,7 +60,7 @@ def _up(cfg: config.LabConfig) -> None:
         say("starting the lab controller (apiserver load balancer on 127.0.0.1:%d, version switches)" %
             cfg.ports["apiserver_lb"])
         procs.start(cfg.run, "lab-controller", [sys.executable, "-m", "gpufleet_lab", "controller"],
-                    env={"PYTHONPATH": str(config.LAB_DIR)})
+                    env={"PYTHONPATH": str(config.LAB_DIR), "GPUFLEET_LAB_CELL": cfg.cell})
     for host in cfg.control_plane:
         cluster.start_apiserver(cfg, host, state["apiserver"][host])
     procs.wait_https("https://127.0.0.1:%d/readyz" % cfg.ports["apiserver_lb"], cfg.pki, cfg.run, "lab-controller")
@@ -129,15 +134,15 @@ def shell_env(cfg: config.LabConfig) -> str:
     return "".join("export %s=%s\n" % (k, shlex.quote(str(v))) for k, v in values.items())
 
 
-def fleet_doc() -> dict:
-    """The lab's cells as a fleet (docs/fleet.md), one ring each in lab.yml's order reversed: the twin cells are
-    the early rings (canaries), the first cell - the one with the training gang the wave story exercises - the
-    last ring (training). Every cell declared on `from`; soaks and halt checks in seconds, as the lab runs."""
-    names = config.cells()
+def fleet_doc(names: Optional[List[str]] = None) -> dict:
+    """The lab's fleet cells (lab.yml ``fleet``, or the cells ``names``) as a fleet (docs/fleet.md), one ring each
+    in that order, each cell with its lab.yml kind. Every cell declared on `from`; soaks and halt checks in
+    seconds, as the lab runs."""
+    names = names or config.fleet_cells()
     cells = []
-    for ring, name in enumerate(reversed(names)):
+    for ring, name in enumerate(names):
         cfg = config.load(cell=name)
-        cells.append({"name": name, "ring": "ring%d" % ring, "kind": "training" if name == names[0] else "canary",
+        cells.append({"name": name, "ring": "ring%d" % ring, "kind": cfg.kind,
                       "region": "lab", "gpus": len(cfg.gpu_hosts) * cfg.gpus_per_node,
                       "inventory": str(cfg.inventory), "control_plane": cfg.from_version,
                       "pools": [{"name": "h100-train", "kubelet": cfg.from_version, "nodes": len(cfg.gpu_hosts)}],
@@ -152,7 +157,8 @@ def fleet_doc() -> dict:
             "target": config.load(cell=names[0]).to_version,
             "rings": [{"name": c["ring"], "soak_seconds": 10} for c in cells],
             "max_cells_in_flight": 1,
-            "max_gpu_fraction_in_flight": round(max(c["gpus"] for c in cells) / float(total), 4),
+            # one cell at a time: the largest cell's share, rounded up (16 of 48 GPUs is 0.3334, not 0.3333)
+            "max_gpu_fraction_in_flight": math.ceil(10000 * max(c["gpus"] for c in cells) / total) / 10000,
             "halt_check_seconds": 10, "metrics_window_seconds": 5, "cell_timeout_seconds": 1800,
             # LAB ONLY: the lab's apiservers share two busy cores with everything else, so a p99 of a few ms
             # swings by several times between two readings; a real fleet keeps the default floor (0.25 s).
@@ -164,9 +170,13 @@ def fleet_doc() -> dict:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="lab", description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     sub = parser.add_subparsers(dest="cmd", required=True)
-    for name in ("up", "reset", "status", "controller", "ee", "env", "fleet"):
+    for name in ("status", "controller", "ee", "env", "fleet"):
         sub.add_parser(name)
-    sub.add_parser("down").add_argument("--all", action="store_true", help="every cell of lab/lab.yml")
+    for name in ("up", "down", "reset"):
+        many = sub.add_parser(name).add_mutually_exclusive_group()
+        if name != "up":
+            many.add_argument("--all", action="store_true", help="every cell of lab/lab.yml")
+        many.add_argument("--fleet", action="store_true", help="every fleet cell (lab/lab.yml `fleet`), in turn")
     fault = sub.add_parser("fault")
     fault.add_argument("host", nargs="?")
     fault.add_argument("kind", nargs="?")
@@ -176,29 +186,30 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.cmd == "down" and args.all:
         return down_all()
-    if args.cmd == "fleet":
-        import yaml
-        print("---\n# Written by `bin/lab fleet` (lab/gpufleet_lab/__main__.py): the lab's cells as a fleet.")
-        print(yaml.safe_dump(fleet_doc(), sort_keys=False), end="")
-        return 0
     try:
+        if args.cmd == "fleet":
+            import yaml
+            doc = fleet_doc()
+            print("---\n# Written by `bin/lab fleet` (lab/gpufleet_lab/__main__.py): the lab's fleet cells as a fleet.")
+            print(yaml.safe_dump(doc, sort_keys=False), end="")
+            return 0
+        if getattr(args, "fleet", False) or getattr(args, "all", False):
+            names = config.fleet_cells() if args.fleet else config.cells()
+            for name in names:
+                _cell_command(args.cmd, config.load(cell=name))
+            return 0
         cfg = config.load()
     except config.ConfigError as exc:
         print("lab: error: %s" % exc, file=sys.stderr)
         return 2
+    except LabError as exc:
+        print("lab: error: %s" % exc, file=sys.stderr)
+        return 1
     try:
         if args.cmd == "env":
             print(shell_env(cfg), end="")
-        elif args.cmd == "up":
-            up(cfg)
-        elif args.cmd == "down":
-            down(cfg)
-        elif args.cmd == "reset":
-            down(cfg)
-            shutil.rmtree(cfg.run, ignore_errors=True)
-            for name in ("hosts.yml", "kubeconfig"):
-                (cfg.inventory / name).unlink(missing_ok=True)
-            say("state removed (%s)" % cfg.run)
+        elif args.cmd in ("up", "down", "reset"):
+            _cell_command(args.cmd, cfg)
         elif args.cmd == "status":
             return status(cfg)
         elif args.cmd == "ee":
@@ -220,6 +231,20 @@ def main(argv=None) -> int:
         print("lab: error: %s" % exc, file=sys.stderr)
         return 1
     return 0
+
+
+def _cell_command(cmd: str, cfg: config.LabConfig) -> None:
+    """up, down or reset of one cell."""
+    if cmd == "up":
+        up(cfg)
+    elif cmd == "down":
+        down(cfg)
+    elif cmd == "reset":
+        down(cfg)
+        shutil.rmtree(cfg.run, ignore_errors=True)
+        for name in ("hosts.yml", "kubeconfig"):
+            (cfg.inventory / name).unlink(missing_ok=True)
+        say("state removed (%s)" % cfg.run)
 
 
 if __name__ == "__main__":

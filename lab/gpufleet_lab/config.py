@@ -14,6 +14,8 @@ LAB_DIR = REPO / "lab"
 DEFAULT_CELL = "lab"  # when lab.yml lists no `cells`
 CELL_PORT_STEP = 100  # cell N of lab.yml's `cells` takes every port of `ports` + N x 100
 CELL_NAME = re.compile(r"^[a-z][a-z0-9-]{0,30}$")  # part of container names, ports' order and run-CELL/ paths
+CELL_KINDS = ("canary", "dev", "staging", "inference", "training")  # as plugins/module_utils/fleet.py KINDS
+MAX_HOSTS_PER_CELL = 50  # each host's sshd takes the cell's ssh port + its index: under CELL_PORT_STEP
 
 
 class ConfigError(Exception):
@@ -42,6 +44,7 @@ class LabConfig:
     out_dir: pathlib.Path
     cell: str = DEFAULT_CELL
     cell_index: int = 0  # 0: the first cell (its hosts are gpufleet-lab-HOST, its state in run/)
+    kind: str = "training"  # what the cell stands for in `bin/lab fleet` (lab.yml `cells[].kind`)
     extra: Dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -89,50 +92,120 @@ class LabConfig:
 
 def cell_layout(doc: Dict[str, Any], cell: str, cache: pathlib.Path) -> Dict[str, Any]:
     """Where cell ``cell`` of lab.yml's ``cells`` lives: its index, ports, run directory, inventory and outputs.
-    The first cell is the lab users know (run/, inventories/lab, ./out); every other one is a twin of the same shape
-    with its own processes, hosts and ports, its state and inventory under run-CELL/ outside the checkout."""
-    cells = _cells(doc)
-    if cell not in cells:
+    The first cell is the lab users know (run/, inventories/lab, ./out); every other one has its own processes,
+    hosts and ports, its state and inventory under run-CELL/ outside the checkout."""
+    specs = cell_specs(doc)
+    names = [c["name"] for c in specs]
+    if cell not in names:
         raise ConfigError("GPUFLEET_LAB_CELL=%s is not a lab cell: use one of %s (lab/lab.yml `cells`)" % (
-            cell, ", ".join(cells)))
-    index = cells.index(cell)
+            cell, ", ".join(names)))
+    index = names.index(cell)
     ports = {k: int(v) + CELL_PORT_STEP * index for k, v in doc["ports"].items()}
     if index == 0:
         return {"ports": ports, "run": cache / "run", "inventory": REPO / "inventories" / "lab",
-                "out_dir": REPO / "out", "index": 0}
+                "out_dir": REPO / "out", "index": 0, "spec": specs[0]}
     run = cache / ("run-" + cell)
-    return {"ports": ports, "run": run, "inventory": run / "inventory", "out_dir": run / "out", "index": index}
+    return {"ports": ports, "run": run, "inventory": run / "inventory", "out_dir": run / "out", "index": index,
+            "spec": specs[index]}
 
 
-def _cells(doc: Dict[str, Any]) -> List[str]:
-    cells = [str(c) for c in (doc.get("cells") or [DEFAULT_CELL])]
-    bad = [c for c in cells if not CELL_NAME.match(c)]
-    if bad or len(set(cells)) != len(cells):
-        raise ConfigError("lab/lab.yml cells: %s; give distinct names of lower-case letters, digits and '-'" % (
-            ", ".join(bad) if bad else "a cell is listed twice"))
-    return cells
+def _shape(where: str, hosts: Any) -> Dict[str, Any]:
+    """A cell's hosts (lab.yml ``hosts``, or a cell's own ``hosts``), checked: at least one control-plane host,
+    GPU hosts in rack sets (at least two GPU hosts: the training gang has two ranks), no name twice."""
+    if not isinstance(hosts, dict):
+        raise ConfigError("lab/lab.yml %s: give a mapping with control_plane, rack_sets and backup" % where)
+    control_plane = hosts.get("control_plane")
+    rack_sets = hosts.get("rack_sets")
+    backup = hosts.get("backup") or []
+    if not (isinstance(control_plane, list) and control_plane and all(isinstance(h, str) for h in control_plane)):
+        raise ConfigError("lab/lab.yml %s.control_plane: give a list of at least one host name" % where)
+    if not (isinstance(rack_sets, dict) and rack_sets and all(
+            isinstance(v, list) and v and all(isinstance(h, str) for h in v) for v in rack_sets.values())):
+        raise ConfigError("lab/lab.yml %s.rack_sets: give rack set names, each with a list of GPU host names" % where)
+    if not (isinstance(backup, list) and all(isinstance(h, str) for h in backup)):
+        raise ConfigError("lab/lab.yml %s.backup: give a list of host names (or leave it out)" % where)
+    gpu = [h for v in rack_sets.values() for h in v]
+    every = control_plane + gpu + backup
+    if len(gpu) < 2:
+        raise ConfigError("lab/lab.yml %s.rack_sets: give at least two GPU hosts (the training gang has two "
+                          "ranks of a node each)" % where)
+    if len(set(every)) != len(every) or not all(CELL_NAME.match(h) for h in every):
+        raise ConfigError("lab/lab.yml %s: host names must be distinct, of lower-case letters, digits and '-'" % where)
+    if len(every) > MAX_HOSTS_PER_CELL:
+        raise ConfigError("lab/lab.yml %s: %d hosts; at most %d a cell" % (where, len(every), MAX_HOSTS_PER_CELL))
+    return {"control_plane": list(control_plane), "rack_sets": {str(k): list(v) for k, v in rack_sets.items()},
+            "backup": list(backup)}
+
+
+def cell_specs(doc: Dict[str, Any]) -> List[Dict[str, Any]]:
+    """lab.yml's ``cells``, each as {name, kind, hosts}: an entry is a name (the shape of lab.yml's ``hosts``, kind
+    training) or a mapping with ``name`` and its own ``kind`` and ``hosts``."""
+    default_hosts = _shape("hosts", doc.get("hosts"))
+    specs = []
+    for index, given in enumerate(doc.get("cells") or [DEFAULT_CELL]):
+        where = "cells[%d]" % index
+        entry = {"name": given} if isinstance(given, str) else given
+        if not isinstance(entry, dict):
+            raise ConfigError("lab/lab.yml %s: give a cell name or a mapping with name, kind and hosts" % where)
+        unknown = sorted(set(entry) - {"name", "kind", "hosts"})
+        if unknown:
+            raise ConfigError("lab/lab.yml %s: unknown key(s) %s; a cell has name, kind and hosts" % (
+                where, ", ".join(map(str, unknown))))
+        name = entry.get("name")
+        if not (isinstance(name, str) and CELL_NAME.match(name)):
+            raise ConfigError("lab/lab.yml %s.name: give a name of lower-case letters, digits and '-' (at most 31)"
+                              % where)
+        kind = entry.get("kind", "training")
+        if kind not in CELL_KINDS:
+            raise ConfigError("lab/lab.yml %s.kind: %r; give one of %s" % (where, kind, ", ".join(CELL_KINDS)))
+        hosts = _shape(where + ".hosts", entry["hosts"]) if "hosts" in entry else default_hosts
+        specs.append({"name": name, "kind": kind, "hosts": hosts})
+    names = [c["name"] for c in specs]
+    if len(set(names)) != len(names):
+        raise ConfigError("lab/lab.yml cells: %s is listed twice; give distinct names" % next(
+            n for n in names if names.count(n) > 1))
+    return specs
+
+
+def _doc(path: pathlib.Path) -> Dict[str, Any]:
+    return yaml.safe_load(path.read_text())
 
 
 def cells(path: pathlib.Path = LAB_DIR / "lab.yml") -> List[str]:
-    return _cells(yaml.safe_load(path.read_text()))
+    return [c["name"] for c in cell_specs(_doc(path))]
+
+
+def fleet_cells(path: pathlib.Path = LAB_DIR / "lab.yml") -> List[str]:
+    """The cells `bin/lab fleet` makes a fleet of, one ring each in this order (lab.yml ``fleet``)."""
+    doc = _doc(path)
+    names = [c["name"] for c in cell_specs(doc)]
+    fleet = doc.get("fleet")
+    if not (isinstance(fleet, list) and fleet and all(isinstance(n, str) for n in fleet)):
+        raise ConfigError("lab/lab.yml fleet: give the list of cells (from `cells`) that `bin/lab fleet` rings")
+    unknown = [n for n in fleet if n not in names]
+    if unknown or len(set(fleet)) != len(fleet):
+        raise ConfigError("lab/lab.yml fleet: %s; give distinct cells of `cells` (%s)" % (
+            "%s is not a cell" % ", ".join(unknown) if unknown else "a cell is listed twice", ", ".join(names)))
+    return list(fleet)
 
 
 def load(path: pathlib.Path = LAB_DIR / "lab.yml", cell: str = "") -> LabConfig:
     """The lab's settings for ``cell`` (default: $GPUFLEET_LAB_CELL, else the first of lab.yml's `cells`)."""
-    doc = yaml.safe_load(path.read_text())
+    doc = _doc(path)
     cache = pathlib.Path(os.environ.get("GPUFLEET_LAB_CACHE", str(pathlib.Path.home() / ".cache/gpufleet/lab")))
-    cell = cell or os.environ.get("GPUFLEET_LAB_CELL") or _cells(doc)[0]
+    cell = cell or os.environ.get("GPUFLEET_LAB_CELL") or cell_specs(doc)[0]["name"]
     layout = cell_layout(doc, cell, cache)
     run = layout["run"]
+    shape = layout["spec"]["hosts"]
     return LabConfig(
         from_version=os.environ.get("GPUFLEET_LAB_FROM", doc["versions"]["from"]),
         to_version=os.environ.get("GPUFLEET_LAB_TO", doc["versions"]["to"]),
         etcd_version=doc["versions"]["etcd"],
         kwok_version=doc["versions"]["kwok"],
         versitygw_version=doc["versions"]["versitygw"],
-        control_plane=list(doc["hosts"]["control_plane"]),
-        rack_sets={k: list(v) for k, v in doc["hosts"]["rack_sets"].items()},
-        backup_hosts=list(doc["hosts"].get("backup") or []),
+        control_plane=shape["control_plane"],
+        rack_sets=shape["rack_sets"],
+        backup_hosts=shape["backup"],
         s3={k: str(v) for k, v in doc["s3"].items()},
         gpus_per_node=int(doc["gpu"]["count"]),
         gpu_product=doc["gpu"]["product"],
@@ -145,5 +218,6 @@ def load(path: pathlib.Path = LAB_DIR / "lab.yml", cell: str = "") -> LabConfig:
         out_dir=layout["out_dir"],
         cell=cell,
         cell_index=layout["index"],
+        kind=layout["spec"]["kind"],
         extra=doc.get("extra") or {},
     )

@@ -94,6 +94,8 @@ def halts(cell: str, before: Optional[Mapping[str, Any]], after: Optional[Mappin
             held, text = new_f < limit, "is %g (at least %g)" % (new_f, limit)
         if held and name == "gpu_allocatable_fraction":
             text += _pools_under((after or {}).get("gpu_allocatable_by_pool"), limit)
+        if held and name == "nccl_busbw_gbps":
+            text += _probes_under((after or {}).get("nccl_busbw_by_host"), old_f * (1 - limit))
         if held:
             out.append({"cell": cell, "condition": name, "before": old, "after": new, "threshold": limit,
                         "message": "%s: %s %s" % (cell, name, text)})
@@ -126,6 +128,15 @@ def _pools_under(by_pool: Any, limit: float) -> str:
     low = ["%s %s of %s" % (pool, v.get("allocatable"), v.get("expected")) for pool, v in sorted(by_pool.items())
            if isinstance(v, Mapping) and float(v.get("fraction", 1.0)) < limit]
     return " (pool %s)" % ", ".join(low) if low else ""
+
+
+def _probes_under(by_host: Any, floor: float) -> str:
+    """The NCCL probe hosts under the floor, for the halt's message (the reading is the slowest of them)."""
+    if not isinstance(by_host, Mapping):
+        return ""
+    low = ["%s %g GB/s" % (host, value) for host, value in sorted(by_host.items())
+           if isinstance(value, (int, float)) and value < floor]
+    return " (probe %s)" % ", ".join(low) if low else ""
 
 
 # -- the ledger ----------------------------------------------------------------------------------------------------

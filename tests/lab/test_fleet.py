@@ -1,14 +1,17 @@
-"""The fleet run on the lab's cells as a fleet (`bin/lab fleet`; playbooks/fleet.yml): ring0 is the twin cell lab-b
-(a canary cell), ring1 the cell lab with its training gang. Every cell upgrades through its own inventory with its
-own upgrade_wave.yml; halts come from the cells' own API (apiserver /metrics, Nodes, JobSets).
+"""The fleet run on the lab's three fleet cells (lab/lab.yml `fleet`, `bin/lab fleet`; playbooks/fleet.yml), each
+a small cell of its own ring: ring0 the canary cell, ring1 the inference cell, ring2 the training cell with its
+gang. Every cell upgrades through its own inventory with its own upgrade_wave.yml; halts come from the cells' own
+API (apiserver /metrics, Nodes, JobSets), their NCCL probe host and their inference service.
 
-The story: a fleet whose cell points at another cell's inventory is refused before anything moves; then a GPU lost
-on lab-b during ring0's soak halts the fleet with the cell, the condition and the readings named and ring1
-untouched; a rerun with the fault still there stays halted, and the fleet report shows it; once it is cleared the
-same command resumes from the ledger and soaks ring0 again, holding there with gpufleet_fleet_until_ring=ring0 (as
-an AWX rollout's first node); the next run upgrades ring1 and completes; a last run changes nothing.
+The story: a fleet whose cell points at another cell's inventory is refused before anything moves; then NCCL going
+slow on the inference cell during ring1's soak halts the fleet with the cell, the condition and the readings named,
+ring0 done and ring2 untouched; a rerun with the fault still there stays halted, and the fleet report shows it;
+once it is cleared the same command resumes from the ledger and soaks ring1 again, holding there with
+gpufleet_fleet_until_ring=ring1 (as an AWX rollout's node); the next run upgrades ring2 and completes; a last run
+changes nothing.
 
-Needs both lab cells; each is reset to `from` first when it is not there."""
+Needs the fleet cells (they run beside the other lab tests' cells); each is reset to `from` first when it is not
+there."""
 from __future__ import annotations
 
 import datetime
@@ -45,8 +48,8 @@ def versions(cell):
 
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory):
-    """Both cells up on `from`, the fleet file `bin/lab fleet` writes, and the names of the cells by ring."""
-    cells = lab_config.cells()
+    """The fleet cells up on `from`, the fleet file `bin/lab fleet` writes, and the names of the cells by ring."""
+    cells = lab_config.fleet_cells()
     for cell in cells:
         cfg = lab_config.load(cell=cell)
         lab_cli(cell, "up")
@@ -54,8 +57,9 @@ def fleet(tmp_path_factory):
             lab_cli(cell, "reset")
             lab_cli(cell, "up")
     doc = yaml.safe_load(lab_cli(cells[0], "fleet").stdout)
-    for ring in doc["gpufleet_fleet"]["policy"]["rings"]:  # three checks: the fault below lands before the last
-        ring["soak_seconds"] = 30
+    assert [c["kind"] for c in doc["gpufleet_fleet"]["cells"]] == ["canary", "inference", "training"]
+    rings = doc["gpufleet_fleet"]["policy"]["rings"]
+    rings[1]["soak_seconds"] = 30  # ring1's soak: three checks, so the fault below lands before the last
     path = tmp_path_factory.mktemp("fleet") / "fleet.yml"
     path.write_text(yaml.safe_dump(doc))
     yield path, doc["gpufleet_fleet"]
@@ -90,9 +94,9 @@ def finish(proc, log, timeout=3000):
     return proc.returncode, output, started
 
 
-def report_fleet_while_halted(fleet_file, spec, out):
-    canary, training = (c["name"] for c in spec["cells"])
-    target, before = spec["policy"]["target"], spec["cells"][1]["control_plane"]
+def report_fleet_while_halted(fleet_file, spec, out, probe):
+    canary, inference, training = (c["name"] for c in spec["cells"])
+    target, before = spec["policy"]["target"], spec["cells"][2]["control_plane"]
     old_minor, new_minor = (".".join(v.lstrip("v").split(".")[:2]) for v in (before, target))
     newer = "v%s.%d" % (old_minor, int(before.split(".")[2]) + 1)
     today = datetime.date.today()
@@ -110,21 +114,23 @@ def report_fleet_while_halted(fleet_file, spec, out):
     output = proc.stdout + proc.stderr
     assert proc.returncode != 0, output[-6000:]
     said = " ".join(output.split())  # the YAML callback folds long lines
-    assert "fleet lab: 2 alert(s): %s: halted (%s: gpu_allocatable_fraction is 0.9688" % (canary, canary) in said, \
+    assert "fleet lab: 2 alert(s): %s: halted (%s: nccl_busbw_gbps fell from" % (inference, inference) in said, \
         output[-6000:]
     assert "%s: %s is 60 days behind %s" % (training, before, newer) in said
     report = json.loads((out / "fleet" / "lab" / "report" / "fleet-report.json").read_text())
     rows = {r["cell"]: r for r in report["cells"]}
-    assert rows[canary]["state"] == "halted" and "gpu_allocatable_fraction" in rows[canary]["reason"]
-    assert rows[canary]["control_plane"] == target and len(rows[canary]["alerts"]) == 1
+    assert rows[inference]["state"] == "halted" and "nccl_busbw_gbps" in rows[inference]["reason"]
+    assert probe in rows[inference]["reason"]
+    assert rows[inference]["control_plane"] == target and len(rows[inference]["alerts"]) == 1
+    assert rows[canary]["state"] == "done" and rows[canary]["control_plane"] == target and not rows[canary]["alerts"]
     assert rows[training]["state"] == "pending" and rows[training]["control_plane"] == before
-    for cell in (canary, training):  # every pool of the cell's inventory, each kubelet read from its Node
+    for cell in (canary, inference, training):  # every pool of the cell's inventory, each kubelet read from its Node
         cfg = lab_config.load(cell=cell)
         pools = {p["pool"]: p for p in rows[cell]["pools"]}
         assert "not-in-inventory" not in pools
         assert sum(p["nodes"] for p in pools.values()) == len(cfg.hosts), pools
     assert {p["oldest"] for p in rows[training]["pools"]} == {before}
-    assert report["version_spread"] == {before: 1, target: 1}
+    assert report["version_spread"] == {before: 1, target: 2}
     html = (out / "fleet" / "lab" / "report" / "fleet-report.html").read_text()
     assert "halted" in html and training in html
 
@@ -152,10 +158,10 @@ def test_a_cell_with_another_cells_inventory_is_refused_before_anything_moves(fl
         assert versions(cell["name"]) == {cell["control_plane"]}, "%s moved" % cell["name"]
 
 
-def test_a_halt_in_ring0s_soak_stops_the_fleet_then_it_resumes_and_upgrades_every_ring(fleet, tmp_path):
+def test_a_halt_in_ring1s_soak_stops_the_fleet_before_ring2_then_it_resumes_and_upgrades_every_ring(fleet, tmp_path):
     path, spec = fleet
-    canary, training = (c["name"] for c in spec["cells"])
-    target = spec["policy"]["target"]
+    canary, inference, training = (c["name"] for c in spec["cells"])
+    target, before = spec["policy"]["target"], spec["cells"][2]["control_plane"]
     began = time.time()
     proc, log = run_fleet(path, tmp_path, background=True)
     # a second run of the same fleet while this one holds the ledger is refused, naming the lock, and leaves it
@@ -169,66 +175,70 @@ def test_a_halt_in_ring0s_soak_stops_the_fleet_then_it_resumes_and_upgrades_ever
     assert rc != 0 and "fleet lab is locked by another run: lock %s, taken by %s" % (held["id"], held["holder"]) \
         in out, out[-3000:]
     assert json.loads(lock_file.read_text()) == held and proc.poll() is None
-    # wait for ring0's soak: the canary cell is upgraded and judged clean after its wave
+    # wait for ring1's soak: ring0 done and soaked, the inference cell upgraded and judged clean after its wave
     deadline = time.time() + 2400
     while time.time() < deadline and proc.poll() is None:
         state = ledger(tmp_path) if (tmp_path / "fleet" / "lab" / "ledger.json").exists() else None
-        if state and state["rings"]["ring0"]["soak_started"]:
+        if state and state["rings"]["ring1"]["soak_started"]:
             break
         time.sleep(0.5)
-    assert proc.poll() is None, "the fleet ended before ring0's soak:\n" + open(log.name).read()[-6000:]
-    print("ring0 (%s) upgraded and judged clean, soak started after %.0f s" % (canary, time.time() - began))
-    gpu_host = lab_config.load(cell=canary).gpu_hosts[0]
-    lab_cli(canary, "fault", gpu_host, "gpu-missing")  # one GPU gone: allocatable 31 of 32
+    assert proc.poll() is None, "the fleet ended before ring1's soak:\n" + open(log.name).read()[-6000:]
+    print("ring0 (%s) soaked, ring1 (%s) upgraded and judged clean, soak started after %.0f s" % (
+        canary, inference, time.time() - began))
+    probe = spec["cells"][1]["nccl_hosts"][0]
+    lab_cli(inference, "fault", probe, "nccl-slow")  # the inference cell's fabric: all-reduce 30 % slower
     rc, out, _ = finish(proc, log)
     print("halted %.0f s after the start" % (time.time() - began))
     assert rc != 0
-    assert "fleet lab halted in ring ring0: " in out
-    # the lab cell's one pool: its nodes times its baseline's 8 GPUs, named under the floor
-    assert "%s: gpu_allocatable_fraction is 0.9688 (at least 1) (pool h100-train 31 of 32)" % canary in out
+    said = " ".join(out.split())
+    assert "fleet lab halted in ring ring1: " in said, out[-6000:]
+    assert "%s: nccl_busbw_gbps fell from" % inference in said
     state = ledger(tmp_path)
-    assert state["halt"]["cells"] == [canary] and state["halt"]["ring"] == "ring0"
-    (cond,) = [c for c in state["halt"]["conditions"] if c["condition"] == "gpu_allocatable_fraction"]
-    assert (cond["cell"], cond["before"], cond["after"]) == (canary, 1.0, 0.9688)
-    assert state["cells"][canary]["state"] == "done" and state["cells"][canary]["version"] == target
+    assert state["halt"]["cells"] == [inference] and state["halt"]["ring"] == "ring1"
+    (cond,) = [c for c in state["halt"]["conditions"] if c["condition"] == "nccl_busbw_gbps"]
+    assert cond["cell"] == inference and cond["after"] < 0.8 * cond["before"], cond
+    assert state["rings"]["ring0"]["soak_done"] and not state["rings"]["ring2"]["soak_started"]
+    assert {c: (e["state"], e["version"]) for c, e in state["cells"].items() if c != training} == {
+        canary: ("done", target), inference: ("done", target)}
     assert state["cells"][training]["state"] == "pending"
-    assert versions(canary) == {target}
-    assert versions(training) == {spec["cells"][1]["control_plane"]}, "ring1 moved during ring0's halt"
+    assert versions(canary) == versions(inference) == {target}
+    assert versions(training) == {before}, "ring2 moved during ring1's halt"
 
-    # the fault is still there: the fleet stays halted, ring1 untouched
+    # the fault is still there: the fleet stays halted, ring2 untouched
     started = time.time()
     rc, out, _ = run_fleet(path, tmp_path)
     print("still halted, refused in %.0f s" % (time.time() - started))
-    assert rc != 0 and "fleet lab halted in ring ring0: %s: gpu_allocatable_fraction" % canary in out
+    assert rc != 0 and "fleet lab halted in ring ring1: %s: nccl_busbw_gbps" % inference in " ".join(out.split())
     assert ledger(tmp_path)["cells"][training]["state"] == "pending"
 
-    # the fleet report from the ledger and the cells' versions read now: the canary halted on the target and
-    # ring1 pending on `from` with a newer patch of `from` out for 60 days - two alerts that fail the report's run
-    report_fleet_while_halted(path, spec, tmp_path)
+    # the fleet report from the ledger and the cells' versions read now: the inference cell halted on the target
+    # and ring2 pending on `from` with a newer patch of `from` out for 60 days - two alerts that fail the report's
+    # run
+    report_fleet_while_halted(path, spec, tmp_path, probe)
 
-    # cleared: the same command resumes from the ledger, soaks ring0 again, upgrades ring1, completes
-    lab_cli(canary, "clear", gpu_host)
-    # as an AWX rollout's first node (playbooks/awx_configure_fleet.yml): resume, soak ring0 again, hold after it
+    # cleared: the same command resumes from the ledger, soaks ring1 again, upgrades ring2, completes
+    lab_cli(inference, "clear", probe)
+    # as an AWX rollout's node (playbooks/awx_configure_fleet.yml): resume, soak ring1 again, hold after it
     started = time.time()
-    rc, out, _ = run_fleet(path, tmp_path, "-e", "gpufleet_fleet_until_ring=ring0")
-    print("resumed, ring0 soaked again and held in %.0f s" % (time.time() - started))
+    rc, out, _ = run_fleet(path, tmp_path, "-e", "gpufleet_fleet_until_ring=ring1")
+    print("resumed, ring1 soaked again and held in %.0f s" % (time.time() - started))
     assert rc == 0, out[-8000:]
-    assert "every ring up to ring0 of fleet lab is done and soaked; ring ring1 waits" in out
+    assert "every ring up to ring1 of fleet lab is done and soaked; ring ring2 waits" in out
     state = ledger(tmp_path)
-    assert state["halt"] is None and state["rings"]["ring0"]["soak_done"]
-    assert not state["rings"]["ring1"]["soak_started"]
+    assert state["halt"] is None and state["rings"]["ring1"]["soak_done"]
+    assert not state["rings"]["ring2"]["soak_started"]
     assert state["cells"][training]["state"] == "pending"
-    assert versions(training) == {spec["cells"][1]["control_plane"]}, "ring1 moved past its hold"
+    assert versions(training) == {before}, "ring2 moved past its hold"
     # past the approval: the same command, every ring
     started = time.time()
     rc, out, _ = run_fleet(path, tmp_path)
-    print("upgraded and soaked ring1 in %.0f s" % (time.time() - started))
+    print("upgraded and soaked ring2 in %.0f s" % (time.time() - started))
     assert rc == 0, out[-8000:]
     assert "every ring of fleet lab is done and soaked" in out
     state = ledger(tmp_path)
-    assert state["halt"] is None and state["last_halt"]["cells"] == [canary]
+    assert state["halt"] is None and state["last_halt"]["cells"] == [inference]
     assert {c: (e["state"], e["version"]) for c, e in state["cells"].items()} == {
-        canary: ("done", target), training: ("done", target)}
+        canary: ("done", target), inference: ("done", target), training: ("done", target)}
     assert all(r["soak_done"] for r in state["rings"].values())
     assert versions(training) == {target}
     wave_log = (tmp_path / "fleet" / "lab" / "logs" / ("%s.log" % training)).read_text()

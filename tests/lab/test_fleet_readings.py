@@ -41,7 +41,7 @@ def read(entry, dest, nccl_hosts):
 
 
 def test_nccl_and_inference_readings_halt_on_a_slow_probe_and_a_missing_one_is_unmeasured(lab, tmp_path):
-    doc = fleet_doc()["gpufleet_fleet"]
+    doc = fleet_doc([lab.cell])["gpufleet_fleet"]  # this run's cell as a fleet of one
     plan = plan_fleet(doc)
     entry = next(c for c in doc["cells"] if c["name"] == lab.cell)
     wanted = plan["cells"][lab.cell]["halt_readings"]

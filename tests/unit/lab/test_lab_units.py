@@ -122,22 +122,73 @@ def test_cells_are_twins_with_their_own_ports_state_hosts_and_inventory(monkeypa
 
 def test_unknown_cell_is_refused_naming_the_variable_and_the_cells(monkeypatch):
     monkeypatch.setenv("GPUFLEET_LAB_CELL", "lab-z")
-    with pytest.raises(config.ConfigError, match=r"GPUFLEET_LAB_CELL=lab-z is not a lab cell: use one of lab, lab-b"):
+    with pytest.raises(config.ConfigError, match=r"GPUFLEET_LAB_CELL=lab-z is not a lab cell: use one of lab, lab-b, "
+                                                 r"fleet-canary"):
         config.load()
 
 
-def test_the_labs_cells_as_a_fleet_plan_one_ring_each_the_training_cell_last(tmp_path, monkeypatch):
+def test_the_labs_fleet_cells_plan_one_ring_each_canary_inference_training(tmp_path, monkeypatch):
     from ansible_collections.gpufleet.upgrade.plugins.module_utils.fleet import plan_fleet
     from gpufleet_lab.__main__ import fleet_doc
     monkeypatch.setenv("GPUFLEET_LAB_CACHE", str(tmp_path))
     doc = fleet_doc()["gpufleet_fleet"]
     plan = plan_fleet(doc)
-    names = config.cells()
-    assert [r["cells"] for r in plan["rings"]] == [[c] for c in reversed(names)]
-    assert plan["cells"][names[0]]["kind"] == "training" and plan["cells"][names[0]]["inventory"] == str(
-        ROOT / "inventories" / "lab")
+    names = config.fleet_cells()
+    assert names == ["fleet-canary", "fleet-inference", "fleet-training"]
+    assert [r["cells"] for r in plan["rings"]] == [[c] for c in names]
+    assert [plan["cells"][n]["kind"] for n in names] == ["canary", "inference", "training"]
+    assert plan["cells"]["fleet-training"]["inventory"] == str(tmp_path / "run-fleet-training" / "inventory")
     assert all(p["control_plane_path"] == [config.load(cell=names[0]).to_version] for p in plan["cells"].values())
     assert plan["caps"]["max_gpus_in_flight"] == max(c["gpus"] for c in doc["cells"])  # one cell at a time
+    # small cells: one control-plane host, a GPU node in each of two rack sets, their own ports
+    small = config.load(cell="fleet-inference")
+    assert (small.control_plane, small.rack_sets, small.backup_hosts, small.kind) == (
+        ["cp-1"], {"rs-a": ["gpu-a1"], "rs-b": ["gpu-b1"]}, [], "inference")
+    every = [set(every_port(config.load(cell=c))) for c in config.cells()]  # no two cells share a port
+    assert len(set().union(*every)) == sum(len(ports) for ports in every)
+    # any cell, as a fleet of one (tests/lab/test_fleet_readings.py reads its own cell so)
+    assert [c["name"] for c in fleet_doc(["lab-b"])["gpufleet_fleet"]["cells"]] == ["lab-b"]
+
+
+def lab_doc(**changes):
+    doc = yaml.safe_load((ROOT / "lab" / "lab.yml").read_text())
+    doc.update(changes)
+    return doc
+
+
+@pytest.mark.parametrize("cells, message", [
+    (["lab", "lab"], r"cells: lab is listed twice"),
+    (["Lab"], r"cells\[0\].name: give a name of lower-case letters"),
+    ([{"name": "x", "kind": "prod"}],
+     r"cells\[0\].kind: 'prod'; give one of canary, dev, staging, inference, training"),
+    ([{"name": "x", "size": 2}], r"cells\[0\]: unknown key\(s\) size; a cell has name, kind and hosts"),
+    ([{"name": "x", "hosts": {"control_plane": [], "rack_sets": {"r": ["g1", "g2"]}}}],
+     r"cells\[0\].hosts.control_plane: give a list of at least one host name"),
+    ([{"name": "x", "hosts": {"control_plane": ["cp-1"], "rack_sets": {"r": ["g1"]}}}],
+     r"cells\[0\].hosts.rack_sets: give at least two GPU hosts"),
+    ([{"name": "x", "hosts": {"control_plane": ["g1"], "rack_sets": {"r": ["g1", "g2"]}}}],
+     r"cells\[0\].hosts: host names must be distinct"),
+    ([{"name": "x", "hosts": {"control_plane": ["cp-1"], "rack_sets": ["g1", "g2"]}}],
+     r"cells\[0\].hosts.rack_sets: give rack set names"),
+    ([3], r"cells\[0\]: give a cell name or a mapping"),
+])
+def test_bad_cells_are_refused_naming_the_entry_and_the_fix(tmp_path, cells, message):
+    path = tmp_path / "lab.yml"
+    path.write_text(yaml.safe_dump(lab_doc(cells=cells)))
+    with pytest.raises(config.ConfigError, match=message):
+        config.cells(path)
+
+
+@pytest.mark.parametrize("fleet, message", [
+    (None, r"fleet: give the list of cells"),
+    (["lab", "nope"], r"fleet: nope is not a cell; give distinct cells of `cells`"),
+    (["lab", "lab"], r"fleet: a cell is listed twice"),
+])
+def test_bad_fleet_cells_are_refused(tmp_path, fleet, message):
+    path = tmp_path / "lab.yml"
+    path.write_text(yaml.safe_dump(lab_doc(fleet=fleet)))
+    with pytest.raises(config.ConfigError, match=message):
+        config.fleet_cells(path)
 
 
 def test_a_twin_cells_group_vars_link_the_committed_ones_and_name_the_twin(tmp_path, monkeypatch):

@@ -109,6 +109,10 @@ def test_a_halt_restarts_the_rings_soak():
     assert halted["halt"]["message"] == ("fleet prod halted in ring ring0: dev-1: nccl_busbw_gbps fell from 480 to "
                                          "300 (at most 10% under)")
     assert run.next_step(plan, halted, at(700))["action"] == "stop"  # halted: nothing moves
+    # the probe hosts under the floor are named (the reading is the slowest of them)
+    (slow,) = run.halts("dev-1", {"nccl_busbw_gbps": 480}, {"nccl_busbw_gbps": 300, "nccl_busbw_by_host": {
+        "gpu-2": 300.0, "gpu-1": 479.5}}, parse_halt_policy({}), ["nccl_busbw_gbps"])
+    assert slow["message"] == "dev-1: nccl_busbw_gbps fell from 480 to 300 (at most 10% under) (probe gpu-2 300 GB/s)"
     resumed = run.clear_halt(halted)
     step = run.next_step(plan, resumed, at(700))
     assert (step["action"], step["start"]) == ("soak", True)  # the soak starts over once the run resumes
