@@ -273,10 +273,12 @@ def _inference(value: Any, where: str) -> Dict[str, Any]:
     if parts.query or parts.fragment or "?" in url or "#" in url:
         raise InputError("%s.metrics_url: has a query string or fragment (where tokens go; they would reach the "
                          "logs and job events): give the bare endpoint, http(s)://HOST:PORT/PATH" % where)
+    # fullmatch: "$" would let a trailing newline through; no ; & = in the path (matrix or query-like parameters)
     if parts.scheme not in ("http", "https") or not parts.hostname or port == 0 or \
-            not re.match(r"^https?://[A-Za-z0-9.\-\[\]:]+(/[A-Za-z0-9._~%!$&'()*+,;=:/-]*)?$", url):
-        raise InputError("%s.metrics_url: not an http(s) endpoint (scheme, host, port or path); give the service's "
-                         "metrics endpoint as http(s)://HOST:PORT/PATH" % where)
+            not re.fullmatch(r"https?://[A-Za-z0-9.\-\[\]:]+(/[A-Za-z0-9._~%+,:/-]*)?", url):
+        raise InputError("%s.metrics_url: not an http(s) endpoint (scheme, host, port or path; the path may hold "
+                         "letters, digits and . _ ~ %% + , : / - only); give the service's metrics endpoint as "
+                         "http(s)://HOST:PORT/PATH" % where)
     if not re.match(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$", out["histogram"]):
         raise InputError("%s.histogram: %r is not a Prometheus metric name; give the request latency histogram's "
                          "name without _bucket" % (where, out["histogram"]))

@@ -14,6 +14,7 @@ before, against thresholds from the fleet policy. A reading that is missing is a
 from __future__ import annotations
 
 import datetime
+import math
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import InputError, PolicyError
@@ -68,13 +69,14 @@ def halts(cell: str, before: Optional[Mapping[str, Any]], after: Optional[Mappin
                                    "cannot be read halts" % cell})
             continue
         try:
-            old_f = float(old) if old is not None else 0.0
-            new_f = float(new)
-        except (TypeError, ValueError):
+            old_f = _number(old) if old is not None else 0.0
+            new_f = _number(new)
+            rise = _jobset_rise(before, after) if name == "jobset_restarts" else None
+        except (TypeError, ValueError, AttributeError):  # NaN compares false both ways: it would pass every test
             out.append({"cell": cell, "condition": name, "before": old, "after": new, "threshold": limit,
-                        "message": "%s: %s reading %r / %r is not a number" % (cell, name, old, new)})
+                        "message": "%s: %s reading %r / %r is not a number; a halt condition that cannot be read "
+                                   "halts" % (cell, name, old, new)})
             continue
-        rise = _jobset_rise(before, after) if name == "jobset_restarts" else None
         if rise is not None:
             held = rise[0] > limit
             text = "rose by %d, JobSet by JobSet (%s; at most +%g)" % (rise[0], rise[1] or "none restarted", limit)
@@ -102,6 +104,16 @@ def halts(cell: str, before: Optional[Mapping[str, Any]], after: Optional[Mappin
     return out
 
 
+def _number(value: Any) -> float:
+    """``value`` as a finite float; ValueError for NaN, infinities, booleans and anything that is not a number."""
+    if isinstance(value, bool):
+        raise ValueError("a boolean is not a reading")
+    out = float(value)
+    if not math.isfinite(out):
+        raise ValueError("not finite")
+    return out
+
+
 def _jobset_rise(before: Optional[Mapping[str, Any]],
                  after: Optional[Mapping[str, Any]]) -> Optional[Tuple[int, str]]:
     """The JobSets' restarts since ``before``, each JobSet (by uid) on its own: one that is new counts whole, one
@@ -114,7 +126,7 @@ def _jobset_rise(before: Optional[Mapping[str, Any]],
     rise, named = 0, []
     for uid, js in sorted(new.items(), key=lambda kv: str(kv[1].get("name"))):
         was = old.get(uid)
-        more = max(int(js.get("restarts") or 0) - (int(was.get("restarts") or 0) if was else 0), 0)
+        more = max(int(_number(js.get("restarts") or 0)) - (int(_number(was.get("restarts") or 0)) if was else 0), 0)
         if more:
             rise += more
             named.append("%s +%d%s" % (js.get("name"), more, "" if was else " (new since the reading before)"))
@@ -126,7 +138,7 @@ def _pools_under(by_pool: Any, limit: float) -> str:
     if not isinstance(by_pool, Mapping):
         return ""
     low = ["%s %s of %s" % (pool, v.get("allocatable"), v.get("expected")) for pool, v in sorted(by_pool.items())
-           if isinstance(v, Mapping) and float(v.get("fraction", 1.0)) < limit]
+           if isinstance(v, Mapping) and isinstance(v.get("fraction"), (int, float)) and v["fraction"] < limit]
     return " (pool %s)" % ", ".join(low) if low else ""
 
 
@@ -390,11 +402,20 @@ def unread_before(plan: Mapping[str, Any], cells: List[str], before: Mapping[str
         why: Mapping[str, Any] = reading.get("unmeasured") or {}
         if not isinstance(why, Mapping):
             why = {}
-        gaps = ["%s%s" % (name, " (%s)" % why[name] if why.get(name) else "")
-                for name in plan["cells"][cell]["halt_readings"] if reading.get(name) is None]
+        gaps = ["%s%s" % (name, " (%s)" % why[name] if why.get(name) else "" if reading.get(name) is None
+                          else " (%r is not a number)" % (reading.get(name),))
+                for name in plan["cells"][cell]["halt_readings"] if not _measured(reading.get(name))]
         if gaps:
             out[cell] = "not measured: " + "; ".join(gaps)
     return out
+
+
+def _measured(value: Any) -> bool:
+    try:
+        _number(value)
+    except (TypeError, ValueError):
+        return False
+    return True
 
 
 def paths(out_dir: str, fleet: str) -> Dict[str, str]:

@@ -292,6 +292,13 @@ class Kube:
 
     def list_custom(self, gvr: Tuple[str, str, str], namespace: Optional[str] = None,
                     label_selector: str = "") -> List[Dict[str, Any]]:
+        """The objects of ``gvr``; none when the API is not served (its CRD is not installed)."""
+        return self.list_custom_served(gvr, namespace, label_selector) or []
+
+    def list_custom_served(self, gvr: Tuple[str, str, str], namespace: Optional[str] = None,
+                           label_selector: str = "") -> Optional[List[Dict[str, Any]]]:
+        """The objects of ``gvr``, None when the API is not served (404: its CRD is gone), so a reading can tell
+        "no such objects" from "the API is gone"."""
         group, version, plural = gvr
         try:
             if namespace:
@@ -300,8 +307,8 @@ class Kube:
             else:
                 out = self.custom.list_cluster_custom_object(group, version, plural, label_selector=label_selector)
         except self.ApiException as exc:
-            if exc.status == 404:  # the CRD is not installed: no such gangs
-                return []
+            if exc.status == 404:  # the CRD is not installed: not served
+                return None
             status, message = api_error(exc)
             raise KubeError("list %s.%s: HTTP %d %s" % (plural, group, status, message)) from exc
         return list(out.get("items", [])) if isinstance(out, dict) else []

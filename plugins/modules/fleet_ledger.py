@@ -186,11 +186,13 @@ from ansible_collections.gpufleet.upgrade.plugins.module_utils.module_support im
 
 
 def _read_json(path):
-    """The JSON document at ``path``, None when there is none; ValueError when it is not JSON."""
-    if not os.path.exists(path):
+    """The JSON document at ``path``, None when there is none; ValueError when it is not JSON. (Opened at once, not
+    checked first: a lock removed between a check and the open would raise.)"""
+    try:
+        with open(path) as handle:
+            return json.load(handle)
+    except FileNotFoundError:
         return None
-    with open(path) as handle:
-        return json.load(handle)
 
 
 def _write_json(path, doc, prefix, indent=None):
@@ -218,10 +220,15 @@ def _save(path, ledger):
 
 
 def _load_lock(path):
+    """The lock at ``path`` (None when there is none); a file that is not a JSON object reads as a lock held by
+    "unknown", so it is never taken as free (breaking it needs the typed confirmation)."""
     try:
-        return _read_json(path)
+        found = _read_json(path)
     except ValueError:
-        return {"id": "unreadable", "holder": "unknown (%s is not JSON)" % path, "since": "unknown"}
+        found = "junk"
+    if found is None or isinstance(found, dict):
+        return found
+    return {"id": "unreadable", "holder": "unknown (%s is not a JSON object)" % path, "since": "unknown"}
 
 
 def _process_start(pid):
@@ -353,7 +360,7 @@ def _readings(folder, plan, cells, which):
             out[cell] = _read_json(path)
         except ValueError:  # a torn or hand-edited reading is no reading: judged as not measured
             out[cell] = None
-        if out[cell] is None:
+        if not isinstance(out[cell], dict):  # none, or JSON that is not a reading: not measured
             del out[cell]
     return out
 

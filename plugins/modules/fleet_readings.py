@@ -178,7 +178,7 @@ def main():
         served_after = inference() if service else None
         seconds = time.monotonic() - started
         out = fleet_readings.readings(first, second, seconds, api.list_nodes(wait), params["expected_gpus"],
-                                      api.list_custom(kube.JOBSET), pools)
+                                      api.list_custom_served(kube.JOBSET), pools)
         if params["nccl_hosts"]:
             fleet_readings.add_sourced(out, fleet_readings.nccl_reading(params["nccl_hosts"], params["nccl_results"]))
         if service:

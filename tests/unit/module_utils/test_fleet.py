@@ -313,6 +313,13 @@ def test_a_cell_that_names_its_nccl_probes_and_inference_endpoint_is_judged_on_t
              r"inference.metrics_url: not a URL"),
             ("inference", {"metrics_url": "http://s/metrics s3cret", "histogram": "h"},
              r"inference.metrics_url: not an http\(s\) endpoint(?!.*s3cret)"),
+            # the whole URL is checked (a newline after it, parameters in the path where tokens may go)
+            ("inference", {"metrics_url": "http://s/metrics\n", "histogram": "h"},
+             r"inference.metrics_url: not an http\(s\) endpoint"),
+            ("inference", {"metrics_url": "http://s/metrics;token=s3cret", "histogram": "h"},
+             r"inference.metrics_url: not an http\(s\) endpoint(?!.*s3cret)"),
+            ("inference", {"metrics_url": "http://s/metrics&token=s3cret", "histogram": "h"},
+             r"inference.metrics_url: not an http\(s\) endpoint(?!.*s3cret)"),
             ("inference", {"metrics_url": "ftp://s/metrics", "histogram": "h"},
              r"inference.metrics_url: not an http\(s\) endpoint"),
             ("inference", "http://s/metrics", r"?: argument 'inference' is of type str")):

@@ -192,6 +192,16 @@ def test_a_reading_that_is_missing_or_not_a_number_halts():
                                  "nccl_wrong_elements 12); a halt condition that cannot be read halts")
     junk = run.halts("inf-east", {"jobset_restarts": 0}, {"jobset_restarts": "n/a"}, policy, ["jobset_restarts"])
     assert "is not a number" in junk[0]["message"]
+    for bad in (float("nan"), float("inf"), True):  # NaN compares false both ways: it would pass every test
+        found = run.halts("inf-east", {"not_ready_nodes": 0, "nccl_busbw_gbps": 400.0},
+                          {"not_ready_nodes": bad, "nccl_busbw_gbps": 400.0}, policy, ["not_ready_nodes"])
+        assert len(found) == 1 and "is not a number" in found[0]["message"], bad
+        assert run.halts("inf-east", {"nccl_busbw_gbps": bad}, {"nccl_busbw_gbps": 400.0}, policy,
+                         ["nccl_busbw_gbps"]), bad
+    counts = run.halts("inf-east", {"jobset_restarts": 0, "jobset_restart_counts": {}},
+                       {"jobset_restarts": 0, "jobset_restart_counts": {"u1": {"name": "ns/js", "restarts": "many"}}},
+                       policy, ["jobset_restarts"])
+    assert len(counts) == 1 and "is not a number" in counts[0]["message"]
     with pytest.raises(InputError, match="unknown gpu_temperature"):
         run.halts("inf-east", {}, {}, policy, ["gpu_temperature"])
     with pytest.raises(InputError, match=r"policy.halt.max_not_ready_nodes: -1; give 0 or more"):

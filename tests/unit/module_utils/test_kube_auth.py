@@ -109,3 +109,28 @@ def test_identity_must_be_recorded_and_match():
         kube.judge_identity("lab", "", uid, "https://x:6443")
     with pytest.raises(kube.KubeError, match="is not cell lab's: its kube-system UID is %s" % uid):
         kube.judge_identity("lab", "0000", uid, "https://x:6443")
+
+
+def test_a_custom_api_that_is_not_served_reads_as_none_apart_from_no_objects():
+    """A 404 on a custom resource list is "not served" (its CRD is gone): list_custom_served says None, so the
+    fleet's JobSet reading can halt on an API that vanished; list_custom (gangs to stop) reads it as no objects."""
+    from kubernetes.client.rest import ApiException
+
+    class Custom:
+        def __init__(self, status):
+            self.status = status
+
+        def list_cluster_custom_object(self, *args, **kwargs):
+            if self.status == 200:
+                return {"items": [{"metadata": {"name": "js"}}]}
+            raise ApiException(status=self.status, reason="x")
+
+    api = kube.Kube.__new__(kube.Kube)
+    api.ApiException = ApiException
+    api.custom = Custom(404)
+    assert api.list_custom_served(kube.JOBSET) is None and api.list_custom(kube.JOBSET) == []
+    api.custom = Custom(200)
+    assert api.list_custom_served(kube.JOBSET) == [{"metadata": {"name": "js"}}]
+    api.custom = Custom(403)
+    with pytest.raises(kube.KubeError, match="list jobsets.jobset.x-k8s.io: HTTP 403"):
+        api.list_custom_served(kube.JOBSET)

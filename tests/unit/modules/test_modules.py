@@ -419,6 +419,26 @@ def test_fleet_ledger_before_refuses_a_batch_read_in_part_and_drops_its_readings
     assert not run(fleet_ledger, base).failed
     (readings / "dev-1-v1.36.3-before.json").write_text("{")  # torn: no reading
     assert run(fleet_ledger, base).result["unread"] == {"dev-1": "no reading (the reading's output above says why)"}
+    for junk in ("[1]", "null"):  # JSON that is not a reading is none
+        (readings / "dev-1-v1.36.3-before.json").write_text(junk)
+        assert run(fleet_ledger, base).result["unread"] == {
+            "dev-1": "no reading (the reading's output above says why)"}
+    (readings / "dev-1-v1.36.3-before.json").write_text(json.dumps(dict(clean, not_ready_nodes=float("nan"))))
+    assert run(fleet_ledger, base).result["unread"] == {"dev-1": "not measured: not_ready_nodes (nan is not a number)"}
+
+
+def test_fleet_ledger_a_lock_file_that_is_not_a_lock_object_is_held_by_unknown(run, tmp_path):
+    from tests.unit.module_utils.test_fleet import fleet
+    plan = run(fleet_plan, {"fleet": fleet(), "out_dir": str(tmp_path)}).result
+    base = {"plan": plan, "path": plan["paths"]["ledger"], "action": "lock"}
+    os.makedirs(os.path.dirname(base["path"]))
+    for junk in ("[1]", "\"text\"", "{"):
+        with open(base["path"] + ".lock", "w") as handle:
+            handle.write(junk)
+        out = run(fleet_ledger, base)
+        assert out.failed and out.result["held_by"]["id"] == "unreadable", junk
+        assert "not a JSON object" in out.result["held_by"]["holder"]
+    assert fleet_ledger._read_json(str(tmp_path / "gone.json")) is None
 
 
 def test_awx_definitions_for_a_fleet_plans_it_and_refuses_a_bad_fleet(run):
