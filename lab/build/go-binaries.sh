@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build the lab's real control-plane binaries from Go modules, cached outside the clone.
 #   go-binaries.sh etcd VERSION          -> $GPUFLEET_LAB_CACHE/bin/etcd-VERSION/{etcd,etcdctl,etcdutl}
-#   go-binaries.sh kubernetes VERSION    -> $GPUFLEET_LAB_CACHE/bin/kubernetes-VERSION/{kube-apiserver,kube-controller-manager,kube-scheduler,kubectl}
+#   go-binaries.sh kubernetes VERSION    -> $GPUFLEET_LAB_CACHE/bin/kubernetes-VERSION/{kube-apiserver,kube-controller-manager,kube-scheduler,kubectl,kubeadm}
 #   go-binaries.sh kwok VERSION          -> $GPUFLEET_LAB_CACHE/bin/kwok-VERSION/kwok
 #   go-binaries.sh versitygw VERSION     -> $GPUFLEET_LAB_CACHE/bin/versitygw-VERSION/versitygw (the S3 server)
 # No registry ships these binaries here; the Go module proxy ships their sources (docs/reference.md section 9).
@@ -63,6 +63,7 @@ import (
 	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
 	_ "k8s.io/kubernetes/cmd/kube-scheduler"
 	_ "k8s.io/kubernetes/cmd/kubectl"
+	_ "k8s.io/kubernetes/cmd/kubeadm"
 )
 GO
     go mod tidy >/dev/null 2>&1 || go mod tidy
@@ -70,7 +71,8 @@ GO
     ld="$ld -X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/component-base/version.gitTreeState=clean"
     ld="$ld -X k8s.io/client-go/pkg/version.gitVersion=$version -X k8s.io/client-go/pkg/version.gitMajor=1"
     ld="$ld -X k8s.io/client-go/pkg/version.gitMinor=$minor"
-    for cmd in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
+    for cmd in kube-apiserver kube-controller-manager kube-scheduler kubectl kubeadm; do
+      [[ -x "$out/$cmd" ]] && continue  # built before (a cache from before kubeadm was added builds only it)
       go build -trimpath -ldflags "$ld" -o "$out/$cmd" "k8s.io/kubernetes/cmd/$cmd"
       echo "lab build: $cmd $version built"
     done

@@ -76,6 +76,10 @@ def _up(cfg: config.LabConfig) -> None:
     say("training gang llm-pretrain (JobSet, 2 ranks x %d GPUs) admitted by its Kueue Workload" % cfg.gpus_per_node)
     say("addons: %s" % ", ".join(kube.ensure_addons(cfg)))
     say("security: %s" % ", ".join(kube.ensure_security(cfg)))
+    from gpufleet_lab import kubeadm
+    made = kubeadm.sync(cfg, kube.api(cfg), state, cluster.oldest(list(state["apiserver"].values())))
+    say("what kubeadm reads (kubeadm-config, component configs, mirror pods, static pod manifests): %s" % (
+        "%d object(s) made or moved" % len(made) if made else "in place"))
     hosts.ensure_hosts(cfg)
     inventory = hosts.write_inventory(cfg, kube.cluster_uid(cfg))
     say("inventory %s, kubeconfig %s" % (inventory, cfg.kubeconfig))

@@ -49,7 +49,7 @@ def build(cfg: LabConfig, dry_run: bool = False) -> bool:
     jobs = [("etcd", cfg.etcd_version), ("kwok", cfg.kwok_version)] + [("kubernetes", v) for v in cfg.versions]
     jobs.append(("versitygw", cfg.versitygw_version))
     expected = {"etcd": ["etcd", "etcdctl", "etcdutl"], "kwok": ["kwok", "stages.yaml"], "versitygw": ["versitygw"],
-                "kubernetes": ["kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl"]}
+                "kubernetes": ["kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "kubeadm"]}
     for what, version in jobs:
         bindir = cfg.bin_dir(what, version)
         if (bindir / ".done").exists() and all((bindir / f).exists() for f in expected[what]):

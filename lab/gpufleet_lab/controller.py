@@ -4,7 +4,9 @@
    working while one apiserver restarts at a new version, and may hit either version meanwhile.
 2. Control-plane requests from the simulated kubeadm/kubelet on the hosts (files under run/requests): restart a
    host's real kube-apiserver at a new version (then keep kube-controller-manager and kube-scheduler at the oldest
-   apiserver version), or set a Node's kubeletVersion (SIMULATION of the kubelet registering).
+   apiserver version) and move the control-plane mirror pods and kubeadm-config with it (SIMULATION of the
+   kubelet's mirror pods: lab/gpufleet_lab/kubeadm.py), or set a Node's kubeletVersion (SIMULATION of the kubelet
+   registering).
 3. Device-plugin SIMULATION: a GPU host whose state reports fewer GPUs gets that allocatable nvidia.com/gpu.
 4. Training-gang SIMULATION (JobSet pods, Kueue Workload activation, checkpoint-and-yield): see training.py.
 5. Canary-workload SIMULATION (the containers of gpufleet's canary gang and latency probe): see workloads.py.
@@ -93,6 +95,8 @@ def handle_request(cfg: LabConfig, body: Dict) -> Dict:
         state["apiserver"][host] = version
         cluster.save_state(cfg, state)
         reconcile_controllers(cfg, state)
+        from gpufleet_lab import kubeadm  # the mirror pods and kubeadm-config follow the switch, as a kubelet's would
+        kubeadm.sync(cfg, kube.api(cfg, "lab-controller"), state, cluster.oldest(list(state["apiserver"].values())))
         return {"ok": True, "apiserver": version}
     if kind == "kubelet":
         if host not in cfg.hosts:

@@ -196,7 +196,8 @@ def ensure_hosts(cfg: LabConfig) -> None:
                 "-v", "%s:/root/.ssh/authorized_keys:ro" % public_key]
         if role == "cp":
             args += ["-v", "%s:/etc/kubernetes/pki:ro" % cfg.pki,
-                     "-v", "%s:/etc/kubernetes/admin.conf:ro" % (cfg.run / "kubeconfigs" / "admin.conf")]
+                     "-v", "%s:/etc/kubernetes/admin.conf:ro" % (cfg.run / "kubeconfigs" / "admin.conf"),
+                     "-v", "%s:/etc/kubernetes/manifests:ro" % (hostdir / "manifests")]  # lab/gpufleet_lab/kubeadm.py
         say("starting host %s (%s, sshd on 127.0.0.1:%d)" % (host, images[role], ssh_port(cfg, host)))
         podman(*args, images[role], *sshd_command(cfg, host))
     for host in cfg.backup_hosts:

@@ -1,8 +1,9 @@
 """The lab's apt repository: versioned .deb packages for kubeadm, kubelet, kubectl, cri-tools, the NVIDIA driver
 (server branch), container toolkit, fabric manager, DCGM and nccl-tests, built offline with dpkg-deb.
 
-kubectl, etcdctl and etcdutl are the real binaries built by go-binaries.sh; kubeadm, kubelet and the GPU tools
-are the simulators in lab/simulators (SIMULATION). Dependencies encode the rules apt must enforce: fabric manager
+kubectl, etcdctl and etcdutl are the real binaries built by go-binaries.sh; kubeadm carries the real binary (for
+version, upgrade plan and dry runs) beside the simulator of upgrade apply/node; kubelet and the GPU tools are the
+simulators in lab/simulators (SIMULATION). Dependencies encode the rules apt must enforce: fabric manager
 depends on the exact driver version, the driver branches conflict with each other.
 """
 from __future__ import annotations
@@ -48,10 +49,12 @@ def plan(cfg: LabConfig) -> List[Deb]:
         minor = ".".join(version.lstrip("v").split(".")[:2])
         kbin = cfg.bin_dir("kubernetes", version)
         debs += [
-            Deb("kubeadm", deb_version, files={"usr/bin/kubeadm": SIM / "kubeadm"},
+            Deb("kubeadm", deb_version, files={"usr/bin/kubeadm": SIM / "kubeadm",
+                                               "usr/lib/gpufleet-sim/kubeadm-real": kbin / "kubeadm"},
                 texts={"usr/share/gpufleet-sim/kubeadm.version": version},
                 depends="gpufleet-lab-sim, cri-tools (>= %s.0)" % minor,
-                description="Kubernetes cluster bootstrapping tool (gpufleet lab simulation)"),
+                description="Kubernetes cluster bootstrapping tool (real kubeadm %s for version, upgrade plan and "
+                            "dry runs; upgrade apply/node simulated by the gpufleet lab)" % version),
             Deb("kubelet", deb_version, files={"usr/bin/kubelet": SIM / "kubelet"},
                 texts={"usr/share/gpufleet-sim/kubelet.version": version}, depends="gpufleet-lab-sim",
                 scripts={"preinst": SIM / "kubelet-preinst"},

@@ -32,6 +32,19 @@ _ROW_WORDS = re.compile(r"^(?P<name>\S+)?\s+(?:(?P<node>(?!(?:\d+ x )?%s\s)\S+)\
                         r"(?:(?P<current>(?:\d+ x )?%s)\s+)?(?P<target>%s)\s*$" % (_VERSION, _VERSION, _VERSION))
 
 
+# kubeadm 1.35+ prints its progress to stdout in the text layout ("[upgrade/versions] Target version: v1.35.4");
+# with no upgrade available that is all it prints (-o json|yaml print nothing).
+_PROGRESS = re.compile(r"^\[[a-z][a-z/-]*\] \S")
+
+
+def _only_progress(lines: List[str]) -> bool:
+    """Whether the output is kubeadm's progress alone, up to its version comparison: no upgrade available. Any
+    other line (a table cut short, an error) is not that, and stays a parse error."""
+    words = [line for line in lines if line.strip()]
+    return bool(words) and all(_PROGRESS.match(line) for line in words) and any(
+        line.startswith("[upgrade/versions] Target version:") for line in words)
+
+
 def _empty_result(fmt: str) -> Dict[str, Any]:
     return {"format": fmt, "available": False, "upgrades": [], "config_versions": [],
             "manual_config_upgrades": [], "offered_versions": []}
@@ -138,6 +151,8 @@ def _parse_text(text: str) -> Dict[str, Any]:
             result["config_versions"] = rows
             continue
         i += 1
+    if not saw_known and _only_progress(lines):
+        return _empty_result("text")
     if not saw_known:
         raise ParseError("kubeadm upgrade plan: output has none of the expected sections (a components table, "
                          "'Upgrade to the latest ...', or the API GROUP table); first line: %r" % lines[0][:120])

@@ -31,10 +31,12 @@ options:
     type: str
     default: kubeadm
   args:
-    description: Arguments for kubeadm.
+    description:
+      - Arguments for kubeadm. Default C([upgrade, plan, TARGET, -o, json]) with O(target), so kubeadm plans for
+        exactly the target and never looks up the latest release on the internet (an air-gapped cell otherwise
+        waits on C(dl.k8s.io) and falls back to kubeadm's own version); C([upgrade, plan, -o, json]) without.
     type: list
     elements: str
-    default: [upgrade, plan, -o, json]
   required:
     description:
       - Fail when the plan offers no upgrade to O(target) (the control plane must move in this step). Without it a
@@ -98,14 +100,15 @@ def main():
             required=dict(type="bool", default=False),
             node=dict(type="str", default=""),
             binary=dict(type="str", default="kubeadm"),
-            args=dict(type="list", elements="str", default=["upgrade", "plan", "-o", "json"]),
+            args=dict(type="list", elements="str"),
             output=dict(type="str"),
         ),
         supports_check_mode=True,
     )
 
     def body():
-        text = tool_text(module, "kubeadm", ["upgrade", "plan", "-o", "json"])
+        target = module.params["target"]
+        text = tool_text(module, "kubeadm", ["upgrade", "plan"] + ([target] if target else []) + ["-o", "json"])
         if text is None:
             return check_mode_skip("kubeadm upgrade plan")
         plan = parse_plan(text)

@@ -170,19 +170,26 @@ def test_simulators_parse_and_pass_when_healthy(lab):
 
 @pytest.mark.parametrize("fmt", ["text", "json", "yaml"])
 def test_kubeadm_plan_parses(lab, fmt):
+    """The real kubeadm (the lab's package carries it for plan and dry runs) plans against what the lab keeps
+    true: kubeadm-config, the component configs, the control-plane mirror pods (lab/gpufleet_lab/kubeadm.py)."""
     host = "cp-1"
+    assert run_ok(host, "kubeadm", "version", "-o", "short").strip() == lab.from_version  # the real binary's
     try:
         apt_install(host, "kubeadm=%s-1.1" % lab.to_version.lstrip("v"))
-        args = ["kubeadm", "upgrade", "plan"] + ([] if fmt == "text" else ["-o", fmt])
+        args = ["kubeadm", "upgrade", "plan", lab.to_version] + ([] if fmt == "text" else ["-o", fmt])
         plan = parse_plan(run_ok(host, *args))
         assert plan["available"] and plan["offered_versions"] == [lab.to_version]
         assert judge_plan(plan, lab.to_version)["needs_upgrade"]
-        kubelets = [c for c in plan["upgrades"][0]["components"] if c["name"] == "kubelet"]
+        components = plan["upgrades"][0]["components"]
+        kubelets = [c for c in components if c["name"] == "kubelet"]
         assert sorted(k["node"] for k in kubelets) == sorted(lab.hosts)
+        # the control plane's CURRENT, per host, is read from the mirror pods' images
+        assert sorted((c["node"], c["current"]) for c in components if c["name"] == "kube-apiserver") == [
+            (h, lab.from_version) for h in sorted(lab.control_plane)]
     finally:
         apt_install(host, "kubeadm=%s-1.1" % lab.from_version.lstrip("v"))
-    # kubeadm at the cluster's version offers nothing: empty output, exit 0
-    assert parse_plan(run_ok(host, "kubeadm", "upgrade", "plan"))["available"] is False
+    # kubeadm at the cluster's version offers nothing: its progress lines alone, exit 0
+    assert parse_plan(run_ok(host, "kubeadm", "upgrade", "plan", lab.from_version))["available"] is False
 
 
 # -- faults change what the checks see -----------------------------------------------------------------------------
@@ -332,9 +339,18 @@ def test_training_gang_checkpoint_stop_readmit(lab):
 def test_rollout_shows_both_apiserver_versions_then_rolls_back(lab):
     to = lab.to_version.lstrip("v") + "-1.1"
     back = lab.from_version.lstrip("v") + "-1.1"
-    # kubeadm refuses a target above its own version
+    # kubeadm refuses a target above its own version; the simulated apply refuses in the words of the real
+    # kubeadm's dry run of the same command (the lab hosts run no container runtime, and this machine may be on
+    # cgroup v1: those two preflight checks are skipped for the dry run)
     proc = podman_exec("cp-1", "kubeadm", "upgrade", "apply", lab.to_version, "-y")
-    assert proc.returncode != 0 and "higher than the kubeadm version" in proc.stderr
+    assert proc.returncode != 0 and "higher than the kubeadm minor release" in proc.stderr
+    skip = "--ignore-preflight-errors=SystemVerification,ContainerRuntimeVersion"
+    real = podman_exec("cp-1", "kubeadm", "upgrade", "apply", lab.to_version, "-y", "--dry-run", skip)
+    assert real.returncode != 0
+
+    def refusals(text):
+        return sorted(line.strip() for line in text.splitlines() if line.strip().startswith("- Specified version"))
+    assert refusals(proc.stderr) and refusals(proc.stderr) == refusals(real.stderr), (proc.stderr, real.stderr)
     # the kubeadm-apply-fail fault fails the apply and leaves the apiserver where it was
     apt_install("cp-1", "kubeadm=" + to)
     lab_cli("fault", "cp-1", "kubeadm-apply-fail")
@@ -343,9 +359,22 @@ def test_rollout_shows_both_apiserver_versions_then_rolls_back(lab):
     finally:
         lab_cli("clear", "cp-1")
     assert apiserver_version(lab, "cp-1") == lab.from_version
+    dry = podman_exec("cp-1", "kubeadm", "upgrade", "apply", lab.to_version, "-y", "--dry-run", skip)
+    assert dry.returncode == 0 and "[upgrade/successful] Finished dryrunning successfully!" in dry.stdout, \
+        dry.stdout[-2000:] + dry.stderr[-2000:]
+    assert "image: registry.k8s.io/kube-apiserver:%s" % lab.to_version in dry.stdout  # the manifest it would write
+    assert apiserver_version(lab, "cp-1") == lab.from_version  # a dry run changes nothing
     try:
         out = run_ok("cp-1", "kubeadm", "upgrade", "apply", lab.to_version, "-y")
         assert "SUCCESS" in out
+        # what kubeadm reads follows: the mirror pod's image, kubeadm-config's kubernetesVersion
+        pod = core(lab).read_namespaced_pod("kube-apiserver-cp-1", "kube-system")
+        assert pod.spec.containers[0].image == "registry.k8s.io/kube-apiserver:%s" % lab.to_version
+        kubeadm_config = core(lab).read_namespaced_config_map("kubeadm-config", "kube-system")
+        assert "kubernetesVersion: %s" % lab.to_version in kubeadm_config.data["ClusterConfiguration"]
+        plan = parse_plan(run_ok("cp-1", "kubeadm", "upgrade", "plan", lab.to_version, "-o", "json"))
+        rows = {c["node"]: c["current"] for c in plan["upgrades"][0]["components"] if c["name"] == "kube-apiserver"}
+        assert rows["cp-1"] == lab.to_version and rows["cp-2"] == lab.from_version
         versions = {h: apiserver_version(lab, h) for h in lab.control_plane}
         assert versions == {"cp-1": lab.to_version, "cp-2": lab.from_version, "cp-3": lab.from_version}
         # through the load balancer, clients see both versions during the rollout

@@ -14,7 +14,7 @@ import yaml
 ROOT = pathlib.Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / "lab"))
 
-from gpufleet_lab import config, faults, hosts, packages
+from gpufleet_lab import config, faults, hosts, kubeadm, packages
 
 
 @pytest.fixture
@@ -24,7 +24,8 @@ def cfg(tmp_path):
     for version in cfg.versions:  # stand-ins for the Go-built binaries
         d = cfg.bin_dir("kubernetes", version)
         d.mkdir(parents=True)
-        (d / "kubectl").write_text("#!/bin/sh\necho kubectl %s\n" % version)
+        for name in ("kubectl", "kubeadm"):
+            (d / name).write_text("#!/bin/sh\necho %s %s\n" % (name, version))
     d = cfg.bin_dir("etcd", cfg.etcd_version)
     d.mkdir(parents=True)
     for name in ("etcdctl", "etcdutl"):
@@ -204,3 +205,35 @@ def test_a_twin_cells_group_vars_link_the_committed_ones_and_name_the_twin(tmp_p
     assert yaml.safe_load((old / "all" / "50-cell.yml").read_text()) == {"gpufleet_cluster_name": cfg.cell}
     hosts.write_inventory(cfg, "uid-1")  # again: the same
     assert sorted(p.name for p in old.iterdir()) == ["all", "etcd.yml", "gpu_nodes.yml", "kube_control_plane.yml"]
+
+
+def test_what_kubeadm_reads_follows_each_component_s_version(cfg):
+    """kubeadm-config names the newest apiserver's version (as `upgrade apply` records it) and external etcd at the
+    paths the hosts mount; each control-plane host has a mirror pod per component, bound to its Node, with the
+    labels and image kubeadm reads its CURRENT column from; the manifests on disk say the same."""
+    state = {"apiserver": {"cp-1": "v1.36.3", "cp-2": "v1.35.4", "cp-3": "v1.35.4"}, "kubelet": {}}
+    maps = {m["metadata"]["name"]: m for m in kubeadm.config_maps(cfg, "v1.36.3")}
+    cluster = yaml.safe_load(maps["kubeadm-config"]["data"]["ClusterConfiguration"])
+    assert cluster["kubernetesVersion"] == "v1.36.3" and cluster["kind"] == "ClusterConfiguration"
+    assert cluster["etcd"]["external"]["endpoints"] == ["https://127.0.0.1:%d" % cfg.ports["etcd"]]
+    assert cluster["etcd"]["external"]["certFile"] == "/etc/kubernetes/pki/etcd-client.crt"
+    assert yaml.safe_load(maps["kubelet-config"]["data"]["kubelet"])["kind"] == "KubeletConfiguration"
+    assert yaml.safe_load(maps["kube-proxy"]["data"]["config.conf"])["apiVersion"] == "kubeproxy.config.k8s.io/v1alpha1"
+    versions = kubeadm.versions(state, "v1.35.4")
+    assert versions["cp-1"] == {"kube-apiserver": "v1.36.3", "kube-controller-manager": "v1.35.4",
+                                "kube-scheduler": "v1.35.4"}
+    pod = kubeadm.mirror_pod(cfg, "kube-apiserver", "cp-1", "v1.36.3")
+    meta = pod["metadata"]
+    assert meta["name"] == "kube-apiserver-cp-1" and pod["spec"]["nodeName"] == "cp-1"
+    assert meta["labels"] == {"component": "kube-apiserver", "tier": "control-plane"}
+    assert pod["spec"]["containers"][0]["image"] == "registry.k8s.io/kube-apiserver:v1.36.3"
+    address = meta["annotations"][kubeadm.ADVERTISE]  # kubeadm refuses a loopback one
+    assert address.endswith(":%d" % cfg.apiserver_port("cp-1")) and not address.startswith("127.")
+    assert meta["annotations"]["kubernetes.io/config.mirror"] == meta["annotations"]["kubernetes.io/config.hash"]
+    assert kubeadm.mirror_pod(cfg, "kube-apiserver", "cp-1", "v1.35.4")["metadata"]["annotations"][
+        "kubernetes.io/config.hash"] != meta["annotations"]["kubernetes.io/config.hash"]  # a new manifest, a new hash
+    kubeadm.write_manifests(cfg, state, "v1.35.4")
+    manifest = yaml.safe_load((cfg.run / "hosts" / "cp-2" / "manifests" / "kube-apiserver.yaml").read_text())
+    assert manifest["spec"]["containers"][0]["image"] == "registry.k8s.io/kube-apiserver:v1.35.4"
+    assert sorted(p.name for p in (cfg.run / "hosts" / "cp-1" / "manifests").iterdir()) == [
+        "kube-apiserver.yaml", "kube-controller-manager.yaml", "kube-scheduler.yaml"]

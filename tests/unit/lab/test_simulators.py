@@ -14,7 +14,6 @@ import pytest
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.dcgm import judge_diag, parse_diag
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.gpu_health import (
     judge_health, parse_query_gpu, parse_remapped_rows, scan_kernel_log)
-from ansible_collections.gpufleet.upgrade.plugins.module_utils.kubeadm_plan import parse_plan
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.nccl import judge_runs, parse_output
 from tests.conftest import pool_baseline
 
@@ -42,7 +41,8 @@ def sim(tmp_path):
     (state_dir / "cluster" / "state.json").write_text(json.dumps({
         "apiserver": {"cp-1": "v1.35.4", "cp-2": "v1.35.4"}, "kubelet": {"cp-1": "v1.35.4", "gpu-a1": "v1.35.4"}}))
     env = dict(os.environ, GPUFLEET_SIM_STATE=str(state_dir), GPUFLEET_SIM_VERSIONS=str(versions),
-               GPUFLEET_SIM_LIB=str(SIM), GPUFLEET_SIM_HOST="gpu-a1")
+               GPUFLEET_SIM_LIB=str(SIM), GPUFLEET_SIM_HOST="gpu-a1",
+               GPUFLEET_KUBEADM_REAL=str(tmp_path / "kubeadm-real"))  # none, unless a test writes one
 
     class Sim:
         def run(self, tool, *args, rc=0, host="gpu-a1"):
@@ -110,24 +110,42 @@ def test_all_reduce_perf(sim, tmp_path):
     assert not judge_runs(slow, baseline, "gpu-a1")["passed"]
 
 
-@pytest.mark.parametrize("args,fmt", [((), "text"), (("-o", "json"), "json"), (("-o", "yaml"), "json")])
-def test_kubeadm_plan(sim, args, fmt):
-    plan = parse_plan(sim.run("kubeadm", "upgrade", "plan", *args).stdout)
-    assert plan["format"] == fmt and plan["offered_versions"] == ["v1.36.3"]
-    nodes = sorted(c["node"] for c in plan["upgrades"][0]["components"] if c["name"] == "kubelet")
-    assert nodes == ["cp-1", "gpu-a1"]
+def test_kubeadm_reads_with_the_real_binary_and_simulates_only_apply_and_node(sim, tmp_path):
+    """version, upgrade plan and dry runs are the real kubeadm's (the package carries it); without it they refuse,
+    naming it, rather than print a made-up plan."""
+    proc = sim.run("kubeadm", "upgrade", "plan", "-o", "json", rc=1, host="cp-1")
+    assert "runs the real kubeadm, which this package lacks" in proc.stderr and proc.stdout == ""
+    assert "runs the real kubeadm" in sim.run("kubeadm", "upgrade", "apply", "v1.36.3", "--dry-run", rc=1,
+                                              host="cp-1").stderr
+    real = tmp_path / "kubeadm-real"
+    real.write_text("#!/bin/sh\necho real kubeadm: \"$@\"\n")
+    real.chmod(0o755)
+    assert sim.run("kubeadm", "upgrade", "plan", "v1.36.3", "-o", "json", host="cp-1").stdout == \
+        "real kubeadm: upgrade plan v1.36.3 -o json\n"
+    assert sim.run("kubeadm", "version", "-o", "short").stdout == "real kubeadm: version -o short\n"
+    assert sim.run("kubeadm", "upgrade", "node", "--dry-run", host="cp-1").stdout.startswith("real kubeadm")
+    assert "[upgrade] SUCCESS!" not in sim.run("kubeadm", "upgrade", "apply", "v1.36.3", "--dry-run",
+                                               host="cp-1").stdout
 
 
 def test_kubeadm_refusals(sim):
+    """In real kubeadm's words (tests/lab/test_lab.py compares them with a real dry run)."""
     sim.set_version("kubeadm", "v1.37.1")
     proc = sim.run("kubeadm", "upgrade", "apply", "v1.37.1", "-y", rc=1, host="cp-1")
-    assert "can upgrade only 1 minor version at a time" in proc.stderr
+    assert '- Specified version to upgrade to "v1.37.1" is too high; kubeadm can upgrade only 1 minor version at ' \
+           'a time' in proc.stderr
+    assert proc.stderr.startswith("error: error execution phase preflight: the version argument is invalid due to "
+                                  "these fatal errors:")
     proc = sim.run("kubeadm", "upgrade", "apply", "v1.36.3", "-y", rc=1, host="gpu-a1")
     assert "this node is not a control-plane node" in proc.stderr
     sim.set_version("kubeadm", "v1.35.4")
     proc = sim.run("kubeadm", "upgrade", "apply", "v1.36.3", "-y", rc=1, host="cp-1")
-    assert 'is higher than the kubeadm version "v1.35.4"' in proc.stderr
-    assert parse_plan(sim.run("kubeadm", "upgrade", "plan").stdout)["available"] is False
+    assert "at least one minor release higher than the kubeadm minor release (36 > 35)" in proc.stderr
+    sim.set_version("kubeadm", "v1.36.1")
+    proc = sim.run("kubeadm", "upgrade", "apply", "v1.36.3", "-y", rc=1, host="cp-1")
+    assert '- Specified version to upgrade to "v1.36.3" is higher than the kubeadm version "v1.36.1". Upgrade ' \
+           'kubeadm first using the tool you used to install kubeadm' in proc.stderr
+    assert "Can be bypassed if you pass the --force flag" in proc.stderr
     proc = sim.run("kubeadm", "upgrade", "apply", "v1.35.4", rc=1, host="cp-1")  # no -y: asks, gets no answer
     assert "didn't answer" in proc.stderr
 

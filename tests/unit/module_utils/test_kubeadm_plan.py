@@ -136,3 +136,35 @@ def test_the_word_reading_takes_an_ip_named_node_as_a_node_and_a_control_plane_r
     no_current = text.replace("cp-1      v1.35.4   v1.36.3", "cp-1                v1.36.3", 1)
     with pytest.raises(ParseError, match="malformed manual-components row at line 3: 'kubelet"):
         parse_plan(no_current)
+
+
+@pytest.mark.parametrize("name", ["real-1.36.3-plan.txt", "real-1.36.3-plan.json", "real-1.36.3-plan.yaml"])
+def test_real_kubeadm_output_in_every_format_reads_the_same(name):
+    """Printed by the real kubeadm v1.36.3 against a lab cell at v1.35.4 (tests/fixtures/kubeadm/README.md)."""
+    plan = parse_plan(fixture_text("kubeadm", name))
+    verdict = judge_plan(plan, "v1.36.3", node="cp-1", required=True)
+    assert verdict["needs_upgrade"] and verdict["upgrade"]["apply_command"] == "kubeadm upgrade apply v1.36.3"
+    rows = {(c["name"], c["node"]): (c["current"], c["target"]) for c in verdict["upgrade"]["components"]}
+    assert rows[("kubelet", "gpu-b1")] == ("v1.35.4", "v1.36.3")
+    assert rows[("kube-apiserver", "cp-1")] == ("v1.35.4", "v1.36.3")
+    assert rows[("CoreDNS", "")] == ("v1.12.1", "v1.14.2") and rows[("kube-proxy", "")][0].lstrip("v") == "1.35.4"
+    assert not any(name == "etcd" for name, _node in rows)  # external etcd: kubeadm does not manage it
+
+
+def test_real_kubeadm_progress_alone_is_no_upgrade_and_anything_else_stays_an_error():
+    text = fixture_text("kubeadm", "real-1.35.4-plan-none.txt")
+    plan = parse_plan(text)
+    assert plan["available"] is False and plan["format"] == "text"
+    assert judge_plan(plan, "v1.35.4") == {"upgrade": None, "needs_upgrade": False}
+    with pytest.raises(GateFailed):
+        judge_plan(plan, "v1.36.3", required=True)
+    cut = text[:text.index("[upgrade/versions]")]  # stopped before comparing versions: not "no upgrade"
+    with pytest.raises(ParseError, match="none of the expected sections"):
+        parse_plan(cut)
+    with pytest.raises(ParseError, match="none of the expected sections"):
+        parse_plan(text + "error: something else\n")
+
+
+def test_real_older_kubeadm_offers_the_target_named_with_kubeadm_to_update_first():
+    plan = parse_plan(fixture_text("kubeadm", "real-1.35.4-plan-v1.36.3.json"))
+    assert plan["upgrades"][0]["kubeadm_required"] == "v1.36.3"

@@ -40,8 +40,9 @@ def test_version_skew(run):
 
 def test_kubeadm_plan_runs_kubeadm_json(run):
     out = run(kubeadm_plan, {"target": "v1.34.2"},
-              {"upgrade plan -o json": ok(fixture_text("kubeadm", "plan-1.34.json"))})
-    assert out.result["_calls"] == [["/usr/bin/kubeadm", "upgrade", "plan", "-o", "json"]]
+              {"upgrade plan v1.34.2 -o json": ok(fixture_text("kubeadm", "plan-1.34.json"))})
+    # the target named: kubeadm plans for it and never looks up the latest release on the internet
+    assert out.result["_calls"] == [["/usr/bin/kubeadm", "upgrade", "plan", "v1.34.2", "-o", "json"]]
     assert out.result["needs_upgrade"] and out.result["kubeadm_required"] == "v1.34.2"
     miss = run(kubeadm_plan, {"target": "v1.35.0", "node": "cp-1", "output": fixture_text("kubeadm",
                                                                                          "plan-1.34-text.txt")})

@@ -1,0 +1,229 @@
+"""What real kubeadm reads from a cluster it manages, kept true by the lab at every step (docs/reference.md section 2).
+
+`kubeadm upgrade plan` (and `upgrade apply --dry-run`) on a control-plane host read:
+- the `kubeadm-config` ConfigMap's ClusterConfiguration (here: external etcd, the lab's certificate paths as the
+  hosts mount them, `kubernetesVersion` the cluster's version: the newest apiserver, as `upgrade apply` records it);
+- the `kubelet-config` and `kube-proxy` ConfigMaps (the component configs whose versions plan reports);
+- the `coredns` ConfigMap and Deployment, and the `kube-proxy` DaemonSet (kube.addon_objects), found by their
+  `k8s-app` labels;
+- the mirror pods of the control-plane static pods (`kube-apiserver-HOST` ... in kube-system, labels `component`
+  and `tier: control-plane`, the running version's image, the apiserver's advertise-address annotation): plan's
+  per-node CURRENT column is read from their images. A kubelet makes these from the host's static pod manifests;
+  the lab has no kubelet, so the lab controller writes them (SIMULATION of the kubelet's mirror pods) and moves
+  each one's image when its component switches version (`mirror_pods`, called after every switch);
+- the static pod manifests on the host (`/etc/kubernetes/manifests/*.yaml`, written here into the host's state
+  directory, which `lab up` mounts there on control-plane hosts).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import pathlib
+import socket
+import time
+from typing import Any, Dict, List
+
+import yaml
+from kubernetes import client
+
+from gpufleet_lab.config import LabConfig
+
+COMPONENTS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
+POD_SUBNET = "10.244.0.0/16"
+SERVICE_SUBNET = "10.96.0.0/16"  # the apiservers' --service-cluster-ip-range
+CLUSTER_DNS = "10.96.0.10"
+ADVERTISE = "kubeadm.kubernetes.io/kube-apiserver.advertise-address.endpoint"
+CRI_SOCKET = "kubeadm.alpha.kubernetes.io/cri-socket"
+CONTAINERD = "unix:///var/run/containerd/containerd.sock"
+COREFILE = """.:53 {
+    errors
+    health {
+       lameduck 5s
+    }
+    ready
+    kubernetes cluster.local in-addr.arpa ip6.arpa {
+       pods insecure
+       fallthrough in-addr.arpa ip6.arpa
+       ttl 30
+    }
+    prometheus :9153
+    forward . /etc/resolv.conf {
+       max_concurrent 1000
+    }
+    cache 30
+    loop
+    reload
+    loadbalance
+}
+"""
+
+
+def host_address() -> str:
+    """The lab machine's own IPv4 address on its default route (the hosts share its network). The apiservers bind
+    127.0.0.1, but kubeadm refuses a loopback advertise address (it then looks for another address on `lo`), so
+    the mirror pod's advertise annotation names this one; 192.0.2.10 (a documentation address) on a machine with
+    no default route. No packet is sent: a UDP socket's connect only picks the route."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.connect(("192.0.2.1", 9))
+            address = str(probe.getsockname()[0])
+        except OSError:
+            return "192.0.2.10"
+    return "192.0.2.10" if address.startswith("127.") or address == "0.0.0.0" else address
+
+
+def _vkey(version: str) -> tuple:
+    return tuple(int(x) for x in version.lstrip("v").split("-")[0].split("."))
+
+
+def cluster_configuration(cfg: LabConfig, version: str) -> Dict[str, Any]:
+    """The ClusterConfiguration kubeadm would have uploaded for this cell (v1beta4, kubeadm 1.31+)."""
+    return {"apiVersion": "kubeadm.k8s.io/v1beta4", "kind": "ClusterConfiguration",
+            "kubernetesVersion": version, "clusterName": cfg.cell,
+            "controlPlaneEndpoint": "127.0.0.1:%d" % cfg.ports["apiserver_lb"],
+            "certificatesDir": "/etc/kubernetes/pki", "imageRepository": "registry.k8s.io",
+            "encryptionAlgorithm": "RSA-2048", "caCertificateValidityPeriod": "87600h0m0s",
+            "certificateValidityPeriod": "8760h0m0s",
+            "etcd": {"external": {"endpoints": ["https://127.0.0.1:%d" % cfg.ports["etcd"]],
+                                  "caFile": "/etc/kubernetes/pki/ca.crt",
+                                  "certFile": "/etc/kubernetes/pki/etcd-client.crt",
+                                  "keyFile": "/etc/kubernetes/pki/etcd-client.key"}},
+            "networking": {"dnsDomain": "cluster.local", "serviceSubnet": SERVICE_SUBNET, "podSubnet": POD_SUBNET},
+            "apiServer": {}, "controllerManager": {}, "scheduler": {}, "dns": {}, "proxy": {}}
+
+
+def config_maps(cfg: LabConfig, version: str) -> List[Dict[str, Any]]:
+    kubelet = {"apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
+               "cgroupDriver": "systemd", "clusterDNS": [CLUSTER_DNS], "clusterDomain": "cluster.local",
+               "rotateCertificates": True, "staticPodPath": "/etc/kubernetes/manifests",
+               "authentication": {"anonymous": {"enabled": False}, "webhook": {"enabled": True},
+                                  "x509": {"clientCAFile": "/etc/kubernetes/pki/ca.crt"}},
+               "authorization": {"mode": "Webhook"}}
+    proxy = {"apiVersion": "kubeproxy.config.k8s.io/v1alpha1", "kind": "KubeProxyConfiguration",
+             "clusterCIDR": POD_SUBNET, "mode": "iptables",
+             "clientConnection": {"kubeconfig": "/var/lib/kube-proxy/kubeconfig.conf"}}
+
+    def cm(name: str, data: Dict[str, str]) -> Dict[str, Any]:
+        return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": "kube-system"},
+                "data": data}
+    return [cm("kubeadm-config", {"ClusterConfiguration": yaml.safe_dump(cluster_configuration(cfg, version))}),
+            cm("kubelet-config", {"kubelet": yaml.safe_dump(kubelet)}),
+            cm("kube-proxy", {"config.conf": yaml.safe_dump(proxy)}),
+            cm("coredns", {"Corefile": COREFILE})]
+
+
+def static_pod(cfg: LabConfig, component: str, host: str, version: str) -> Dict[str, Any]:
+    """The static pod manifest of ``component`` on ``host`` at ``version`` (what kubeadm writes)."""
+    annotations = {}
+    if component == "kube-apiserver":
+        annotations[ADVERTISE] = "%s:%d" % (host_address(), cfg.apiserver_port(host))
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": component, "namespace": "kube-system", "annotations": annotations,
+                         "labels": {"component": component, "tier": "control-plane"}},
+            "spec": {"hostNetwork": True, "priorityClassName": "system-node-critical",
+                     "containers": [{"name": component, "image": "registry.k8s.io/%s:%s" % (component, version),
+                                     "command": [component]}]}}
+
+
+def mirror_pod(cfg: LabConfig, component: str, host: str, version: str) -> Dict[str, Any]:
+    """The kubelet's mirror of a static pod: named COMPONENT-HOST, bound to the host's Node, with the config hash
+    annotations a kubelet sets (SIMULATION: the lab has no kubelet)."""
+    pod = static_pod(cfg, component, host, version)
+    digest = hashlib.sha256(json.dumps(pod, sort_keys=True).encode()).hexdigest()[:32]
+    pod["metadata"]["name"] = "%s-%s" % (component, host)
+    pod["metadata"]["annotations"].update({"kubernetes.io/config.hash": digest, "kubernetes.io/config.mirror": digest,
+                                           "kubernetes.io/config.source": "file"})
+    pod["spec"].update({"nodeName": host, "tolerations": [{"operator": "Exists", "effect": "NoExecute"}]})
+    return pod
+
+
+def versions(state: Dict[str, Any], controllers: str) -> Dict[str, Dict[str, str]]:
+    """Per control-plane host, each component's version: the host's apiserver, and the controller manager and
+    scheduler at ``controllers`` (the lab runs one of each, at the oldest apiserver's version)."""
+    return {host: {"kube-apiserver": v, "kube-controller-manager": controllers, "kube-scheduler": controllers}
+            for host, v in state["apiserver"].items()}
+
+
+def write_manifests(cfg: LabConfig, state: Dict[str, Any], controllers: str) -> None:
+    """Each control-plane host's /etc/kubernetes/manifests (its state directory's `manifests`, mounted there)."""
+    for host, components in versions(state, controllers).items():
+        folder = cfg.run / "hosts" / host / "manifests"
+        folder.mkdir(parents=True, exist_ok=True)
+        for component, version in components.items():
+            text = yaml.safe_dump(static_pod(cfg, component, host, version), sort_keys=False)
+            path = folder / ("%s.yaml" % component)
+            if not path.exists() or path.read_text() != text:
+                tmp = pathlib.Path(str(path) + ".tmp")
+                tmp.write_text(text)
+                tmp.replace(path)
+
+
+# kubeadm finds its addons by these labels (its CoreDNS check reads the version from the image of the Deployment
+# labelled k8s-app=kube-dns); kube.addon_objects makes the workloads.
+ADDON_LABELS = {("Deployment", "coredns"): {"k8s-app": "kube-dns"},
+                ("DaemonSet", "kube-proxy"): {"k8s-app": "kube-proxy"}}
+
+
+def _create_when_gone(core: client.CoreV1Api, pod: Dict[str, Any], timeout: float = 30) -> None:
+    deadline = time.time() + timeout
+    while True:
+        try:
+            core.create_namespaced_pod("kube-system", pod)
+            return
+        except client.ApiException as exc:
+            if exc.status != 409 or time.time() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+def sync(cfg: LabConfig, api: client.ApiClient, state: Dict[str, Any], controllers: str) -> List[str]:
+    """Make the cluster hold what kubeadm reads at the state's versions; returns what changed."""
+    core, apps = client.CoreV1Api(api), client.AppsV1Api(api)
+    changed: List[str] = []
+    for host in cfg.control_plane:  # kubeadm's NodeRegistration: the CRI socket it would have recorded
+        if (core.read_node(host).metadata.annotations or {}).get(CRI_SOCKET) != CONTAINERD:
+            core.patch_node(host, {"metadata": {"annotations": {CRI_SOCKET: CONTAINERD}}})
+            changed.append("node %s cri-socket" % host)
+    for (kind, name), labels in ADDON_LABELS.items():
+        read = apps.read_namespaced_deployment if kind == "Deployment" else apps.read_namespaced_daemon_set
+        patch = apps.patch_namespaced_deployment if kind == "Deployment" else apps.patch_namespaced_daemon_set
+        if any((read(name, "kube-system").metadata.labels or {}).get(k) != v for k, v in labels.items()):
+            patch(name, "kube-system", {"metadata": {"labels": labels}})
+            changed.append("%s %s labels" % (kind, name))
+    write_manifests(cfg, state, controllers)
+    cluster_version = max(state["apiserver"].values(), key=_vkey)
+    for cm in config_maps(cfg, cluster_version):
+        name = cm["metadata"]["name"]
+        try:
+            have = core.read_namespaced_config_map(name, "kube-system")
+        except client.ApiException as exc:
+            if exc.status != 404:
+                raise
+            core.create_namespaced_config_map("kube-system", cm)
+            changed.append("configmap %s" % name)
+            continue
+        if name == "kubeadm-config":  # only its version moves (kubeadm's `upgrade apply` rewrites it)
+            if yaml.safe_load((have.data or {}).get("ClusterConfiguration") or "{}").get(
+                    "kubernetesVersion") != cluster_version:
+                core.patch_namespaced_config_map(name, "kube-system", {"data": cm["data"]})
+                changed.append("kubeadm-config kubernetesVersion %s" % cluster_version)
+    for host, components in versions(state, controllers).items():
+        for component, version in components.items():
+            pod = mirror_pod(cfg, component, host, version)
+            name = pod["metadata"]["name"]
+            try:
+                have_pod = core.read_namespaced_pod(name, "kube-system")
+            except client.ApiException as exc:
+                if exc.status != 404:
+                    raise
+                core.create_namespaced_pod("kube-system", pod)
+                changed.append("mirror pod %s %s" % (name, version))
+                continue
+            have_notes = have_pod.metadata.annotations or {}
+            if have_pod.spec.containers[0].image != pod["spec"]["containers"][0]["image"] or any(
+                    have_notes.get(k) != v for k, v in pod["metadata"]["annotations"].items()):
+                # a new manifest: the kubelet replaces the mirror pod (its config.mirror hash cannot be updated)
+                core.delete_namespaced_pod(name, "kube-system", grace_period_seconds=0)
+                _create_when_gone(core, pod)
+                changed.append("mirror pod %s %s" % (name, version))
+    return changed
