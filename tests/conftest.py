@@ -35,13 +35,19 @@ def pool_baseline(source: str = "h100-train.yml", **sections):
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
-    """The fuzz test's figures (tests/unit/test_fuzz_parsers.py), summed over its targets."""
+    """The fuzz test's figures (tests/unit/test_fuzz_parsers.py), summed over its targets, and the fleet report's
+    screenshot (tests/integration/test_fleet_report_browser.py) when this run took one (xdist workers' own output
+    never reaches the terminal, so it is named here)."""
     import json
     import os
     import time
 
-    out = pathlib.Path(os.environ.get("GPUFLEET_FUZZ_DIR", str(pathlib.Path(__file__).parents[1] / "out" / "fuzz")))
     started = getattr(config, "_gpufleet_started", time.time())
+    shot = pathlib.Path(__file__).parents[1] / "out" / "fleet-report" / "fleet-report.png"
+    if shot.is_file() and shot.stat().st_mtime >= started - 1:
+        terminalreporter.write_sep("-", "fleet report screenshot")
+        terminalreporter.write_line("%s (%d bytes)" % (shot, shot.stat().st_size))
+    out = pathlib.Path(os.environ.get("GPUFLEET_FUZZ_DIR", str(pathlib.Path(__file__).parents[1] / "out" / "fuzz")))
     rows = [json.loads(p.read_text()) for p in sorted(out.glob("*.json")) if p.stat().st_mtime >= started - 1]
     if not rows:
         return
