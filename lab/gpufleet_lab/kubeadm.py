@@ -164,6 +164,17 @@ ADDON_LABELS = {("Deployment", "coredns"): {"k8s-app": "kube-dns"},
                 ("DaemonSet", "kube-proxy"): {"k8s-app": "kube-proxy"}}
 
 
+def _read_or_make(read: Any, create: Any, obj: Dict[str, Any]) -> Any:
+    """The kube-system object named like ``obj`` as the API has it; None when it was missing and is now made."""
+    try:
+        return read(obj["metadata"]["name"], "kube-system")
+    except client.ApiException as exc:
+        if exc.status != 404:
+            raise
+    create("kube-system", obj)
+    return None
+
+
 def _create_when_gone(core: client.CoreV1Api, pod: Dict[str, Any], timeout: float = 30) -> None:
     deadline = time.time() + timeout
     while True:
@@ -194,15 +205,10 @@ def sync(cfg: LabConfig, api: client.ApiClient, state: Dict[str, Any], controlle
     cluster_version = max(state["apiserver"].values(), key=_vkey)
     for cm in config_maps(cfg, cluster_version):
         name = cm["metadata"]["name"]
-        try:
-            have = core.read_namespaced_config_map(name, "kube-system")
-        except client.ApiException as exc:
-            if exc.status != 404:
-                raise
-            core.create_namespaced_config_map("kube-system", cm)
+        have = _read_or_make(core.read_namespaced_config_map, core.create_namespaced_config_map, cm)
+        if have is None:
             changed.append("configmap %s" % name)
-            continue
-        if name == "kubeadm-config":  # only its version moves (kubeadm's `upgrade apply` rewrites it)
+        elif name == "kubeadm-config":  # only its version moves (kubeadm's `upgrade apply` rewrites it)
             if yaml.safe_load((have.data or {}).get("ClusterConfiguration") or "{}").get(
                     "kubernetesVersion") != cluster_version:
                 core.patch_namespaced_config_map(name, "kube-system", {"data": cm["data"]})
@@ -211,12 +217,8 @@ def sync(cfg: LabConfig, api: client.ApiClient, state: Dict[str, Any], controlle
         for component, version in components.items():
             pod = mirror_pod(cfg, component, host, version)
             name = pod["metadata"]["name"]
-            try:
-                have_pod = core.read_namespaced_pod(name, "kube-system")
-            except client.ApiException as exc:
-                if exc.status != 404:
-                    raise
-                core.create_namespaced_pod("kube-system", pod)
+            have_pod = _read_or_make(core.read_namespaced_pod, core.create_namespaced_pod, pod)
+            if have_pod is None:
                 changed.append("mirror pod %s %s" % (name, version))
                 continue
             have_notes = have_pod.metadata.annotations or {}
