@@ -77,7 +77,7 @@ def _up(cfg: config.LabConfig) -> None:
     say("addons: %s" % ", ".join(kube.ensure_addons(cfg)))
     say("security: %s" % ", ".join(kube.ensure_security(cfg)))
     from gpufleet_lab import kubeadm
-    made = kubeadm.sync(cfg, kube.api(cfg), state, cluster.oldest(list(state["apiserver"].values())))
+    made = kubeadm.sync(cfg, kube.api(cfg), state)
     say("what kubeadm reads (kubeadm-config, component configs, mirror pods, static pod manifests): %s" % (
         "%d object(s) made or moved" % len(made) if made else "in place"))
     hosts.ensure_hosts(cfg)

@@ -6,7 +6,7 @@ import json
 import os
 import subprocess
 import time
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Tuple
 
 import yaml
 
@@ -37,8 +37,16 @@ def save_state(cfg: LabConfig, state: Dict[str, Any]) -> None:
     tmp.replace(cfg.run / STATE_FILE)
 
 
+def _vkey(version: str) -> Tuple[int, ...]:
+    return tuple(int(x) for x in version.lstrip("v").split("-")[0].split("."))
+
+
 def oldest(versions: List[str]) -> str:
-    return sorted(versions, key=lambda v: tuple(int(x) for x in v.lstrip("v").split("-")[0].split(".")))[0]
+    return min(versions, key=_vkey)
+
+
+def newest(versions: List[str]) -> str:
+    return max(versions, key=_vkey)
 
 
 # -- builds --------------------------------------------------------------------------------------------------------

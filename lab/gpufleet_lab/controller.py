@@ -96,7 +96,7 @@ def handle_request(cfg: LabConfig, body: Dict) -> Dict:
         cluster.save_state(cfg, state)
         reconcile_controllers(cfg, state)
         from gpufleet_lab import kubeadm  # the mirror pods and kubeadm-config follow the switch, as a kubelet's would
-        kubeadm.sync(cfg, kube.api(cfg, "lab-controller"), state, cluster.oldest(list(state["apiserver"].values())))
+        kubeadm.sync(cfg, kube.api(cfg, "lab-controller"), state)
         return {"ok": True, "apiserver": version}
     if kind == "kubelet":
         if host not in cfg.hosts:

@@ -9,8 +9,8 @@
 - the mirror pods of the control-plane static pods (`kube-apiserver-HOST` ... in kube-system, labels `component`
   and `tier: control-plane`, the running version's image, the apiserver's advertise-address annotation): plan's
   per-node CURRENT column is read from their images. A kubelet makes these from the host's static pod manifests;
-  the lab has no kubelet, so the lab controller writes them (SIMULATION of the kubelet's mirror pods) and moves
-  each one's image when its component switches version (`mirror_pods`, called after every switch);
+  the lab has no kubelet, so the lab writes them (SIMULATION of the kubelet's mirror pods) and replaces each one
+  when its component switches version (`sync`, at `lab up` and by the lab controller after every switch);
 - the static pod manifests on the host (`/etc/kubernetes/manifests/*.yaml`, written here into the host's state
   directory, which `lab up` mounts there on control-plane hosts).
 """
@@ -26,9 +26,9 @@ from typing import Any, Dict, List
 import yaml
 from kubernetes import client
 
+from gpufleet_lab import cluster
 from gpufleet_lab.config import LabConfig
 
-COMPONENTS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
 POD_SUBNET = "10.244.0.0/16"
 SERVICE_SUBNET = "10.96.0.0/16"  # the apiservers' --service-cluster-ip-range
 CLUSTER_DNS = "10.96.0.10"
@@ -70,10 +70,6 @@ def host_address() -> str:
         except OSError:
             return "192.0.2.10"
     return "192.0.2.10" if address.startswith("127.") or address == "0.0.0.0" else address
-
-
-def _vkey(version: str) -> tuple:
-    return tuple(int(x) for x in version.lstrip("v").split("-")[0].split("."))
 
 
 def cluster_configuration(cfg: LabConfig, version: str) -> Dict[str, Any]:
@@ -187,8 +183,10 @@ def _create_when_gone(core: client.CoreV1Api, pod: Dict[str, Any], timeout: floa
             time.sleep(0.2)
 
 
-def sync(cfg: LabConfig, api: client.ApiClient, state: Dict[str, Any], controllers: str) -> List[str]:
-    """Make the cluster hold what kubeadm reads at the state's versions; returns what changed."""
+def sync(cfg: LabConfig, api: client.ApiClient, state: Dict[str, Any]) -> List[str]:
+    """Make the cluster hold what kubeadm reads at the state's versions; returns what changed. The controller
+    manager and scheduler run at the oldest apiserver's version (controller.reconcile_controllers)."""
+    controllers = cluster.oldest(list(state["apiserver"].values()))
     core, apps = client.CoreV1Api(api), client.AppsV1Api(api)
     changed: List[str] = []
     for host in cfg.control_plane:  # kubeadm's NodeRegistration: the CRI socket it would have recorded
@@ -202,7 +200,7 @@ def sync(cfg: LabConfig, api: client.ApiClient, state: Dict[str, Any], controlle
             patch(name, "kube-system", {"metadata": {"labels": labels}})
             changed.append("%s %s labels" % (kind, name))
     write_manifests(cfg, state, controllers)
-    cluster_version = max(state["apiserver"].values(), key=_vkey)
+    cluster_version = cluster.newest(list(state["apiserver"].values()))
     for cm in config_maps(cfg, cluster_version):
         name = cm["metadata"]["name"]
         have = _read_or_make(core.read_namespaced_config_map, core.create_namespaced_config_map, cm)

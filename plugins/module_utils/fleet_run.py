@@ -402,12 +402,18 @@ def unread_before(plan: Mapping[str, Any], cells: List[str], before: Mapping[str
         why: Mapping[str, Any] = reading.get("unmeasured") or {}
         if not isinstance(why, Mapping):
             why = {}
-        gaps = ["%s%s" % (name, " (%s)" % why[name] if why.get(name) else "" if reading.get(name) is None
-                          else " (%r is not a number)" % (reading.get(name),))
-                for name in plan["cells"][cell]["halt_readings"] if not _measured(reading.get(name))]
+        gaps = [_gap(name, reading.get(name), why) for name in plan["cells"][cell]["halt_readings"]
+                if not _measured(reading.get(name))]
         if gaps:
             out[cell] = "not measured: " + "; ".join(gaps)
     return out
+
+
+def _gap(name: str, value: Any, why: Mapping[str, Any]) -> str:
+    """A reading that is not a number, for unread_before: its name, with why it was not measured or its value."""
+    if why.get(name):
+        return "%s (%s)" % (name, why[name])
+    return name if value is None else "%s (%r is not a number)" % (name, value)
 
 
 def _measured(value: Any) -> bool:

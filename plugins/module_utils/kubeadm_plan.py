@@ -151,9 +151,9 @@ def _parse_text(text: str) -> Dict[str, Any]:
             result["config_versions"] = rows
             continue
         i += 1
-    if not saw_known and _only_progress(lines):
-        return _empty_result("text")
     if not saw_known:
+        if _only_progress(lines):
+            return _empty_result("text")
         raise ParseError("kubeadm upgrade plan: output has none of the expected sections (a components table, "
                          "'Upgrade to the latest ...', or the API GROUP table); first line: %r" % lines[0][:120])
     for upgrade in result["upgrades"]:

@@ -224,10 +224,10 @@ def _load_lock(path):
     "unknown", so it is never taken as free (breaking it needs the typed confirmation)."""
     try:
         found = _read_json(path)
+        if found is None or isinstance(found, dict):
+            return found
     except ValueError:
-        found = "junk"
-    if found is None or isinstance(found, dict):
-        return found
+        pass
     return {"id": "unreadable", "holder": "unknown (%s is not a JSON object)" % path, "since": "unknown"}
 
 
