@@ -13,7 +13,7 @@ MODULES := $(sort $(basename $(notdir $(wildcard plugins/modules/*.py))))
 FILTERS := $(sort $(basename $(notdir $(wildcard plugins/filter/*.yml))))
 TESTS := $(sort $(basename $(notdir $(wildcard plugins/test/*.yml))))
 
-.PHONY: setup plan wave fleet test lint unit bench-scale bench-wave bench-hosts lab-tests lab-tests-a lab-tests-b lab-tests-fleet sanity docs docs-gen bench freeze clean-venv venv-path lab-up lab-down lab-reset \
+.PHONY: setup plan wave fleet test lint unit bench-scale bench-wave bench-hosts lab-tests lab-tests-a lab-tests-b lab-tests-fleet lab-tests-skip sanity docs docs-gen bench freeze clean-venv venv-path lab-up lab-down lab-reset \
 	lab-status molecule
 
 setup: $(VENV)/.installed
@@ -53,8 +53,9 @@ fleet: setup
 #            lab-tests-b on `lab-b`: every other lab test, then the Molecule scenarios that use the cluster (on a
 #            reset lab-b, which goes down after them); beside them the execution-environment image.
 #   round 2  lab-fleet on the three fleet cells (up for it, down after): the three-ring fleet run, which mostly
-#            waits on its cells' waves and soaks; beside it the lab-free checks (lint, docs, sanity, unit) and the
-#            Molecule scenario that needs no cluster.
+#            waits on its cells' waves and soaks; beside it the lab-free checks (lint, docs, sanity, unit), then
+#            the skip-level cycle on its own cell (up for it, down after), and the Molecule scenario that needs no
+#            cluster.
 # Round 2 runs also after a failed round 1, so every result is known. Measured on a 2-core machine (README,
 # "Measured"): this split was the fastest of the four tried; putting Molecule beside the fleet instead kept round 2
 # 96 % busy and took longer, and every phase in one round kept the machine 98 % busy and took 2,537 s against
@@ -62,6 +63,7 @@ fleet: setup
 PHASE := bin/phase
 M := $(MAKE) --no-print-directory
 LAB_B := GPUFLEET_LAB_CELL=lab-b
+LAB_SKIP := GPUFLEET_LAB_CELL=skip-level
 test: setup
 	@$(PHASE) lab-up $(M) lab-up
 	@$(PHASE) lab-up-b env $(LAB_B) bin/lab up
@@ -70,10 +72,12 @@ test: setup
 	      rc=\$$?; $(LAB_B) bin/lab down >/dev/null; exit \$$rc" \
 	    "ee-image=bin/lab ee" || rc=$$?; \
 	  bin/parallel "lab-fleet=$(M) lab-tests-fleet; rc=\$$?; bin/lab down --fleet >/dev/null; exit \$$rc" \
-	    "checks=bin/phase lint $(M) lint && bin/phase docs $(M) docs && bin/phase sanity $(M) sanity \
-	      && bin/phase unit $(M) unit" \
+	    "checks=rc=0; bin/phase lint $(M) lint && bin/phase docs $(M) docs && bin/phase sanity $(M) sanity \
+	      && bin/phase unit $(M) unit || rc=1; bin/phase skip-level $(M) lab-tests-skip || rc=1; \
+	      $(LAB_SKIP) bin/lab down >/dev/null; exit \$$rc" \
 	    "molecule-no-cluster=BIN=$(BIN) tests/molecule-run --parallel 1 $(MOLECULE_NO_CLUSTER)" || rc=$$?; \
-	  $(LAB_B) bin/lab down >/dev/null || rc=1; bin/lab down --fleet >/dev/null || rc=1; exit $$rc
+	  $(LAB_B) bin/lab down >/dev/null || rc=1; bin/lab down --fleet >/dev/null || rc=1; \
+	  $(LAB_SKIP) bin/lab down >/dev/null || rc=1; exit $$rc
 
 lint: setup
 	$(BIN)/ruff check plugins tests benchmarks lab bin/docs-check
@@ -94,8 +98,10 @@ unit: setup
 # `bin/lab down --all` stops every cell.
 LAB_TESTS_A := tests/lab/test_upgrade_wave.py tests/lab/test_awx_runner.py
 LAB_TESTS_FLEET := tests/lab/test_fleet.py
+LAB_TESTS_SKIP := tests/lab/test_skip_level.py
 lab-tests: setup lab-up
-	@bin/parallel "lab-tests-a=$(M) lab-tests-a" "lab-tests-b=$(M) lab-tests-b" "lab-fleet=$(M) lab-tests-fleet"
+	@bin/parallel "lab-tests-a=$(M) lab-tests-a" "lab-tests-b=$(M) lab-tests-b" "lab-fleet=$(M) lab-tests-fleet" \
+	  "lab-skip=$(M) lab-tests-skip"
 
 lab-tests-a: setup
 	bin/lab up
@@ -103,13 +109,20 @@ lab-tests-a: setup
 
 lab-tests-b: setup
 	$(LAB_B) bin/lab up
-	$(LAB_B) $(BIN)/pytest -q --durations=12 -m lab tests $(LAB_TESTS_A:%=--ignore=%) $(LAB_TESTS_FLEET:%=--ignore=%)
+	$(LAB_B) $(BIN)/pytest -q --durations=12 -m lab tests $(LAB_TESTS_A:%=--ignore=%) $(LAB_TESTS_FLEET:%=--ignore=%) \
+	  $(LAB_TESTS_SKIP:%=--ignore=%)
 
 # The fleet run on the three fleet cells (each reset to `from` first when it is not there); make test runs it beside
 # the other lab streams, on cells of its own.
 lab-tests-fleet: setup
 	bin/lab up --fleet
 	$(BIN)/pytest -q -s --durations=6 -m lab $(LAB_TESTS_FLEET)
+
+# The skip-level cycle on its own small cell (from -> to -> later[0], one run per hop; reset to `from` first when
+# it is not there).
+lab-tests-skip: setup
+	$(LAB_SKIP) bin/lab up
+	$(BIN)/pytest -q -s --durations=6 -m lab $(LAB_TESTS_SKIP)
 
 # ansible-test sanity on the collection as Galaxy installs it (tests/sanity/run).
 sanity: setup

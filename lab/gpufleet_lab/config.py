@@ -1,6 +1,7 @@
 """Lab configuration: versions, hosts, ports, paths. Defaults live in lab/lab.yml; the CLI may override."""
 from __future__ import annotations
 
+import itertools
 import os
 import pathlib
 import re
@@ -26,6 +27,7 @@ class ConfigError(Exception):
 class LabConfig:
     from_version: str
     to_version: str
+    later_versions: List[str]
     etcd_version: str
     kwok_version: str
     versitygw_version: str
@@ -62,7 +64,7 @@ class LabConfig:
 
     @property
     def versions(self) -> List[str]:
-        return [self.from_version, self.to_version]
+        return [self.from_version, self.to_version] + self.later_versions
 
     def bin_dir(self, what: str, version: str) -> pathlib.Path:
         return self.cache / "bin" / ("%s-%s" % (what, version))
@@ -189,6 +191,18 @@ def fleet_cells(path: pathlib.Path = LAB_DIR / "lab.yml") -> List[str]:
     return list(fleet)
 
 
+def _later(doc: Dict[str, Any]) -> List[str]:
+    """lab.yml versions.later: the minors after `to`, one each, in order (the skip-level cycle's hops)."""
+    later = doc["versions"].get("later") or []
+    if not (isinstance(later, list) and all(isinstance(v, str) and v.startswith("v1.") for v in later)):
+        raise ConfigError("lab/lab.yml versions.later: give a list of releases such as [v1.37.2]")
+    minors = [int(v.split(".")[1]) for v in [doc["versions"]["to"]] + later]
+    if any(b != a + 1 for a, b in itertools.pairwise(minors)):
+        raise ConfigError("lab/lab.yml versions.later: %s - each must be one minor above the one before it "
+                          "(starting from `to`)" % ", ".join(later))
+    return list(later)
+
+
 def load(path: pathlib.Path = LAB_DIR / "lab.yml", cell: str = "") -> LabConfig:
     """The lab's settings for ``cell`` (default: $GPUFLEET_LAB_CELL, else the first of lab.yml's `cells`)."""
     doc = _doc(path)
@@ -200,6 +214,7 @@ def load(path: pathlib.Path = LAB_DIR / "lab.yml", cell: str = "") -> LabConfig:
     return LabConfig(
         from_version=os.environ.get("GPUFLEET_LAB_FROM", doc["versions"]["from"]),
         to_version=os.environ.get("GPUFLEET_LAB_TO", doc["versions"]["to"]),
+        later_versions=_later(doc),
         etcd_version=doc["versions"]["etcd"],
         kwok_version=doc["versions"]["kwok"],
         versitygw_version=doc["versions"]["versitygw"],

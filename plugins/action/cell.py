@@ -14,7 +14,8 @@ from ansible_collections.gpufleet.upgrade.plugins.module_utils import variables
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.baseline import load_file
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import GpufleetError, InputError
 
-CELL_VARS = ("gpufleet_cluster_name", "gpufleet_target_version", "gpufleet_wave_caps", "gpufleet_pool_policies",
+CELL_VARS = ("gpufleet_cluster_name", "gpufleet_target_version", "gpufleet_cycle_target_version",
+             "gpufleet_wave_caps", "gpufleet_pool_policies",
              "gpufleet_allow_multi_hop", "gpufleet_allow_unsupported_target", "gpufleet_observed_kubectl",
              "gpufleet_out_dir", "gpufleet_cluster_uid", "gpufleet_expected_cell", "gpufleet_addon_support",
              "gpufleet_addon_versions", "gpufleet_security_admission_probes", "gpufleet_security_rbac_expected",

@@ -23,6 +23,8 @@ description:
     the baseline - beside their checks in the gates table.
   - So do the canary workloads (M(gpufleet.upgrade.canary_workload)) - each training gang's bus bandwidth and each
     inference service's latency, on which canary nodes, how long it took, and why one that failed did not finish.
+  - So do the node disruptions of the upgrade cycle (M(gpufleet.upgrade.node_state) read with C(cycle)) - per node,
+    the targets it was drained for on the way to the cycle's last version (a skip-level training node: one).
   - The records are written owner-only (0600, in a 0700 directory). Under ansible-runner (an AWX job, or the
     runner CLI) a copy also goes to the job's artifact directory (C(AWX_ISOLATED_DATA_DIR)/gpufleet/change-records).
 requirements:
@@ -89,7 +91,7 @@ class CallbackModule(CallbackBase):
                        "canary_scope": [], "plays": [], "gates": [], "failures": [], "rollback_triggers": [],
                        "cell": "", "run_id": "", "break_glass": [], "opt_outs": [],
                        "gangs": {"resumed": [], "stay_stopped": []}, "security": [],
-                       "canary_workloads": []}
+                       "canary_workloads": [], "disruptions": {}}
         self._started = time.time()
 
     def v2_playbook_on_play_start(self, play):
@@ -180,6 +182,11 @@ class CallbackModule(CallbackBase):
                     "task": result._task.get_name(), "wave": wave, "passed": res.get("passed"),
                     "report": res.get("security") or {}, "psa_changes": res.get("psa_changes") or {},
                     "baseline": res.get("baseline") or {}})
+            if action.endswith(".node_state") and isinstance(res.get("disruptions"), dict):
+                self.record["disruptions"] = {
+                    "cycle": str(res.get("cycle") or ""),
+                    "nodes": {str(k): [str(t) for t in v] for k, v in sorted(res["disruptions"].items())
+                              if isinstance(v, list)}}
             if action.endswith(".canary_workload") and isinstance(res.get("canary"), list):
                 self.record["canary_workloads"] += [dict(r, wave=wave) for r in res["canary"] if isinstance(r, dict)]
             for line in res.get("opt_outs") or []:
@@ -379,6 +386,16 @@ def markdown(rec):
             (" - %s" % _cell(run["note"])) if run.get("note") else ""))
     if not rec.get("canary_workloads"):
         lines.append("- none ran")
+    cycle = rec.get("disruptions") or {}
+    lines += ["", "## Node disruptions this cycle", ""]
+    if cycle.get("nodes"):
+        lines.append("Drains per node on the way to %s (one per target the node was taken out of service for):" %
+                     _cell(cycle.get("cycle") or "-"))
+        lines.append("")
+        lines += ["- %s: %d (%s)" % (node, len(targets), ", ".join(targets) or "not drained")
+                  for node, targets in sorted(cycle["nodes"].items())]
+    else:
+        lines.append("- not counted by this run")
     lines += ["", "## Gates", "", "| host | check | subject | measured | baseline | result |",
               "|---|---|---|---|---|---|"]
     for gate in rec["gates"]:

@@ -24,7 +24,7 @@ from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import Gpu
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.planner import (
     CONTROL_PLANE, WORKER, parse_caps, parse_nodes, plan_waves)
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.versions import (
-    parse_pool_policies, parse_release, parse_version)
+    KubeVersion, parse_pool_policies, parse_release, parse_version)
 
 GROUPS = ("kube_control_plane", "etcd", "gpu_nodes")
 CONTROL_PLANE_POOL = "control-plane"
@@ -89,6 +89,10 @@ class Cell:
     addons: Dict[str, Any] = field(default_factory=dict)
     security: Dict[str, Any] = field(default_factory=dict)
     canary_workloads: Dict[str, Any] = field(default_factory=dict)
+    # A skip-level cycle: the version it ends at (the target when the run is not part of one), and the skip-level
+    # pools that stay behind in this run (their nodes are in no wave; they move in the run that reaches the end).
+    cycle_target: str = ""
+    holding_pools: List[str] = field(default_factory=list)
 
     def as_dict(self) -> Dict[str, Any]:
         return asdict(self)
@@ -265,6 +269,7 @@ def build(groups: Mapping[str, Sequence[str]], host_vars: Mapping[str, Mapping[s
     except InputError as exc:
         raise InputError("%s. Nothing was changed." % exc.msg)
     canonical = str(target)
+    cycle = _cycle_target(cell_vars.get("gpufleet_cycle_target_version"), target)
     for host in sorted(host_vars):
         for var, why in MOVED_HOST_VARS.items():
             if host_vars[host].get(var) is not None:
@@ -308,7 +313,9 @@ def build(groups: Mapping[str, Sequence[str]], host_vars: Mapping[str, Mapping[s
         nodes = parse_nodes(raw_nodes)
         caps = parse_caps(cell_vars.get("gpufleet_wave_caps"))
         policies = parse_pool_policies(cell_vars.get("gpufleet_pool_policies"))
-        plan = plan_waves(nodes, caps)
+        holding = sorted({n.pool for n in nodes if n.role == WORKER and (
+            policies[n.pool].skip_level if n.pool in policies else True)}) if cycle != target else []
+        plan = plan_waves(nodes, caps, holding)
     except GpufleetError as exc:
         raise InputError("%s. Nothing was changed." % exc.msg, **exc.details)
     unknown = sorted(set(policies) - set(host_pool.values()))
@@ -346,7 +353,10 @@ def build(groups: Mapping[str, Sequence[str]], host_vars: Mapping[str, Mapping[s
         nodes=[asdict(n) for n in nodes], pools=pools,
         pool_policies={p: {"skip_level": v.skip_level} for p, v in sorted(policies.items())},
         host_pool=host_pool, caps=asdict(caps), waves=plan["waves"], gpu_waves=gpu_waves,
-        canaries=plan["canaries"], keep_cordoned=plan["keep_cordoned"], summary=plan["summary"],
+        canaries=plan["canaries"], keep_cordoned=plan["keep_cordoned"],
+        summary=plan["summary"] + ("; skip-level pool(s) %s stay at their kubelet until the cycle's last hop %s" % (
+            ", ".join(holding), cycle) if holding else ""),
+        cycle_target=str(cycle), holding_pools=holding,
         allow_multi_hop=_bool(cell_vars.get("gpufleet_allow_multi_hop"), "gpufleet_allow_multi_hop"),
         allow_unsupported_target=_bool(cell_vars.get("gpufleet_allow_unsupported_target"),
                                        "gpufleet_allow_unsupported_target"),
@@ -361,6 +371,31 @@ def build(groups: Mapping[str, Sequence[str]], host_vars: Mapping[str, Mapping[s
         canary_workloads=workloads,
         apiserver_urls={h: _url(host_vars[h].get("gpufleet_apiserver_url"), "%s: gpufleet_apiserver_url" % h)
                         for h in cp})
+
+
+def _cycle_target(raw: Any, target: KubeVersion) -> KubeVersion:
+    """``gpufleet_cycle_target_version``: where a skip-level cycle ends (the target when unset). This run's
+    target is one hop of it, so the cycle ends at or above it, on the same major, within the kubelet's three
+    minors of lag (a skip-level pool left at the cycle's first version must still be in policy at its end)."""
+    if raw in (None, ""):
+        return target
+    try:
+        cycle = parse_release(raw, "gpufleet_cycle_target_version")
+    except InputError as exc:
+        raise InputError("%s. Nothing was changed." % exc.msg)
+    if cycle.major != target.major:
+        raise InputError("gpufleet_cycle_target_version=%s changes the major version of this run's target %s; a "
+                         "cycle stays on one major. Nothing was changed." % (cycle, target))
+    if cycle < target:
+        raise InputError("gpufleet_cycle_target_version=%s is below this run's target %s: the cycle ends at the "
+                         "last hop, so give that version (or leave it unset for a run that is not part of a "
+                         "skip-level cycle). Nothing was changed." % (cycle, target))
+    if cycle.minor - target.minor > 2:
+        raise InputError("gpufleet_cycle_target_version=%s is %d minors above this run's target %s: a kubelet left "
+                         "at the control plane's current minor may lag at most 3 minors, so a cycle spans at most "
+                         "three hops (this run's and two more). Nothing was changed." % (
+                             cycle, cycle.minor - target.minor, target))
+    return cycle
 
 
 def same_everywhere(per_host: Mapping[str, Mapping[str, Any]], names: Sequence[str]) -> None:

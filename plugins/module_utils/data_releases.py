@@ -22,4 +22,7 @@ RELEASES = {
     "1.34": ("2025-08-27", "2026-10-27"),
     "1.35": ("2025-12-17", "2027-02-28"),
     "1.36": ("2026-04-20", "2027-06-28"),
+    # 1.37: the v1.37.0 tag as the Go module proxy dates it (2026-08-26, recorded in docs/reference.md section 1);
+    # end of life planned as for its predecessors (the 28th of the 14th month after the release).
+    "1.37": ("2026-08-26", "2027-10-28"),
 }

@@ -4,9 +4,12 @@
 
 The ledger is a set of annotations (see kube.py): the target version, the phase the node reached, the reason
 it failed, and whether it was unschedulable before gpufleet cordoned it. A rerun reads them to skip finished
-nodes; uncordon reads ``unschedulable-before`` so a node an operator had cordoned stays cordoned.
+nodes; uncordon reads ``unschedulable-before`` so a node an operator had cordoned stays cordoned. The cycle and
+its drain count say how often the node was disrupted on the way to a skip-level cycle's last version.
 """
 from __future__ import annotations
+
+import re
 
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -20,6 +23,7 @@ NEXT_STAGE = {"": "its first stage (kubeadm upgrade on a control-plane host, cor
               "cordoned": "drain", "drained": "the package upgrade (kubeadm, kubelet, GPU stack)",
               "upgraded": "validation (GPU, DCGM, NCCL and Node gates)", "validated": "uncordon"}
 MAX_REASON = 1000
+_VERSION = re.compile(r"^v\d+\.\d+\.\d+$")
 
 
 def node_annotations(node: Dict[str, Any]) -> Dict[str, str]:
@@ -40,11 +44,29 @@ def progress(node: Dict[str, Any], target: str) -> Dict[str, Any]:
             "phase": phase, "reason": ann.get(kube.ANN_REASON, "") if same else "",
             "unschedulable": unschedulable(node), "held_by_gpufleet": kube.ANN_UNSCHED_BEFORE in ann,
             "unschedulable_before": ann.get(kube.ANN_UNSCHED_BEFORE) == "true",
-            "finished": phase == "done" and kube.ANN_UNSCHED_BEFORE not in ann}
+            "finished": phase == "done" and kube.ANN_UNSCHED_BEFORE not in ann,
+            "cycle": ann.get(kube.ANN_CYCLE, ""), "cycle_drains": ann.get(kube.ANN_CYCLE_DRAINS, "")}
+
+
+def cycle_drains(node: Dict[str, Any], cycle: str) -> List[str]:
+    """The targets gpufleet cordoned ``node`` for within the cycle ending at ``cycle`` (empty when its ledger names
+    another cycle or none): one entry per disruption. A value that is not a list of versions is refused, naming
+    the annotation."""
+    ann = node_annotations(node)
+    if ann.get(kube.ANN_CYCLE) != cycle:
+        return []
+    raw = ann.get(kube.ANN_CYCLE_DRAINS, "")
+    drains = raw.split(",") if raw else []
+    if not all(_VERSION.match(d) for d in drains):
+        raise InputError("%s: annotation %s=%r is not a list of versions; it is gpufleet's own record - remove it "
+                         "together with %s (the cycle's count then starts again)" % (
+                             (node.get("metadata") or {}).get("name", "node"), kube.ANN_CYCLE_DRAINS, raw,
+                             kube.ANN_CYCLE))
+    return drains
 
 
 def plan_patch(node: Dict[str, Any], state: str, target: str, phase: Optional[str] = None,
-               reason: Optional[str] = None, now: str = "") -> Optional[Dict[str, Any]]:
+               reason: Optional[str] = None, now: str = "", cycle: str = "") -> Optional[Dict[str, Any]]:
     """The patch that brings ``node`` to ``state`` (None when it is already there: idempotent).
 
     - cordoned: unschedulable, remembering the state before (only the first time: a rerun must not record
@@ -52,6 +74,9 @@ def plan_patch(node: Dict[str, Any], state: str, target: str, phase: Optional[st
     - uncordoned: back to the remembered state (a node that was cordoned before stays cordoned); phase defaults
       to 'done'; the reason is cleared.
     - marked: only the phase and reason (e.g. 'failed' with the gate that failed); scheduling is not touched.
+
+    A cordon records its target among the drains of the cycle ``cycle`` (default: the target itself, a cycle of
+    one hop); a rerun's cordon for the same target does not count again.
     """
     if state not in STATES:
         raise InputError("state %r: use one of %s" % (state, ", ".join(STATES)))
@@ -75,6 +100,10 @@ def plan_patch(node: Dict[str, Any], state: str, target: str, phase: Optional[st
     want_ann: Dict[str, Optional[str]] = {kube.ANN_TARGET: target, kube.ANN_PHASE: phase}
     spec: Dict[str, Any] = {}
     if state == "cordoned":
+        cycle = cycle or target  # each target cordoned for is one disruption; a rerun's re-cordon adds none
+        drains = cycle_drains(node, cycle)
+        want_ann[kube.ANN_CYCLE] = cycle
+        want_ann[kube.ANN_CYCLE_DRAINS] = ",".join(drains + ([] if target in drains else [target]))
         if kube.ANN_UNSCHED_BEFORE not in ann:
             want_ann[kube.ANN_UNSCHED_BEFORE] = "true" if unschedulable(node) else "false"
         if not unschedulable(node):

@@ -156,10 +156,14 @@ def _pack(units: List[List[Node]], kind: str, cap_gpus: int, caps: Caps) -> List
     return waves
 
 
-def plan_waves(nodes: Sequence[Node], caps: Caps) -> Dict[str, Any]:
+def plan_waves(nodes: Sequence[Node], caps: Caps, holding_pools: Sequence[str] = ()) -> Dict[str, Any]:
+    """The waves. Workers of ``holding_pools`` (skip-level pools staying behind in this run) are in no wave, but
+    their GPUs still count in the capacity the GPU cap is a fraction of: they stay in service."""
     control = sorted((n for n in nodes if n.role == CONTROL_PLANE), key=lambda n: n.name)
-    workers = sorted((n for n in nodes if n.role == WORKER), key=lambda n: (n.ring, n.failure_domain, n.name))
-    total_gpus = sum(n.gpus for n in workers)
+    every_worker = [n for n in nodes if n.role == WORKER]
+    workers = sorted((n for n in every_worker if n.pool not in holding_pools),
+                     key=lambda n: (n.ring, n.failure_domain, n.name))
+    total_gpus = sum(n.gpus for n in every_worker)
     cap_gpus = max(math.floor(total_gpus * caps.max_gpu_fraction + 1e-9), 0)
     if total_gpus and cap_gpus == 0:
         raise PlanError("caps.max_gpu_fraction %.3f of %d GPUs rounds down to 0 GPUs in flight; raise it" % (

@@ -63,6 +63,10 @@ VARIABLES: Tuple[Var, ...] = (
         "Wave caps: max_gpu_fraction (of a pool's GPUs in one wave) and friends; unset: the planner's defaults."),
     Var("gpufleet_pool_policies", "dict", NONE, "cell", CELL_PLAYBOOKS,
         "Per pool: {skip_level: bool} - whether the pool's kubelets may skip minors (up to the skew limit)."),
+    Var("gpufleet_cycle_target_version", "str", NONE, "cell", CELL_PLAYBOOKS,
+        "A skip-level cycle's last version, vX.Y.Z, up to two minors above gpufleet_target_version (each run is one "
+        "control-plane hop of it). Pools with skip_level true stay at their kubelet until the run whose target is "
+        "this version, then jump in one drain; pools with skip_level false move at every hop. Unset: the target."),
     Var("gpufleet_allow_multi_hop", "bool", False, "cell", CELL_PLAYBOOKS,
         "Plan a control-plane path of more than one minor (it is still applied one minor at a time)."),
     Var("gpufleet_allow_unsupported_target", "bool", False, "cell", CELL_PLAYBOOKS,

@@ -406,5 +406,43 @@ def _step(after_hop: int, from_minor: int, to_minor: int, hops: List[KubeVersion
             "minors": to_minor - from_minor, "why": why}
 
 
+def plan_cycle_hop(observed: Sequence[Observed], target: KubeVersion, cycle: KubeVersion,
+                   holding: Sequence[str], pools: Optional[Mapping[str, PoolPolicy]] = None) -> Dict[str, Any]:
+    """Plan one run of a skip-level cycle: the whole cycle's plan to ``cycle`` (the control plane one minor per
+    run, each pool's drains), checked against this run, which takes the control plane to ``target`` while the
+    ``holding`` pools stay at their kubelet.
+
+    Refuses (:class:`PolicyError`) a run whose target is not the cycle's next control-plane hop, and a holding
+    pool the cycle needs to move before its last hop (its kubelets would fall out of the skew policy). Returns the
+    cycle's plan with ``hop`` (1-based, of ``hops``), ``moving`` and ``holding`` pools added."""
+    plan = plan_upgrade(observed, cycle, allow_multi_hop=True, pools=pools,
+                        hop_versions={target.minor_str: str(target)})
+    path = plan["control_plane_path"]
+    if not path or parse_version(path[0]).minor != target.minor:
+        raise PolicyError(
+            "this run's target %s is not the next control-plane hop of the cycle to %s: the control plane is at %s, "
+            "so the next hop is %s. Run the hops in order, one per run (the cycle's target stays %s)" % (
+                target, cycle, plan["current"], path[0] if path else "none (the control plane is there)", cycle))
+    late = []
+    for pool in plan["pools"]:
+        if pool["pool"] not in holding:
+            continue
+        early = [s for s in pool["steps"] if s["after_hop"] < len(path)]
+        if early:
+            late.append("%s (kubelet %s) must move %s, not wait for the last hop" % (
+                pool["pool"], pool["current"], "before this hop" if early[0]["after_hop"] == 0 else
+                "after hop %d (%s)" % (early[0]["after_hop"], early[0]["to"])))
+    if late:
+        raise PolicyError(
+            "skip-level pool(s) cannot stay behind through the cycle to %s: %s. Upgrade them in this run by giving "
+            "them skip_level: false in gpufleet_pool_policies, or end the cycle earlier "
+            "(gpufleet_cycle_target_version)" % (cycle, "; ".join(late)))
+    plan["hop"] = 1
+    plan["hops"] = len(path)
+    plan["holding"] = sorted(holding)
+    plan["moving"] = sorted(p["pool"] for p in plan["pools"] if p["pool"] not in holding)
+    return plan
+
+
 def versions_of(observed: Iterable[Observed], component: str) -> List[str]:
     return sorted({str(o.version) for o in observed if o.component == component})

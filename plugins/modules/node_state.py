@@ -37,6 +37,13 @@ options:
     description: The version the nodes are being taken to (the ledger is per target).
     type: str
     required: true
+  cycle:
+    description:
+      - The version the upgrade cycle ends at (a skip-level cycle's last hop; default the target). Each cordon
+        records its target among the node's drains of this cycle (C(gpufleet.io/upgrade-cycle),
+        C(gpufleet.io/cycle-drains)), once per target.
+      - With O(state=read) the result's C(disruptions) gives every node's drains of this cycle.
+    type: str
   phase:
     description: Phase to record (cordoned, drained, upgraded, validated, done, failed). Defaults to C(cordoned)
       for O(state=cordoned) and C(done) for O(state=uncordoned).
@@ -70,6 +77,13 @@ EXAMPLES = r"""
   delegate_to: localhost
   run_once: true
 
+- name: How often each node was taken out of service on the way to v1.37.2 (a skip-level cycle)
+  gpufleet.upgrade.node_state:
+    nodes: [gpu-a1, gpu-b1]
+    target: v1.37.2
+    cycle: v1.37.2
+  delegate_to: localhost
+
 - name: A failed gate keeps the node cordoned with the reason
   gpufleet.upgrade.node_state:
     nodes: [gpu-a1]
@@ -83,7 +97,7 @@ EXAMPLES = r"""
 RETURN = r"""
 nodes:
   description: Per node, its progress after the call (name, target, phase, reason, unschedulable,
-    held_by_gpufleet, unschedulable_before, finished).
+    held_by_gpufleet, unschedulable_before, finished, cycle, cycle_drains).
   returned: always
   type: list
   elements: dict
@@ -92,6 +106,16 @@ changed_nodes:
   returned: always
   type: list
   elements: str
+disruptions:
+  description: For O(state=read) with O(cycle), per node the targets it was drained for in that cycle (one
+    entry per disruption; empty when it was not drained in it).
+  returned: when state is read and cycle is given
+  type: dict
+  sample: {gpu-a1: [v1.37.2], gpu-b1: [v1.36.3, v1.37.2]}
+cycle:
+  description: The cycle O(cycle) the disruptions are counted in.
+  returned: when state is read and cycle is given
+  type: str
 message:
   description: For O(state=held) and O(state=finished), each unfinished node with its phase and reason.
   returned: when state is held or finished
@@ -111,6 +135,7 @@ def main():
             state=dict(type="str", choices=["cordoned", "uncordoned", "marked", "read", "held", "finished"],
                        default="read"),
             target=dict(type="str", required=True),
+            cycle=dict(type="str"),
             phase=dict(type="str"),
             reason=dict(type="str"),
             failures=dict(type="dict", default={}),
@@ -140,12 +165,16 @@ def main():
             extra = {"message": verdict["message"], "passed": verdict["ok"]}
         changed = []
         for name, (state, phase, reason) in wanted.items():
-            patch = nodes.plan_patch(current[name], state, p["target"], phase, reason, kube.now_rfc3339())
+            patch = nodes.plan_patch(current[name], state, p["target"], phase, reason, kube.now_rfc3339(),
+                                     cycle=p["cycle"] or "")
             if patch is not None:
                 changed.append(name)
                 if not module.check_mode:
                     current[name] = api.patch_node(name, patch)
         out = [nodes.progress(current[name], p["target"]) for name in p["nodes"]]
+        if p["state"] == "read" and p["cycle"]:
+            extra = {"cycle": p["cycle"],
+                     "disruptions": {name: nodes.cycle_drains(current[name], p["cycle"]) for name in p["nodes"]}}
         if p["state"] == "finished" and not extra["passed"]:
             raise GpufleetError("earlier nodes are not finished for %s: %s. Later waves (and control-plane hosts) "
                                 "were not started. Fix the nodes and rerun: finished nodes are skipped." % (

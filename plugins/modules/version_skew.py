@@ -13,6 +13,9 @@ description:
     plans every node pool's kubelet upgrades, including skip-level upgrades of up to three minors in one drain.
   - Refuses downgrades, targets that skip a control-plane minor (unless O(allow_multi_hop)), and kubelets newer
     than the apiserver, with a message that says what to do instead.
+  - In a skip-level cycle (the cell's C(cycle_target) above its target), plans the whole cycle and checks that this
+    run is its next control-plane hop and that every pool staying behind (C(holding_pools)) may wait for the last
+    hop; the plan then says which pools move in this run.
   - Also reports days to end of life of the current and target minors.
 options:
   cell:
@@ -118,6 +121,17 @@ plan:
     node_drains:
       description: Total pool upgrade steps (each is one drain of the pool's nodes).
       type: int
+    hop:
+      description: In a skip-level cycle, the hop this run makes (1) of C(hops); absent otherwise.
+      type: int
+    moving:
+      description: In a skip-level cycle, the pools this run upgrades to the target.
+      type: list
+      elements: str
+    holding:
+      description: In a skip-level cycle, the pools that stay at their kubelet until the cycle's last hop.
+      type: list
+      elements: str
 support:
   description: End-of-life status of the current and target minors.
   returned: success
@@ -132,7 +146,7 @@ from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import Inp
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.module_support import run_module
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.support_calendar import parse_date, support_status
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.versions import (
-    parse_observed, parse_pool_policies, parse_version, plan_upgrade, skew_violations)
+    parse_observed, parse_pool_policies, parse_version, plan_cycle_hop, plan_upgrade, skew_violations)
 
 
 def main():
@@ -172,8 +186,13 @@ def main():
             raise PolicyError("the cluster is already out of the version-skew policy: " + "; ".join(
                 "%s on %s is %s: %s. %s" % (v["component"], v["node"] or "client", v["version"], v["rule"], v["fix"])
                 for v in violations), violations=violations)
-        plan = plan_upgrade(observed, target, allow_multi_hop=allow_multi_hop, hop_versions=p["hop_versions"],
-                            pools=parse_pool_policies(pools))
+        cycle = target if p["target"] else parse_version(cell.get("cycle_target") or str(target), "cell.cycle_target")
+        if cycle != target:
+            plan = plan_cycle_hop(observed, target, cycle, cell.get("holding_pools") or [],
+                                  pools=parse_pool_policies(pools))
+        else:
+            plan = plan_upgrade(observed, target, allow_multi_hop=allow_multi_hop, hop_versions=p["hop_versions"],
+                                pools=parse_pool_policies(pools))
         today = parse_date(p["today"]) if p["today"] else datetime.date.today()
         support = {"current": support_status(plan["current"], today), "target": support_status(target, today)}
         return {"violations": violations, "plan": plan, "support": support}

@@ -43,7 +43,7 @@ def test_apt_repository(cfg):
     for s in stanzas:
         by_name.setdefault(s["Package"], []).append(s)
     assert len(stanzas) == count
-    assert sorted(s["Version"] for s in by_name["kubeadm"]) == ["1.35.4-1.1", "1.36.3-1.1"]
+    assert sorted(s["Version"] for s in by_name["kubeadm"]) == ["1.35.4-1.1", "1.36.3-1.1", "1.37.2-1.1"]
     fm = by_name["nvidia-fabricmanager-570"][0]
     assert fm["Depends"] == "nvidia-driver-570-server (= 570.172.08-0lab1)"
     assert by_name["nvidia-driver-580-server"][0]["Conflicts"] == "nvidia-driver-any"
@@ -237,3 +237,20 @@ def test_what_kubeadm_reads_follows_each_component_s_version(cfg):
     assert manifest["spec"]["containers"][0]["image"] == "registry.k8s.io/kube-apiserver:v1.35.4"
     assert sorted(p.name for p in (cfg.run / "hosts" / "cp-1" / "manifests").iterdir()) == [
         "kube-apiserver.yaml", "kube-controller-manager.yaml", "kube-scheduler.yaml"]
+
+
+@pytest.mark.parametrize("later, message", [
+    (["v1.38.1"], r"versions.later: v1.38.1 - each must be one minor above the one before it"),
+    ("v1.37.2", r"versions.later: give a list of releases"),
+    ([137], r"versions.later: give a list of releases"),
+])
+def test_later_lab_versions_must_follow_to_one_minor_at_a_time(tmp_path, later, message):
+    doc = lab_doc()
+    doc["versions"] = dict(doc["versions"], later=later)
+    path = tmp_path / "lab.yml"
+    path.write_text(yaml.safe_dump(doc))
+    with pytest.raises(config.ConfigError, match=message):
+        config.load(path)
+    doc["versions"]["later"] = ["v1.37.2"]
+    path.write_text(yaml.safe_dump(doc))
+    assert config.load(path).versions == [doc["versions"]["from"], doc["versions"]["to"], "v1.37.2"]

@@ -210,3 +210,32 @@ def test_a_wave_wider_than_the_runs_forks_is_named_with_the_forks_it_needs():
     assert "about 3 times as long" in forks_warning(wide, 20)
     for unknown in (None, 0, "20", True):  # not known: nothing to say
         assert forks_warning(waves, unknown) is None
+
+
+def test_a_skip_level_cycle_keeps_its_skip_level_pools_out_of_this_hops_waves():
+    hosts = dict(HOSTS, **{h: dict(HOSTS[h], gpufleet_pool="h100-serve") for h in ("gpu-b1", "gpu-b2")})
+    baselines = dict(BASELINES, **{"h100-serve": pool_baseline(name="h100-serve")})
+    policies = {"h100-serve": {"skip_level": False}}
+    c = cell(hosts=hosts, baselines=baselines, cell_vars={"gpufleet_pool_policies": policies,
+                                                         "gpufleet_cycle_target_version": "1.37.2"})
+    assert (c.cycle_target, c.holding_pools) == ("v1.37.2", ["h100-train"])
+    assert [w["nodes"] for w in c.gpu_waves] == [["gpu-b1"], ["gpu-b2"]]  # only the pool that follows each hop
+    assert "h100-train stay at their kubelet until the cycle's last hop v1.37.2" in c.summary
+    last = cell(hosts=hosts, baselines=baselines, cell_vars={"gpufleet_pool_policies": policies,
+                                                            "gpufleet_target_version": "v1.37.2",
+                                                            "gpufleet_cycle_target_version": "v1.37.2"})
+    assert last.holding_pools == [] and sorted(n for w in last.gpu_waves for n in w["nodes"]) == GROUPS["gpu_nodes"]
+    plain = cell()
+    assert (plain.cycle_target, plain.holding_pools) == ("v1.36.3", [])
+
+
+@pytest.mark.parametrize("cycle,message", [
+    ("v1.35.9", "is below this run's target v1.36.3"),
+    ("v1.39.0", "is 3 minors above this run's target v1.36.3"),
+    ("v2.37.0", "changes the major version"),
+    ("1.37", "is not a full release; give one such as v1.37.0"),
+])
+def test_a_cycle_target_that_cannot_end_this_run_s_cycle_is_refused(cycle, message):
+    with pytest.raises(InputError, match=message.replace("(", r"\(")) as err:
+        cell(cell_vars={"gpufleet_cycle_target_version": cycle})
+    assert "Nothing was changed" in str(err.value)

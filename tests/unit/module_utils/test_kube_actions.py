@@ -8,7 +8,7 @@ from ansible_collections.gpufleet.upgrade.plugins.module_utils.drain import Drai
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import InputError
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.gangs import GangError, Gangs, find_gangs
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.nodes import (
-    boundary, failure_text, plan_patch, progress, wave_outcome)
+    boundary, cycle_drains, failure_text, plan_patch, progress, wave_outcome)
 from tests.unit.fakes.kube import MSG_429, Clock, FakeKube, merge, node, pod
 
 T = "v1.36.3"
@@ -115,6 +115,25 @@ def test_failed_needs_a_reason_and_progress_is_per_target():
     assert progress(n, "v1.37.1")["phase"] == "" and not progress(n, "v1.37.1")["finished"]
     with pytest.raises(InputError, match="phase 'bogus'"):
         plan_patch(n, "marked", T, phase="bogus")
+
+
+def test_each_target_a_node_is_cordoned_for_is_one_drain_of_its_cycle():
+    cycle = "v1.37.2"
+    train, serve = node("gpu-a1"), node("gpu-b1")
+    apply(serve, "cordoned", "v1.36.3", cycle=cycle)  # hop 1: the pool that follows the control plane moves
+    assert apply(serve, "cordoned", "v1.36.3", cycle=cycle) is None  # a rerun's re-cordon is not a new drain
+    apply(serve, "uncordoned", "v1.36.3")
+    apply(serve, "cordoned", cycle, cycle=cycle)  # hop 2
+    apply(train, "cordoned", cycle, cycle=cycle)  # the skip-level pool's one drain, at the last hop
+    assert cycle_drains(serve, cycle) == ["v1.36.3", cycle] and cycle_drains(train, cycle) == [cycle]
+    assert progress(train, cycle)["cycle"] == cycle and progress(serve, cycle)["cycle_drains"] == "v1.36.3,v1.37.2"
+    assert cycle_drains(train, "v1.39.1") == []  # another cycle: not drained in it
+    apply(train, "uncordoned", cycle)
+    apply(train, "cordoned", "v1.38.1")  # no cycle given: a cycle of one hop, counted afresh
+    assert cycle_drains(train, "v1.38.1") == ["v1.38.1"] and cycle_drains(train, cycle) == []
+    train["metadata"]["annotations"][kube.ANN_CYCLE_DRAINS] = "two"
+    with pytest.raises(InputError, match="cycle-drains='two' is not a list of versions"):
+        cycle_drains(train, "v1.38.1")
 
 
 # -- drain ------------------------------------------------------------------------------------------------------

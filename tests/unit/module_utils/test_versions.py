@@ -6,7 +6,8 @@ from hypothesis import strategies as st
 
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import InputError, PolicyError
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.versions import (
-    KubeVersion, PoolPolicy, parse_observed, parse_pool_policies, parse_version, plan_upgrade, skew_violations)
+    KubeVersion, PoolPolicy, parse_observed, parse_pool_policies, parse_version, plan_cycle_hop, plan_upgrade,
+    skew_violations)
 
 
 @pytest.mark.parametrize("text,expected", [
@@ -165,6 +166,28 @@ def test_three_hop_skip_level_training_pool_one_drain():
                                                                               (3, "v1.35", "v1.36.1")]
     assert legacy["must_upgrade_before_hop"] == 3
     assert plan["node_drains"] == 1 + 3 + 2 + 3
+
+
+def test_a_skip_level_cycle_run_is_the_next_hop_and_its_holding_pools_may_wait():
+    observed = obs(("kube-apiserver", "cp-1", "v1.35.4"), ("kubelet", "cp-1", "v1.35.4", "control-plane"),
+                   ("kubelet", "gpu-a1", "v1.35.4", "train"), ("kubelet", "gpu-b1", "v1.35.4", "serve"))
+    policies = {"serve": PoolPolicy(skip_level=False), "control-plane": PoolPolicy(False)}
+    plan = plan_cycle_hop(observed, parse_version("v1.36.3"), parse_version("v1.37.2"), ["train"], pools=policies)
+    assert plan["control_plane_path"] == ["v1.36.3", "v1.37.2"] and (plan["hop"], plan["hops"]) == (1, 2)
+    assert plan["holding"] == ["train"] and plan["moving"] == ["control-plane", "serve"]
+    train = next(p for p in plan["pools"] if p["pool"] == "train")
+    assert [(s["after_hop"], s["from"], s["to"]) for s in train["steps"]] == [(2, "v1.35", "v1.37.2")]
+    # A run that would skip the control plane's next minor is refused, naming it
+    with pytest.raises(PolicyError, match=r"not the next control-plane hop .* the next hop is v1.36\."):
+        plan_cycle_hop(observed, parse_version("v1.37.2"), parse_version("v1.38.1"), ["train"], pools=policies)
+
+
+def test_a_holding_pool_that_would_fall_out_of_the_skew_policy_is_refused():
+    observed = obs(("kube-apiserver", "cp-1", "v1.35.4"), ("kubelet", "gpu-a1", "v1.34.2", "train"))
+    with pytest.raises(PolicyError, match=r"train \(kubelet v1.34.2\) must move after hop 2 \(v1.37\)"):
+        plan_cycle_hop(observed, parse_version("v1.36.3"), parse_version("v1.38.1"), ["train"])
+    plan = plan_cycle_hop(observed, parse_version("v1.36.3"), parse_version("v1.37.2"), ["train"])
+    assert plan["holding"] == ["train"]  # 1.34 to 1.37: three minors, in policy at the end
 
 
 def test_patch_upgrade_same_minor():
