@@ -4,6 +4,7 @@
 #   go-binaries.sh kubernetes VERSION    -> $GPUFLEET_LAB_CACHE/bin/kubernetes-VERSION/{kube-apiserver,kube-controller-manager,kube-scheduler,kubectl,kubeadm}
 #   go-binaries.sh kwok VERSION          -> $GPUFLEET_LAB_CACHE/bin/kwok-VERSION/kwok
 #   go-binaries.sh versitygw VERSION     -> $GPUFLEET_LAB_CACHE/bin/versitygw-VERSION/versitygw (the S3 server)
+#   go-binaries.sh helm VERSION          -> $GPUFLEET_LAB_CACHE/bin/helm-VERSION/helm (the addons stage's Helm)
 # No registry ships these binaries here; the Go module proxy ships their sources (docs/reference.md section 9).
 # A finished build leaves a .done stamp; a rerun with the stamp present does nothing.
 set -Eeuo pipefail
@@ -89,6 +90,11 @@ GO
   versitygw)
     # Versity S3 Gateway (Apache-2.0): a real S3 API server over a POSIX directory, with SigV4 authentication
     GOBIN="$out" go install -trimpath -ldflags "-s -w" "github.com/versity/versitygw/cmd/versitygw@$version"
+    ;;
+  helm)
+    # The Helm CLI (Apache-2.0), v3: the line kubernetes.core.helm is written for; it stores releases as Secrets
+    ld="-s -w -X helm.sh/helm/v3/internal/version.version=$version"
+    GOBIN="$out" go install -trimpath -ldflags "$ld" "helm.sh/helm/v3/cmd/helm@$version"
     ;;
   *) echo "unknown build $what" >&2; exit 2 ;;
 esac

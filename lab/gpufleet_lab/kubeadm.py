@@ -13,6 +13,11 @@
   when its component switches version (`sync`, at `lab up` and by the lab controller after every switch);
 - the static pod manifests on the host (`/etc/kubernetes/manifests/*.yaml`, written here into the host's state
   directory, which `lab up` mounts there on control-plane hosts).
+
+And what kubeadm's addon phase leaves (`addon_phase`): since 1.28 `upgrade apply` or `upgrade node` moves
+kube-proxy and CoreDNS once every kube-apiserver runs the target - kube-proxy to the target's version, CoreDNS to
+the version that kubeadm pins. The lab's simulated apply/node skip the phase (SIMULATION), so `sync` makes its
+result, asking the real kubeadm at that version for its images (`kubeadm config images list`).
 """
 from __future__ import annotations
 
@@ -20,6 +25,7 @@ import hashlib
 import json
 import pathlib
 import socket
+import subprocess
 import time
 from typing import Any, Dict, List
 
@@ -183,6 +189,34 @@ def _create_when_gone(core: client.CoreV1Api, pod: Dict[str, Any], timeout: floa
             time.sleep(0.2)
 
 
+def kubeadm_images(cfg: LabConfig, version: str) -> Dict[str, str]:
+    """The images the real kubeadm at ``version`` installs, by name (kube-proxy, coredns, ...)."""
+    out = subprocess.run([str(cfg.bin_dir("kubernetes", version) / "kubeadm"), "config", "images", "list",
+                          "--kubernetes-version", version], capture_output=True, text=True, check=True,
+                         timeout=60).stdout
+    return {line.rsplit("/", 1)[-1].split(":")[0]: line.strip() for line in out.splitlines() if ":" in line}
+
+
+def addon_phase(cfg: LabConfig, apps: client.AppsV1Api, state: Dict[str, Any]) -> List[str]:
+    """kubeadm's addon phase once every apiserver runs one version that kube-proxy does not yet run (at `lab up`
+    kube-proxy already runs `from`, so the lab's first addons stay as made)."""
+    running = set(state["apiserver"].values())
+    if len(running) != 1:
+        return []  # kubeadm waits for the last control-plane instance
+    version = running.pop()
+    proxy = apps.read_namespaced_daemon_set("kube-proxy", "kube-system")
+    if proxy.spec.template.spec.containers[0].image.rsplit(":", 1)[-1] == version:
+        return []
+    images = kubeadm_images(cfg, version)
+    changed = []
+    for kind, name, image in (("DaemonSet", "kube-proxy", images["kube-proxy"]),
+                              ("Deployment", "coredns", images["coredns"])):
+        patch = apps.patch_namespaced_deployment if kind == "Deployment" else apps.patch_namespaced_daemon_set
+        patch(name, "kube-system", {"spec": {"template": {"spec": {"containers": [{"name": name, "image": image}]}}}})
+        changed.append("%s %s %s" % (kind, name, image))
+    return changed
+
+
 def sync(cfg: LabConfig, api: client.ApiClient, state: Dict[str, Any]) -> List[str]:
     """Make the cluster hold what kubeadm reads at the state's versions; returns what changed. The controller
     manager and scheduler run at the oldest apiserver's version (controller.reconcile_controllers)."""
@@ -199,6 +233,7 @@ def sync(cfg: LabConfig, api: client.ApiClient, state: Dict[str, Any]) -> List[s
         if any((read(name, "kube-system").metadata.labels or {}).get(k) != v for k, v in labels.items()):
             patch(name, "kube-system", {"metadata": {"labels": labels}})
             changed.append("%s %s labels" % (kind, name))
+    changed += addon_phase(cfg, apps, state)
     write_manifests(cfg, state, controllers)
     cluster_version = cluster.newest(list(state["apiserver"].values()))
     for cm in config_maps(cfg, cluster_version):

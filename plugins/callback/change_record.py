@@ -24,7 +24,7 @@ description:
   - So do the canary workloads (M(gpufleet.upgrade.canary_workload)) - each training gang's bus bandwidth and each
     inference service's latency, on which canary nodes, how long it took, and why one that failed did not finish.
   - So do the node disruptions of the upgrade cycle (M(gpufleet.upgrade.node_state) read with C(cycle)) - per node,
-    the targets it was drained for on the way to the cycle's last version (a skip-level training node: one).
+    the targets it was drained for on the way to the cycle's last version (one for a skip-level training node).
   - The records are written owner-only (0600, in a 0700 directory). Under ansible-runner (an AWX job, or the
     runner CLI) a copy also goes to the job's artifact directory (C(AWX_ISOLATED_DATA_DIR)/gpufleet/change-records).
 requirements:

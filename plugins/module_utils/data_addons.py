@@ -45,6 +45,9 @@ SOURCES = {
                     "CoreDNS 1.12.0) and https://build.opensuse.org/projects/devel:kubic/packages/coredns-for-k8s1.34/"
                     "files/coredns-for-k8s1.34.changes (CoreDNS 1.12.1, the version in kubernetes v1.34.1 "
                     "build/dependencies.yaml; the CoreDNS table had no v1.34 row when read)",
+    "coredns-kubeadm": "the real kubeadm's own pins: `kubeadm config images list --kubernetes-version V` of kubeadm "
+                       "v1.35.4 (coredns v1.13.1), v1.36.3 (v1.14.2) and v1.37.2 (v1.14.6), built from the "
+                       "k8s.io/kubernetes Go modules in the lab (docs/reference.md section 2)",
     # NVIDIA GPU Operator: "Platform Support", Supported Operating Systems and Kubernetes Platforms (upstream K8s)
     "gpu-operator-24.6": "https://github.com/NVIDIA/cloud-native-docs gpu-operator/platform-support.rst @0069005, "
                          "life-cycle-policy.rst at the same commit names v24.6.1 (Kubernetes 1.22---1.30)",
@@ -147,6 +150,8 @@ MATRIX = [
     AddonSupport("coredns", "1.10", "1.27", "1.28", "coredns-k8s"),  # 1.10.1
     AddonSupport("coredns", "1.11", "1.29", "1.32", "coredns-k8s"),  # 1.11.1 (1.29-1.30), 1.11.3 (1.31-1.32)
     AddonSupport("coredns", "1.12", "1.33", "1.34", "coredns-1.12"),  # 1.12.0 (1.33), 1.12.1 (1.34)
+    AddonSupport("coredns", "1.13", "1.35", "1.35", "coredns-kubeadm"),  # 1.13.1
+    AddonSupport("coredns", "1.14", "1.36", "1.37", "coredns-kubeadm"),  # 1.14.2 (1.36), 1.14.6 (1.37)
     # NVIDIA GPU Operator (upstream Kubernetes column of the validated-platforms table)
     AddonSupport("gpu_operator", "24.6", "1.22", "1.30", "gpu-operator-24.6"),
     AddonSupport("gpu_operator", "25.3", "1.29", "1.33", "gpu-operator-25.3"),

@@ -406,6 +406,27 @@ def _step(after_hop: int, from_minor: int, to_minor: int, hops: List[KubeVersion
             "minors": to_minor - from_minor, "why": why}
 
 
+def next_hop_breaches(observed: Sequence[Observed], plan: Mapping[str, Any]) -> None:
+    """Refuse (:class:`PolicyError`) a plan whose next control-plane hop would leave a kubelet out of the skew
+    policy before it can move: its nodes are upgraded after the hop, so until then they run that far behind."""
+    path = plan.get("control_plane_path") or []
+    if not path:
+        return
+    hop = parse_version(path[0])
+    behind = sorted((o for o in observed if o.component == KUBELET
+                     and hop.minor - o.version.minor > _kubelet_allowed_lag(o.version)),
+                    key=lambda o: (o.version.sort_key(), o.node))
+    if behind:
+        worst = behind[0]
+        raise PolicyError(
+            "the control plane's next hop to %s would leave %d kubelet(s) out of the skew policy until their nodes "
+            "move: %s (at most %d minors behind the apiserver). Upgrade them to the control plane's minor %s first "
+            "(playbooks/node_pool.yml with gpufleet_target_version set to the version the control plane runs), "
+            "then run this hop" % (
+                hop, len(behind), ", ".join("%s %s" % (o.node, o.version) for o in behind[:5]) + (
+                    " ..." if len(behind) > 5 else ""), _kubelet_allowed_lag(worst.version), plan["current"]))
+
+
 def plan_cycle_hop(observed: Sequence[Observed], target: KubeVersion, cycle: KubeVersion,
                    holding: Sequence[str], pools: Optional[Mapping[str, PoolPolicy]] = None) -> Dict[str, Any]:
     """Plan one run of a skip-level cycle: the whole cycle's plan to ``cycle`` (the control plane one minor per

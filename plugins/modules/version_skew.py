@@ -11,8 +11,9 @@ description:
   - Given the observed version of every component on every node and a target version, reports every breach of
     the Kubernetes version-skew policy (1.28 and later), plans the control-plane path one minor at a time, and
     plans every node pool's kubelet upgrades, including skip-level upgrades of up to three minors in one drain.
-  - Refuses downgrades, targets that skip a control-plane minor (unless O(allow_multi_hop)), and kubelets newer
-    than the apiserver, with a message that says what to do instead.
+  - Refuses downgrades, targets that skip a control-plane minor (unless O(allow_multi_hop)), kubelets newer
+    than the apiserver, and a next control-plane hop that would leave a kubelet more than three minors behind (two
+    below 1.25) until its node moves, with a message that says what to do instead.
   - In a skip-level cycle (the cell's C(cycle_target) above its target), plans the whole cycle and checks that this
     run is its next control-plane hop and that every pool staying behind (C(holding_pools)) may wait for the last
     hop; the plan then says which pools move in this run.
@@ -146,7 +147,8 @@ from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import Inp
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.module_support import run_module
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.support_calendar import parse_date, support_status
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.versions import (
-    parse_observed, parse_pool_policies, parse_version, plan_cycle_hop, plan_upgrade, skew_violations)
+    next_hop_breaches, parse_observed, parse_pool_policies, parse_version, plan_cycle_hop, plan_upgrade,
+    skew_violations)
 
 
 def main():
@@ -193,6 +195,7 @@ def main():
         else:
             plan = plan_upgrade(observed, target, allow_multi_hop=allow_multi_hop, hop_versions=p["hop_versions"],
                                 pools=parse_pool_policies(pools))
+        next_hop_breaches(observed, plan)
         today = parse_date(p["today"]) if p["today"] else datetime.date.today()
         support = {"current": support_status(plan["current"], today), "target": support_status(target, today)}
         return {"violations": violations, "plan": plan, "support": support}

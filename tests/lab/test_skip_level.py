@@ -25,6 +25,7 @@ from kubernetes import client, config
 from tests.lab.conftest import ROOT
 
 from gpufleet_lab import config as lab_config
+from gpufleet_lab import kubeadm as lab_kubeadm
 
 pytestmark = pytest.mark.lab
 BIN = pathlib.Path(sys.executable).parent
@@ -83,7 +84,7 @@ def cycle(tmp_path_factory):
 
 def run(cfg, inventory, work, target):
     env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
-               ANSIBLE_CALLBACK_RESULT_FORMAT="json", GPUFLEET_CHANGE_RECORD_DIR=str(work / "records-%s" % target),
+               ANSIBLE_CALLBACK_RESULT_FORMAT="json", GPUFLEET_CHANGE_RECORD_DIR=str(work / ("records-%s" % target)),
                PATH="%s:%s" % (BIN, os.environ["PATH"]))
     started = time.time()
     proc = subprocess.run([str(BIN / "ansible-playbook"), "playbooks/upgrade_wave.yml", "-i", str(inventory),
@@ -102,12 +103,30 @@ def nodes(cfg):
     return {n.metadata.name: n for n in api.list_node().items}
 
 
+def addons(cfg):
+    """kube-proxy's and CoreDNS's images: what kubeadm's addon phase moves once the control plane is through."""
+    apps = client.AppsV1Api(config.new_client_from_config(str(cfg.inventory / "kubeconfig")))
+    return {"kube-proxy": apps.read_namespaced_daemon_set("kube-proxy", "kube-system"),
+            "coredns": apps.read_namespaced_deployment("coredns", "kube-system")}
+
+
+def images(cfg):
+    return {name: obj.spec.template.spec.containers[0].image for name, obj in addons(cfg).items()}
+
+
+def kubeadms(cfg, version):
+    pins = lab_kubeadm.kubeadm_images(cfg, version)
+    return {"kube-proxy": pins["kube-proxy"], "coredns": pins["coredns"]}
+
+
 def test_the_training_pool_waits_out_a_hop_and_then_jumps_two_minors_in_one_drain(cycle):
     cfg, inventory, work = cycle
     first, end = cfg.to_version, cfg.later_versions[0]
 
+    before = images(cfg)
     proc, record, _ = run(cfg, inventory, work, first)
     assert set(apiservers().values()) == {first}
+    assert images(cfg) == kubeadms(cfg, first) != before  # kubeadm's addon phase, once every apiserver moved
     now = nodes(cfg)
     kubelets = {name: n.status.node_info.kubelet_version for name, n in now.items()}
     assert kubelets == {"cp-1": first, "gpu-b1": first, "gpu-a1": cfg.from_version}
@@ -118,6 +137,7 @@ def test_the_training_pool_waits_out_a_hop_and_then_jumps_two_minors_in_one_drai
 
     proc, record, markdown = run(cfg, inventory, work, end)
     assert set(apiservers().values()) == {end}
+    assert images(cfg) == kubeadms(cfg, end)
     now = nodes(cfg)
     assert {name: n.status.node_info.kubelet_version for name, n in now.items()} == {
         "cp-1": end, "gpu-a1": end, "gpu-b1": end}

@@ -6,8 +6,8 @@ from hypothesis import strategies as st
 
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import InputError, PolicyError
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.versions import (
-    KubeVersion, PoolPolicy, parse_observed, parse_pool_policies, parse_version, plan_cycle_hop, plan_upgrade,
-    skew_violations)
+    KubeVersion, PoolPolicy, next_hop_breaches, parse_observed, parse_pool_policies, parse_version, plan_cycle_hop,
+    plan_upgrade, skew_violations)
 
 
 @pytest.mark.parametrize("text,expected", [
@@ -241,3 +241,15 @@ def test_plan_never_leaves_a_kubelet_out_of_policy(cp_minor, behind, hops, skip)
 def test_kubeversion_str_roundtrip():
     assert str(KubeVersion(1, 34, 2)) == "v1.34.2"
     assert str(parse_version("v1.35.0-rc.1")) == "v1.35.0-rc.1"
+
+
+def test_a_hop_that_would_leave_a_kubelet_more_than_three_minors_behind_is_refused():
+    observed = obs(("kube-apiserver", "cp-1", "v1.35.4"), ("kubelet", "gpu-a1", "v1.32.9", "train"),
+                   ("kubelet", "gpu-b1", "v1.33.1", "train"), ("kubelet", "old", "v1.23.4", "legacy"))
+    plan = plan_upgrade(observed, parse_version("v1.36.3"))
+    with pytest.raises(PolicyError, match=r"next hop to v1.36.3 would leave 2 kubelet\(s\) out of the skew policy "
+                                          r"until their nodes move: old v1.23.4, gpu-a1 v1.32.9 \(at most 2 minors"):
+        next_hop_breaches(observed, plan)
+    fine = obs(("kube-apiserver", "cp-1", "v1.35.4"), ("kubelet", "gpu-b1", "v1.33.1", "train"))
+    next_hop_breaches(fine, plan_upgrade(fine, parse_version("v1.36.3")))  # three behind: in policy
+    next_hop_breaches(fine, plan_upgrade(fine, parse_version("v1.35.4")))  # no hop
