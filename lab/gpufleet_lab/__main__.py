@@ -76,6 +76,8 @@ def _up(cfg: config.LabConfig) -> None:
     say("training gang llm-pretrain (JobSet, 2 ranks x %d GPUs) admitted by its Kueue Workload" % cfg.gpus_per_node)
     say("addons: %s" % ", ".join(kube.ensure_addons(cfg)))
     say("security: %s" % ", ".join(kube.ensure_security(cfg)))
+    from gpufleet_lab import helm
+    say("Helm releases (real helm %s): %s" % (cfg.helm_version, ", ".join(helm.ensure_releases(cfg)) or "in place"))
     from gpufleet_lab import kubeadm
     made = kubeadm.sync(cfg, kube.api(cfg), state)
     say("what kubeadm reads (kubeadm-config, component configs, mirror pods, static pod manifests): %s" % (
@@ -133,6 +135,8 @@ def shell_env(cfg: config.LabConfig) -> str:
               "GPUFLEET_LAB_KUBECONFIG": cfg.kubeconfig, "GPUFLEET_LAB_INVENTORY": cfg.inventory,
               "GPUFLEET_LAB_ETCD": "https://127.0.0.1:%d" % cfg.ports["etcd"],
               "GPUFLEET_LAB_FROM": cfg.from_version, "GPUFLEET_LAB_TO": cfg.to_version}
+    from gpufleet_lab import helm
+    values.update({"GPUFLEET_LAB_HELM": helm.binary(cfg), "GPUFLEET_LAB_CHARTS": helm.charts_dir(cfg)})
     values.update(("GPUFLEET_LAB_APISERVER_%d" % (i + 1), "https://127.0.0.1:%d" % cfg.apiserver_port(h))
                   for i, h in enumerate(cfg.control_plane))
     return "".join("export %s=%s\n" % (k, shlex.quote(str(v))) for k, v in values.items())

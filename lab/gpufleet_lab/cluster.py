@@ -55,8 +55,9 @@ def build(cfg: LabConfig, dry_run: bool = False) -> bool:
     its downloads (a fresh machine's set-up, tested without the minutes of a build); returns True when it stopped."""
     script = LAB_DIR / "build" / "go-binaries.sh"
     jobs = [("etcd", cfg.etcd_version), ("kwok", cfg.kwok_version)] + [("kubernetes", v) for v in cfg.versions]
-    jobs.append(("versitygw", cfg.versitygw_version))
+    jobs += [("versitygw", cfg.versitygw_version), ("helm", cfg.helm_version)]
     expected = {"etcd": ["etcd", "etcdctl", "etcdutl"], "kwok": ["kwok", "stages.yaml"], "versitygw": ["versitygw"],
+                "helm": ["helm"],
                 "kubernetes": ["kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "kubeadm"]}
     for what, version in jobs:
         bindir = cfg.bin_dir(what, version)

@@ -31,6 +31,7 @@ class LabConfig:
     etcd_version: str
     kwok_version: str
     versitygw_version: str
+    helm_version: str
     control_plane: List[str]
     rack_sets: Dict[str, List[str]]
     backup_hosts: List[str]
@@ -218,6 +219,7 @@ def load(path: pathlib.Path = LAB_DIR / "lab.yml", cell: str = "") -> LabConfig:
         etcd_version=doc["versions"]["etcd"],
         kwok_version=doc["versions"]["kwok"],
         versitygw_version=doc["versions"]["versitygw"],
+        helm_version=doc["versions"]["helm"],
         control_plane=shape["control_plane"],
         rack_sets=shape["rack_sets"],
         backup_hosts=shape["backup"],

@@ -3,8 +3,9 @@ execution-environment.yml.
 
 No registry is reachable here, so two things differ from a production build, and only these two:
 - the base image is local: the lab's Debian bookworm host image (Python 3.11) with pip, the machine's CA bundle
-  (pip reaches the package index through it) and a `dnf` stand-in that maps ansible-builder 3's two package-manager
-  calls (`install -y PKGS`, `clean all`) to apt (``BASE``, built once per lab image tag);
+  (pip reaches the package index through it), the Helm 3 CLI the addons stage runs (the lab's build of it, where a
+  production base carries its own) and a `dnf` stand-in that maps ansible-builder 3's two package-manager calls
+  (`install -y PKGS`, `clean all`) to apt (``BASE``, built once per lab image tag and Helm version);
 - the collections come from local tarballs instead of Galaxy: gpufleet.upgrade built from this checkout, and its
   dependencies packed from the copies installed in the development virtualenv.
 Everything else (ansible-core, ansible-runner, the collections' Python requirements found by introspection, the
@@ -32,7 +33,7 @@ from gpufleet_lab import config
 from gpufleet_lab.procs import LabError
 
 IMAGE = "localhost/gpufleet-ee:lab"
-BASE_REVISION = 3  # bump when BASE_CONTAINERFILE or DNF_SHIM changes
+BASE_REVISION = 4  # bump when BASE_CONTAINERFILE or DNF_SHIM changes
 BASE_CONTAINERFILE = """\
 FROM {host_image}
 # pip (Debian disables ensurepip for its system Python, so the definition skips ansible-builder's pip step); the
@@ -43,6 +44,8 @@ RUN apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq 
       python3-pip >/dev/null && apt-get clean && rm -rf /var/lib/apt/lists/* \\
     && rm -f /usr/lib/python3.11/EXTERNALLY-MANAGED
 COPY dnf /usr/bin/dnf
+# the Helm 3 CLI (kubernetes.core.helm runs it in the addons stage)
+COPY helm /usr/local/bin/helm
 """
 # ansible-builder 3 calls "$PKGMGR install -y [opts] PKGS" and "$PKGMGR clean all" and nothing else.
 DNF_SHIM = """\
@@ -75,7 +78,7 @@ def _run(argv: List[str], **kw) -> subprocess.CompletedProcess:
 
 
 def base_image(cfg: config.LabConfig) -> str:
-    name = "localhost/gpufleet-ee-base:%s-%d" % (cfg.image_tag, BASE_REVISION)
+    name = "localhost/gpufleet-ee-base:%s-%d-helm-%s" % (cfg.image_tag, BASE_REVISION, cfg.helm_version)
     if subprocess.run(["podman", "image", "exists", name], check=False).returncode == 0:
         return name
     say("building the base %s from the lab's host image (apt, about a minute)" % name)
@@ -86,6 +89,8 @@ def base_image(cfg: config.LabConfig) -> str:
         shutil.copy("/etc/ssl/certs/ca-certificates.crt", path / "ca-certificates.crt")
         (path / "dnf").write_text(DNF_SHIM)
         (path / "dnf").chmod(0o755)
+        from gpufleet_lab import helm
+        shutil.copy(helm.binary(cfg), path / "helm")
         _run(["podman", "build", "--network=host", "-t", name, str(path)])
     return name
 

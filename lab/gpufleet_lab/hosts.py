@@ -14,7 +14,7 @@ from typing import Any, Dict, List, Tuple
 
 import yaml
 
-from gpufleet_lab import packages
+from gpufleet_lab import helm, packages
 from gpufleet_lab.config import LAB_DIR, REPO, LabConfig
 from gpufleet_lab.procs import LabError
 
@@ -279,7 +279,9 @@ def write_inventory(cfg: LabConfig, cluster_uid: str) -> pathlib.Path:
                  "gpufleet_baseline_dir": str(cfg.inventory / "baselines"),
                  "gpufleet_out_dir": str(cfg.out_dir),
                  # the cell's identity, as an operator records it (gpufleet.upgrade.cluster_identity checks it)
-                 "gpufleet_cluster_uid": cluster_uid},
+                 "gpufleet_cluster_uid": cluster_uid,
+                 # the Helm CLI the addons stage runs, and where the lab's charts are packaged
+                 **helm.inventory_vars(cfg)},
         "children": {
             "kube_control_plane": {"hosts": {
                 h: {"ansible_port": ssh_port(cfg, h),

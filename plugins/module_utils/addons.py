@@ -18,6 +18,8 @@ from __future__ import annotations
 import re
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
 
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.data_addons import (
     ADDONS, MATRIX, SOURCES, AddonSupport)
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import InputError
@@ -307,6 +309,62 @@ def parse_inputs(support: Any, versions: Any) -> Dict[str, Any]:
     and gpufleet_addon_versions (versions of untagged images). Returns plain data for the preflight role."""
     return {"support": [r._asdict() for r in operator_rows(support, "gpufleet_addon_support")],
             "versions": declared_lines(versions, "gpufleet_addon_versions")}
+
+
+RELEASES_VAR = "gpufleet_addon_releases"
+RELEASE_SPEC: Dict[str, Any] = {
+    "addon": {"type": "str", "required": True},
+    "release": {"type": "str", "required": True},
+    "namespace": {"type": "str", "required": True},
+    "chart": {"type": "str", "required": True},
+    "version": {"type": "str", "default": ""},
+    "values": {"type": "dict", "default": {}},
+    "timeout": {"type": "int", "default": 600},
+}
+_RELEASE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,51}[a-z0-9])?$")  # Helm: a DNS-1123 label of at most 53
+
+
+def parse_releases(value: Any, name: str = RELEASES_VAR) -> List[Dict[str, Any]]:
+    """The Helm releases the addons stage upgrades after the control plane, checked with the cell (before anything
+    changes) and put in the seed's order: by the addon's stage (kube-proxy, CoreDNS, CNI, CSI, GPU operators and
+    DRA drivers, Kueue and JobSet, operators, policy engines), then as listed. Each gets its ``stage``."""
+    if value in (None, "", []):
+        return []
+    if not isinstance(value, list):
+        raise InputError("%s: expected a list of releases, each {addon, release, namespace, chart, version, values, "
+                         "timeout}, got %s. Nothing was changed." % (name, type(value).__name__))
+    out: List[Dict[str, Any]] = []
+    seen = set()
+    for i, item in enumerate(value):
+        where = "%s[%d]" % (name, i)
+        if not isinstance(item, Mapping):
+            raise InputError("%s: expected a mapping {addon, release, namespace, chart, version}. Nothing was "
+                             "changed." % where)
+        result = ArgumentSpecValidator(RELEASE_SPEC).validate(dict(item))
+        if result.error_messages:
+            raise InputError("%s: %s. Nothing was changed." % (where, "; ".join(result.error_messages)))
+        rel = dict(result.validated_parameters)
+        if rel["addon"] not in ADDONS:
+            raise InputError("%s.addon: %r is not an addon gpufleet knows (%s); it decides the release's place in the "
+                             "order. Nothing was changed." % (where, rel["addon"], ", ".join(sorted(ADDONS))))
+        if ADDONS[rel["addon"]].get("managed_by") == "kubeadm":
+            raise InputError("%s.addon: %s is moved by kubeadm's own addon phase during the control plane's upgrade; "
+                             "list only addons installed as Helm releases. Nothing was changed." % (
+                                 where, rel["addon"]))
+        for key in ("release", "namespace"):
+            if not _RELEASE_NAME.match(rel[key]):
+                raise InputError("%s.%s: %r is not a valid Helm release or namespace name (lower-case letters, "
+                                 "digits and '-', at most 53). Nothing was changed." % (where, key, rel[key]))
+        if (rel["namespace"], rel["release"]) in seen:
+            raise InputError("%s: release %s/%s is listed twice. Nothing was changed." % (
+                where, rel["namespace"], rel["release"]))
+        seen.add((rel["namespace"], rel["release"]))
+        if not 30 <= rel["timeout"] <= 7200:
+            raise InputError("%s.timeout: %d s; give 30 to 7200 (Helm waits that long for the release's "
+                             "resources, then rolls it back)" % (where, rel["timeout"]))
+        rel["stage"] = ADDONS[rel["addon"]]["stage"]
+        out.append(rel)
+    return sorted(out, key=lambda r: r["stage"])  # stable: the list's order within a stage
 
 
 def check_addons(workloads: Iterable[Any], helm_releases: Iterable[Any], target: str,

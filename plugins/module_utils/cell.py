@@ -47,6 +47,9 @@ BREAK_GLASS = {
                         "stop training gangs without a confirmed checkpoint"),
     "skip_nccl": ("gpufleet_break_glass_skip_nccl", "skip nccl",
                   "return nodes to service without the NCCL bandwidth gate"),
+    "map_kube_apis": ("gpufleet_break_glass_map_kube_apis", "map kube apis",
+                      "rewrite the stored manifests of Helm releases that use APIs the target removes "
+                      "(as helm-mapkubeapis does: a new release revision, the old one superseded)"),
 }
 # Role variables that used to switch these on; found in the inventory they are refused (they would sit there).
 STALE_SWITCHES = {
@@ -365,7 +368,9 @@ def build(groups: Mapping[str, Sequence[str]], host_vars: Mapping[str, Mapping[s
         cluster_uid=_str(cell_vars.get("gpufleet_cluster_uid"), "gpufleet_cluster_uid (the kube-system Namespace UID "
                          "of the cell's cluster)", required=False),
         settings=variables.settings(cell_vars),
-        addons=addons.parse_inputs(cell_vars.get("gpufleet_addon_support"), cell_vars.get("gpufleet_addon_versions")),
+        addons=dict(addons.parse_inputs(cell_vars.get("gpufleet_addon_support"),
+                                        cell_vars.get("gpufleet_addon_versions")),
+                    releases=addons.parse_releases(cell_vars.get(addons.RELEASES_VAR))),
         security=security.parse_inputs(cell_vars.get("gpufleet_security_admission_probes"),
                                        cell_vars.get("gpufleet_security_rbac_expected")),
         canary_workloads=workloads,

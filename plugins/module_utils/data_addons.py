@@ -45,9 +45,9 @@ SOURCES = {
                     "CoreDNS 1.12.0) and https://build.opensuse.org/projects/devel:kubic/packages/coredns-for-k8s1.34/"
                     "files/coredns-for-k8s1.34.changes (CoreDNS 1.12.1, the version in kubernetes v1.34.1 "
                     "build/dependencies.yaml; the CoreDNS table had no v1.34 row when read)",
-    "coredns-kubeadm": "the real kubeadm's own pins: `kubeadm config images list --kubernetes-version V` of kubeadm "
-                       "v1.35.4 (coredns v1.13.1), v1.36.3 (v1.14.2) and v1.37.2 (v1.14.6), built from the "
-                       "k8s.io/kubernetes Go modules in the lab (docs/reference.md section 2)",
+    "coredns-kubeadm": "https://github.com/kubernetes/kubernetes/blob/v1.36.3/cmd/kubeadm/app/constants/constants.go "
+                       "(CoreDNSVersion: v1.13.1 at v1.35.4, v1.14.2 at v1.36.3, v1.14.6 at v1.37.2; read from the "
+                       "k8s.io/kubernetes modules the lab builds, and printed by each kubeadm's `config images list`)",
     # NVIDIA GPU Operator: "Platform Support", Supported Operating Systems and Kubernetes Platforms (upstream K8s)
     "gpu-operator-24.6": "https://github.com/NVIDIA/cloud-native-docs gpu-operator/platform-support.rst @0069005, "
                          "life-cycle-policy.rst at the same commit names v24.6.1 (Kubernetes 1.22---1.30)",

@@ -252,6 +252,21 @@ class Kube:
                     "annotations": {keep: notes[keep]} if keep in notes else {}}
         return [{"type": s.type, "metadata": reduced(s.metadata)} for s in out.items]
 
+    def helm_releases_deployed(self) -> List[Dict[str, Any]]:
+        """The Secrets holding each Helm 3 release's deployed revision (labels owner=helm, status=deployed), data
+        included: their manifests are what a mapping rewrites. Callers keep the data out of every result."""
+        out = self._call("list Helm release Secrets", self.core.list_secret_for_all_namespaces,
+                         field_selector="type=helm.sh/release.v1", label_selector="owner=helm,status=deployed")
+        return [self._plain(s) for s in out.items]
+
+    def patch_secret(self, namespace: str, name: str, body: Dict[str, Any]) -> None:
+        self._call("patch Secret %s/%s" % (namespace, name), self.core.patch_namespaced_secret, name, namespace, body)
+
+    def create_secret(self, body: Dict[str, Any]) -> None:
+        meta = body["metadata"]
+        self._call("create Secret %s/%s" % (meta["namespace"], meta["name"]), self.core.create_namespaced_secret,
+                   meta["namespace"], body)
+
     def network_policies(self) -> List[Dict[str, Any]]:
         from kubernetes import client
         net = client.NetworkingV1Api(self.client)

@@ -215,19 +215,121 @@ def _gunzip(raw: bytes) -> bytes:
 def scan_helm_secrets(secrets: Iterable[Mapping[str, Any]], target: KubeVersion,
                       releases: Optional[List[Dict[str, Any]]] = None) -> List[Dict[str, Any]]:
     """Findings in every Helm v3 release secret; one that cannot be decoded is a blocking finding naming it, and
-    the scan goes on with the others. ``releases``, when given, receives each decoded release's metadata (no
-    values, no manifest) for the addon check."""
+    the scan goes on with the others. Only a release's latest revision blocks (``helm upgrade`` builds its diff
+    from it); an older revision's finding is a warning that a rollback to it would fail. ``releases``, when given,
+    receives each decoded release's metadata (no values, no manifest) for the addon check."""
     findings: List[Dict[str, Any]] = []
+    latest: Dict[Tuple[str, str], int] = {}
+    scanned: List[Tuple[Tuple[str, str], int, List[Dict[str, Any]]]] = []
     for secret in secrets:
         if not isinstance(secret, Mapping) or secret.get("type") != "helm.sh/release.v1":
             continue
         meta = as_mapping(secret.get("metadata"))
         where = "helm release secret %s/%s" % (str(meta.get("namespace", ""))[:253], str(meta.get("name", ""))[:253])
+        seen: List[Dict[str, Any]] = []
         try:
-            findings.extend(_scan_helm_secret(secret, meta, where, target, releases))
+            found = _scan_helm_secret(secret, meta, where, target, seen)
         except ParseError as exc:
             findings.append(_unreadable(where, where, exc.msg))
+            continue
+        if releases is not None:
+            releases.extend(seen)
+        key = (seen[0]["namespace"], seen[0]["name"])
+        latest[key] = max(latest.get(key, 0), seen[0]["revision"])
+        scanned.append((key, seen[0]["revision"], found))
+    for key, revision, found in scanned:
+        for item in found:
+            if revision < latest[key] and item["blocks_target"]:
+                item.update(blocks_target=False, severity="warn", message=item["message"] + (
+                    "; revision %d is not the release's latest (%d): only a rollback to it would fail" % (
+                        revision, latest[key])))
+            findings.append(item)
     return findings
+
+
+# -- mapping a release's stored APIs (as helm-mapkubeapis does) -----------------------------------------------------
+# By hand: helm-mapkubeapis is a Helm plugin binary, not a library, and it maps against the cluster it runs on, not
+# the target; this maps with the same rows the scan judges by, in check mode, under a recorded confirmation.
+MAPPED_DESCRIPTION = "Kubernetes deprecated API upgrade - DO NOT rollback from this version"
+_DOC_SPLIT = re.compile(r"(?m)^---[ \t]*$")
+
+
+def encode_helm_release(release: Mapping[str, Any]) -> str:
+    """A release as a Secret's ``data.release`` holds it through the API: base64 of Helm's base64 of gzip of JSON."""
+    import json
+    packed = gzip.compress(json.dumps(release, separators=(",", ":")).encode("utf-8"), mtime=0)
+    return base64.b64encode(base64.b64encode(packed)).decode("ascii")
+
+
+def map_manifest(manifest: str, target: KubeVersion, where: str) -> Tuple[str, List[Dict[str, str]]]:
+    """The manifest with every object whose API the target removes (at or before it) moved to its replacement: the
+    ``apiVersion:`` line of that document is rewritten, nothing else. Refuses (:class:`InputError`) an object whose
+    API has no replacement (what to map it to is a decision, not a rename)."""
+    minor = KubeVersion(target.major, target.minor)
+    parts = _DOC_SPLIT.split(manifest)
+    mapped: List[Dict[str, str]] = []
+    for index, part in enumerate(parts):
+        for obj in _objects_of(part, where):
+            entry = _BY_KIND.get((str(obj.get("apiVersion")), str(obj.get("kind"))))
+            if entry is None or parse_version(entry.removed_in) > minor:
+                continue
+            name = "%s %s" % (entry.kind, as_mapping(obj.get("metadata")).get("name", "<unnamed>"))
+            if not re.match(r"^[a-z0-9.-]*/?v\w+$", entry.replacement):
+                raise InputError("%s: %s uses %s, removed in v%s, with no API to map it to (%s); remove it from the "
+                                 "chart and the release by hand. Nothing was changed." % (
+                                     where, name, entry.api_version, entry.removed_in, entry.replacement))
+            line = re.compile(r"(?m)^apiVersion:[ \t]*[\"']?%s[\"']?[ \t]*$" % re.escape(entry.api_version))
+            if not line.search(parts[index]):
+                raise InputError("%s: %s: its apiVersion line is not a plain top-level 'apiVersion: %s' (a list or "
+                                 "a flow mapping); rewrite it by hand. Nothing was changed." % (
+                                     where, name, entry.api_version))
+            parts[index] = line.sub("apiVersion: %s" % entry.replacement, parts[index], count=1)
+            mapped.append({"object": name, "from": entry.api_version, "to": entry.replacement,
+                           "removed_in": entry.removed_in})
+    return "---".join(parts), mapped
+
+
+def _objects_of(part: str, where: str) -> List[Mapping[str, Any]]:
+    docs = [d for d in load_yaml(part, where, multi=True) if d is not None] if part.strip() else []
+    return [d for d in docs if isinstance(d, Mapping) and "apiVersion" in d and "kind" in d]
+
+
+def mapped_release(secret: Mapping[str, Any], target: KubeVersion, now: str) -> Optional[Dict[str, Any]]:
+    """What mapping one release's latest revision does, as helm-mapkubeapis: None when its manifest uses no API the
+    target removes; else ``{release, namespace, revision, mapped, supersede (a patch of the old Secret), secret
+    (the new revision's Secret, metadata only: the same chart, values and manifest with the APIs moved)}``."""
+    meta = as_mapping(secret.get("metadata"))
+    where = "helm release secret %s/%s" % (meta.get("namespace", ""), meta.get("name", ""))
+    data = as_mapping(secret.get("data")).get("release")
+    if not isinstance(data, str) or not data:
+        raise ParseError("%s: no data.release" % where)
+    release = decode_helm_release(data)
+    manifest = release.get("manifest")
+    if not isinstance(manifest, str):
+        raise ParseError("%s: the release's manifest is not text" % where)
+    new_manifest, mapped = map_manifest(manifest, target, where)
+    if not mapped:
+        return None
+    revision = release.get("version")
+    if not isinstance(revision, int) or isinstance(revision, bool) or revision < 1:
+        raise ParseError("%s: the release has no revision number" % where)
+    name, namespace = str(release.get("name", "")), str(meta.get("namespace", ""))
+    old_info = dict(as_mapping(release.get("info")), status="superseded")
+    new_release = dict(release, manifest=new_manifest, version=revision + 1,
+                       info=dict(as_mapping(release.get("info")), status="deployed", last_deployed=now,
+                                 description=MAPPED_DESCRIPTION))
+    labels = dict(as_mapping(meta.get("labels")), name=name, owner="helm", status="deployed",
+                  version=str(revision + 1))
+    labels.pop("modifiedAt", None)
+    return {
+        "release": name, "namespace": namespace, "revision": revision, "mapped": mapped,
+        "supersede": {"metadata": {"labels": {"status": "superseded"}},
+                      "data": {"release": encode_helm_release(dict(release, info=old_info))}},
+        "secret": {"apiVersion": "v1", "kind": "Secret", "type": "helm.sh/release.v1",
+                   "metadata": {"name": "sh.helm.release.v1.%s.v%d" % (name, revision + 1), "namespace": namespace,
+                                "labels": labels},
+                   "data": {"release": encode_helm_release(new_release)}},
+    }
 
 
 def release_metadata(release: Mapping[str, Any], meta: Mapping[str, Any]) -> Dict[str, Any]:
@@ -258,7 +360,7 @@ def _scan_helm_secret(secret: Mapping[str, Any], meta: Mapping[str, Any], where:
     findings = []
     for item in scan_manifest_text(manifest, target, label):
         item["message"] += "; the Helm release records the old apiVersion, so upgrades and rollbacks of it " \
-                           "fail until the release is rewritten (helm mapkubeapis)"
+                           "fail until the release is rewritten (playbooks/helm_mapkubeapis.yml, as helm mapkubeapis does)"
         findings.append(item)
     return findings
 

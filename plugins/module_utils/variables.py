@@ -16,10 +16,10 @@ from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import Inp
 
 DEFAULT_PATCH_SLO_DAYS = 30  # days a cell may stay behind its minor's latest patch (the fleet report)
 
-CELL_PLAYBOOKS = ("plan", "preflight", "upgrade_wave", "control_plane", "node_pool", "canary", "maintenance",
-                  "validate", "psa_pin")
-CLUSTER_PLAYBOOKS = ("preflight", "upgrade_wave", "control_plane", "node_pool", "canary", "maintenance", "validate",
-                     "psa_pin")
+CELL_PLAYBOOKS = ("plan", "preflight", "upgrade_wave", "control_plane", "addons", "node_pool", "canary",
+                  "maintenance", "validate", "psa_pin", "helm_mapkubeapis")
+CLUSTER_PLAYBOOKS = ("preflight", "upgrade_wave", "control_plane", "addons", "node_pool", "canary", "maintenance",
+                     "validate", "psa_pin", "helm_mapkubeapis")
 WAVE_PLAYBOOKS = ("upgrade_wave", "node_pool", "canary", "maintenance")
 
 
@@ -95,6 +95,13 @@ VARIABLES: Tuple[Var, ...] = (
         "{image, command, args, env, gpus_per_node, pod_annotations, tolerations}, inference: {image, port, "
         "readiness_path, path, requests, gpus_per_replica, probe: {image, command, ...}}}; judged by each pool "
         "baseline's canary section. Unset: the canary waves run no workload."),
+    Var("gpufleet_addon_releases", "list", NONE, "cell", CELL_PLAYBOOKS,
+        "The Helm releases the addons stage upgrades after the control plane, each {addon (a key of the addon "
+        "matrix: its stage orders the releases), release, namespace, chart (a path, URL or repo/chart), version "
+        "(the chart version; '' for a packaged chart's own), values, timeout (600 s: Helm waits, then rolls back)}. "
+        "Unset: the stage upgrades nothing."),
+    Var("gpufleet_helm_binary", "path", NONE, "cell", ("upgrade_wave", "addons", "helm_mapkubeapis"),
+        "The Helm 3 CLI the addons stage runs. Unset: helm on the controller's PATH."),
     Var("gpufleet_observed_kubectl", "str", NONE, "cell", ("plan",),
         "Offline plan only: the kubectl version in use."),
     # -- break glass ---------------------------------------------------------------------------------------------
@@ -106,6 +113,9 @@ VARIABLES: Tuple[Var, ...] = (
         "Break glass, exactly 'skip checkpoint on <cell> for <target>': stop gangs without a checkpoint."),
     Var("gpufleet_break_glass_skip_nccl", "str", NONE, "run", WAVE_PLAYBOOKS + ("validate",),
         "Break glass, exactly 'skip nccl on <cell> for <target>': leave out the NCCL gate."),
+    Var("gpufleet_break_glass_map_kube_apis", "str", NONE, "run", ("helm_mapkubeapis",),
+        "Break glass, exactly 'map kube apis on <cell> for <target>': rewrite Helm release manifests that use APIs "
+        "the target removes."),
     Var("gpufleet_break_glass_etcd_restore", "str", NONE, "run", ("etcd_restore",),
         "Break glass, exactly 'restore <cell> from <snapshot file>': restore etcd from that snapshot."),
     Var("gpufleet_expected_cell", "str", NONE, "run", CELL_PLAYBOOKS,
@@ -165,6 +175,9 @@ VARIABLES: Tuple[Var, ...] = (
     Var("gpufleet_break_glass_record", "dict", NONE, "internal", ("etcd_restore",),
         "A break-glass use, for the change record."),
     Var("gpufleet_lab", "bool", False, "internal", (), "Set by the lab's inventory; never read by the collection."),
+    Var("gpufleet_lab_charts", "path", NONE, "internal", (),
+        "Set by the lab's inventory: where `lab up` packaged the lab's charts (its gpufleet_addon_releases name "
+        "them); never read by the collection."),
     # -- AWX -------------------------------------------------------------------------------------------------------
     Var("gpufleet_awx", "dict", NONE, "run", ("awx_configure",),
         "The cell's AWX objects: organization, project, inventory, execution_environment, cell, target, "

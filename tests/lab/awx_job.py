@@ -109,6 +109,10 @@ def run(lab, workdir: pathlib.Path, playbook: str, answers: Optional[Dict[str, A
     hosts["all"]["vars"]["gpufleet_out_dir"] = str(here / "out")
     if image:
         hosts["all"]["vars"]["gpufleet_baseline_dir"] = str(here / "project" / "inventories" / "lab" / "baselines")
+        # the image's own Helm (on its PATH), and the lab's packaged charts where the job's container sees them
+        hosts["all"]["vars"].pop("gpufleet_helm_binary")
+        shutil.copytree(hosts["all"]["vars"]["gpufleet_lab_charts"], pdd / "charts")
+        hosts["all"]["vars"]["gpufleet_lab_charts"] = str(here / "charts")
     (inventory / "hosts.yml").write_text(yaml.safe_dump(hosts))
     shutil.copytree(lab.inventory / "group_vars", inventory / "group_vars")
     (pdd / "env").mkdir()

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.addons import (
-    check_addons, first_supporting, parse_inputs, split_image, support_rows, version_line)
+    check_addons, first_supporting, parse_inputs, parse_releases, split_image, support_rows, version_line)
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.data_addons import ADDONS, MATRIX, SOURCES
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import InputError
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.removed_apis import scan_helm_secrets
@@ -219,3 +219,28 @@ def test_every_matrix_row_is_consistent_and_sourced():
         assert spec["name"] and isinstance(spec["stage"], int) and (spec["images"] or spec["charts"]), key
         assert spec.get("rule") in (None, *SOURCES), key
     assert all(source.startswith("http") for source in SOURCES.values())
+
+
+def test_addon_releases_are_checked_and_put_in_the_seeds_order():
+    rel = {"release": "r", "namespace": "ns", "chart": "repo/chart", "version": "1.0.0"}
+    out = parse_releases([dict(rel, addon="kyverno", release="policy"), dict(rel, addon="cilium", release="cni"),
+                          dict(rel, addon="kueue", release="queue"), dict(rel, addon="jobset", release="jobs")])
+    assert [(r["release"], r["stage"]) for r in out] == [("cni", 3), ("queue", 6), ("jobs", 6), ("policy", 8)]
+    assert out[0]["values"] == {} and out[0]["timeout"] == 600  # the defaults, filled in once
+    assert parse_releases(None) == []
+
+
+@pytest.mark.parametrize("item, message", [
+    ({"addon": "cilium", "namespace": "n", "chart": "c"}, r"gpufleet_addon_releases\[0\]: missing required arguments: "
+                                                          r"release"),
+    ({"addon": "flannel", "release": "r", "namespace": "n", "chart": "c"}, r"addon: 'flannel' is not an addon"),
+    ({"addon": "coredns", "release": "r", "namespace": "n", "chart": "c"}, r"moved by kubeadm's own addon phase"),
+    ({"addon": "cilium", "release": "R_1", "namespace": "n", "chart": "c"}, r"release: 'R_1' is not a valid Helm"),
+    ({"addon": "cilium", "release": "r", "namespace": "n", "chart": "c", "timeout": 5}, r"timeout: 5 s; give 30"),
+    ({"addon": "cilium", "release": "r", "namespace": "n", "chart": "c", "values": "x"}, r"values"),
+])
+def test_a_bad_addon_release_is_refused_naming_the_field(item, message):
+    with pytest.raises(InputError, match=message):
+        parse_releases([item])
+    with pytest.raises(InputError, match="listed twice"):
+        parse_releases([{"addon": "cilium", "release": "r", "namespace": "n", "chart": "c"}] * 2)

@@ -39,7 +39,7 @@ def test_the_lab_cell():
     mig = pool_baseline(node={"allocatable_gpus": 56})  # 8 GPUs, each split into 7 MIG slices
     assert cell(baselines={"h100-train": mig}).pools["h100-train"]["gpus"] == 56 * len(GROUPS["gpu_nodes"])
     assert c.break_glass == {"disable_eviction": False, "force_drain": False, "skip_checkpoint": False,
-                             "skip_nccl": False}
+                             "skip_nccl": False, "map_kube_apis": False}
 
 
 @pytest.mark.parametrize("spelling", ["1.36.3", "v1.36.3", " v1.36.3 "])
@@ -162,8 +162,15 @@ def test_addon_inputs_are_read_and_checked_with_the_cell():
     rows = [{"addon": "kueue", "version": "v0.17.0", "kube_min": "1.30", "kube_max": "1.36",
              "source": "https://example.invalid/kueue"}]
     built = cell(cell_vars={"gpufleet_addon_support": rows, "gpufleet_addon_versions": {"jobset": "v0.11.1"}})
-    assert built.addons == {"support": [dict(rows[0], version="0.17")], "versions": {"jobset": "0.11"}}
-    assert cell().addons == {"support": [], "versions": {}}
+    assert built.addons == {"support": [dict(rows[0], version="0.17")], "versions": {"jobset": "0.11"},
+                            "releases": []}
+    assert cell().addons == {"support": [], "versions": {}, "releases": []}
+    releases = [{"addon": "kueue", "release": "kueue", "namespace": "kueue-system", "chart": "kueue/kueue"},
+                {"addon": "cilium", "release": "cilium", "namespace": "kube-system", "chart": "cilium/cilium"}]
+    assert [r["release"] for r in cell(cell_vars={"gpufleet_addon_releases": releases}).addons["releases"]] == [
+        "cilium", "kueue"]  # the CNI before Kueue, whatever the inventory's order
+    with pytest.raises(InputError, match=r"gpufleet_addon_releases\[0\].addon: 'nope'"):
+        cell(cell_vars={"gpufleet_addon_releases": [dict(releases[0], addon="nope")]})
     with pytest.raises(InputError, match=r"gpufleet_addon_support\[0\].source: required"):
         cell(cell_vars={"gpufleet_addon_support": [dict(rows[0], source="")]})
 

@@ -9,8 +9,9 @@ import pytest
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.data_removed_apis import REMOVED, SOURCES
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import InputError, ParseError
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.removed_apis import (
-    decode_helm_release, scan_helm_secrets, scan_manifest_text, scan_metrics, scan_paths, summarize_findings,
-    target_version)
+    MAPPED_DESCRIPTION, decode_helm_release, encode_helm_release, mapped_release, scan_helm_secrets,
+    scan_manifest_text, scan_metrics, scan_paths, summarize_findings, target_version)
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.versions import parse_version
 from tests.conftest import FIXTURES, fixture_text
 
 V134 = target_version("v1.34.2")
@@ -212,3 +213,62 @@ def test_a_broken_manifest_is_reported_without_quoting_its_text(monkeypatch):
                                      "data": {"release": data}}], V134)
     assert finding["unreadable"] and "not valid YAML" in finding["message"] and "line 2, column" in finding["message"]
     assert "hunter2" not in finding["message"]
+
+
+# -- mapping a release's stored APIs (helm-mapkubeapis) ---------------------------------------------------------------
+OLD_PDB = ("---\n# Source: app/templates/pdb.yaml\napiVersion: policy/v1beta1\nkind: PodDisruptionBudget\nmetadata:\n"
+           "  name: app\nspec:\n  minAvailable: 1\n---\n# Source: app/templates/deploy.yaml\napiVersion: apps/v1\n"
+           "kind: Deployment\nmetadata:\n  name: app\n")
+
+
+def release_secret(manifest, revision=3, name="app", namespace="web"):
+    release = {"name": name, "namespace": namespace, "version": revision, "manifest": manifest,
+               "info": {"status": "deployed", "description": "Upgrade complete"},
+               "chart": {"metadata": {"name": "app", "version": "1.2.0"}}, "config": {"password": "s3cret"}}
+    return {"type": "helm.sh/release.v1",
+            "metadata": {"name": "sh.helm.release.v1.%s.v%d" % (name, revision), "namespace": namespace,
+                         "labels": {"name": name, "owner": "helm", "status": "deployed", "version": str(revision),
+                                    "modifiedAt": "1700000000"}},
+            "data": {"release": encode_helm_release(release)}}
+
+
+def test_a_release_that_records_a_removed_api_is_mapped_as_helm_mapkubeapis_does():
+    secret = release_secret(OLD_PDB)
+    assert decode_helm_release(secret["data"]["release"])["manifest"] == OLD_PDB  # the encoding round-trips
+    plan = mapped_release(secret, parse_version("v1.36.3"), "2026-12-04T00:00:00Z")
+    assert plan["mapped"] == [{"object": "PodDisruptionBudget app", "from": "policy/v1beta1", "to": "policy/v1",
+                               "removed_in": "1.25"}]
+    new = decode_helm_release(plan["secret"]["data"]["release"])
+    assert new["manifest"] == OLD_PDB.replace("apiVersion: policy/v1beta1", "apiVersion: policy/v1")
+    assert (new["version"], new["info"]["status"], new["info"]["description"]) == (4, "deployed", MAPPED_DESCRIPTION)
+    assert new["config"] == {"password": "s3cret"} and new["chart"]["metadata"]["version"] == "1.2.0"  # unchanged
+    assert plan["secret"]["metadata"]["name"] == "sh.helm.release.v1.app.v4"
+    assert plan["secret"]["metadata"]["labels"] == {"name": "app", "owner": "helm", "status": "deployed",
+                                                    "version": "4"}
+    old = decode_helm_release(plan["supersede"]["data"]["release"])
+    assert (old["version"], old["info"]["status"], old["manifest"]) == (3, "superseded", OLD_PDB)
+    assert plan["supersede"]["metadata"]["labels"] == {"status": "superseded"}
+    # the new revision scans clean; a release with nothing removed is left alone
+    assert scan_helm_secrets([dict(secret, data=plan["secret"]["data"])], parse_version("v1.36.3")) == []
+    assert mapped_release(release_secret(OLD_PDB.split("---\n# Source: app/templates/deploy")[0].replace(
+        "policy/v1beta1", "policy/v1")), parse_version("v1.36.3"), "now") is None
+
+
+def test_an_api_removed_only_after_the_target_is_not_mapped_and_one_without_replacement_is_refused():
+    assert mapped_release(release_secret(OLD_PDB), parse_version("v1.24.9"), "now") is None  # served until 1.25
+    psp = "apiVersion: policy/v1beta1\nkind: PodSecurityPolicy\nmetadata:\n  name: restricted\n"
+    with pytest.raises(InputError, match="PodSecurityPolicy restricted uses policy/v1beta1, removed in v1.25, with "
+                                         "no API to map it to"):
+        mapped_release(release_secret(psp), parse_version("v1.36.3"), "now")
+    flow = "{apiVersion: policy/v1beta1, kind: PodDisruptionBudget, metadata: {name: x}}\n"
+    with pytest.raises(InputError, match="not a plain top-level 'apiVersion: policy/v1beta1'"):
+        mapped_release(release_secret(flow), parse_version("v1.36.3"), "now")
+
+
+def test_only_a_releases_latest_revision_blocks():
+    old, new = release_secret(OLD_PDB, revision=3), release_secret(OLD_PDB.replace("v1beta1", "v1"), revision=4)
+    findings = scan_helm_secrets([old, new], parse_version("v1.36.3"))
+    assert [f["severity"] for f in findings] == ["warn"]
+    assert "revision 3 is not the release's latest (4): only a rollback to it would fail" in findings[0]["message"]
+    (alone,) = scan_helm_secrets([old], parse_version("v1.36.3"))
+    assert alone["severity"] == "block" and "playbooks/helm_mapkubeapis.yml" in alone["message"]
