@@ -75,5 +75,15 @@ def ensure_releases(cfg: LabConfig) -> List[str]:
     return ["%s %s (chart %s)" % (RELEASE, NAMESPACE, VERSIONS[0])]
 
 
+def reinstall(cfg: LabConfig) -> List[str]:
+    """The release as `lab up` makes it, whatever state a test left it in: Helm's record of it (its release
+    Secrets) is dropped and the first version installed again, adopting the objects it left (they carry the
+    release's annotations). Not `helm uninstall`: that fails on a release whose record Helm cannot build."""
+    from gpufleet_lab import kube
+    core = kube.client.CoreV1Api(kube.api(cfg))
+    core.delete_collection_namespaced_secret(NAMESPACE, label_selector="owner=helm,name=%s" % RELEASE)
+    return ensure_releases(cfg)
+
+
 def inventory_vars(cfg: LabConfig) -> Dict[str, str]:
     return {"gpufleet_helm_binary": str(binary(cfg)), "gpufleet_lab_charts": str(charts_dir(cfg))}

@@ -360,7 +360,8 @@ def _scan_helm_secret(secret: Mapping[str, Any], meta: Mapping[str, Any], where:
     findings = []
     for item in scan_manifest_text(manifest, target, label):
         item["message"] += "; the Helm release records the old apiVersion, so upgrades and rollbacks of it " \
-                           "fail until the release is rewritten (playbooks/helm_mapkubeapis.yml, as helm mapkubeapis does)"
+                           "fail until the release is rewritten (playbooks/helm_mapkubeapis.yml, as helm " \
+                           "mapkubeapis does)"
         findings.append(item)
     return findings
 

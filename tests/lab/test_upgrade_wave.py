@@ -24,6 +24,7 @@ import time
 import pytest
 from kubernetes import client, config
 
+from gpufleet_lab import helm as lab_helm
 from tests.lab import awx_job
 from tests.lab.conftest import ROOT, lab_cli
 
@@ -286,6 +287,15 @@ def test_upgrade_wave_halts_on_every_fault_resumes_and_finishes(cell, tmp_path):
         assert not n.spec.unschedulable, name
         assert ann(n, "upgrade-phase") == "done" and ann(n, "upgrade-target") == lab.to_version, name
     assert workload_active(lab) is True
+    # The addons stage (after the control plane) moved the lab's Helm release with the real helm; kubeadm's addon
+    # phase moved kube-proxy and CoreDNS once every apiserver ran the target.
+    releases = json.loads(lab_helm.run(lab, "history", lab_helm.RELEASE, "-n", lab_helm.NAMESPACE, "-o",
+                                       "json").stdout)
+    assert releases[-1]["status"] == "deployed" and releases[-1]["chart"] == "%s-%s" % (
+        lab_helm.CHART.name, lab_helm.VERSIONS[-1]), releases
+    apps = client.AppsV1Api(config.new_client_from_config(str(lab.kubeconfig)))
+    proxy = apps.read_namespaced_daemon_set("kube-proxy", "kube-system").spec.template.spec.containers[0].image
+    assert proxy == "registry.k8s.io/kube-proxy:%s" % lab.to_version
     deadline = time.time() + 60
     while len(gang_nodes(lab)) < 2:
         assert time.time() < deadline, "the gang was not readmitted"

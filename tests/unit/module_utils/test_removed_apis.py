@@ -250,8 +250,8 @@ def test_a_release_that_records_a_removed_api_is_mapped_as_helm_mapkubeapis_does
     assert plan["supersede"]["metadata"]["labels"] == {"status": "superseded"}
     # the new revision scans clean; a release with nothing removed is left alone
     assert scan_helm_secrets([dict(secret, data=plan["secret"]["data"])], parse_version("v1.36.3")) == []
-    assert mapped_release(release_secret(OLD_PDB.split("---\n# Source: app/templates/deploy")[0].replace(
-        "policy/v1beta1", "policy/v1")), parse_version("v1.36.3"), "now") is None
+    clean = OLD_PDB.replace("policy/v1beta1", "policy/v1")
+    assert mapped_release(release_secret(clean), parse_version("v1.36.3"), "now") is None
 
 
 def test_an_api_removed_only_after_the_target_is_not_mapped_and_one_without_replacement_is_refused():
