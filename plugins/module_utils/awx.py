@@ -31,13 +31,16 @@ TEMPLATES = {
                   False, False),
     "etcd_backup": ("Encrypted etcd snapshot, verified and copied off the node.", False, True),
     "control_plane": ("Control plane, one host at a time (kubeadm), with a health soak after each.", False, False),
+    "addons": ("The addons' Helm releases after the control plane, in the seed's order (Helm rolls back a failure).",
+               False, False),
     "canary": ("The canary waves of the GPU pools only.", True, False),
     "node_pool": ("Every GPU node wave (canaries first, then whole failure domains under the GPU cap).", True, False),
-    "upgrade_wave": ("The whole upgrade in one job: preflight, snapshot, control plane, every wave.", True, True),
+    "upgrade_wave": ("The whole upgrade in one job: preflight, snapshot, control plane, addons, every wave.", True,
+                     True),
     "validate": ("DCGM, NCCL and node checks of GPU nodes (use a limit for some).", True, False),
     "maintenance": ("Maintenance of one GPU node: drain, upgrade or repair, validate, uncordon.", True, False),
 }
-WORKFLOW = ("preflight", "etcd_backup", "control_plane", "canary", "approval", "node_pool")
+WORKFLOW = ("preflight", "etcd_backup", "control_plane", "addons", "canary", "approval", "node_pool")
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 ._-]{0,99}$")
 RRULE = re.compile(r"^DTSTART(;TZID=[A-Za-z_/+-]+)?:\d{8}T\d{6}Z? "
                    r"RRULE:FREQ=(DAILY|WEEKLY|MONTHLY)(;[A-Z]+=[A-Z0-9,+-]+)*$")
@@ -210,7 +213,8 @@ def definitions(config: Mapping[str, Any]) -> Dict[str, Any]:
                                                                    "gives its input from gpufleet_awx_snapshot_key)."},
         "job_templates": templates,
         "workflow": {"name": workflow_name, "organization": org, "inventory": inventory, "state": "present",
-                     "description": "Preflight -> etcd backup -> control plane -> canary -> approval -> node waves",
+                     "description": "Preflight -> etcd backup -> control plane -> addons -> canary -> approval -> "
+                                    "node waves",
                      "survey_enabled": True, "survey_spec": _survey(cell, target, "workflow", True),
                      "allow_simultaneous": False, "extra_vars": dict(snapshot_vars),
                      "workflow_nodes": nodes, "destroy_current_nodes": True},

@@ -96,14 +96,14 @@ def test_workflow_order_templates_and_approval(defs):
         order.append(step)
         following = nodes[step]["related"]["success_nodes"]
         step = following[0]["identifier"] if following else None
-    assert order == ["preflight", "etcd_backup", "control_plane", "canary", "approval", "node_pool"]
+    assert order == ["preflight", "etcd_backup", "control_plane", "addons", "canary", "approval", "node_pool"]
     assert nodes["approval"]["unified_job_template"]["type"] == "workflow_approval"
     names = {t["name"] for t in defs["job_templates"]}
     for step in order:
         if step != "approval":
             assert nodes[step]["unified_job_template"]["name"] in names
     assert {t["playbook"] for t in defs["job_templates"]} == {
-        "playbooks/%s.yml" % p for p in ("preflight", "etcd_backup", "control_plane", "canary", "node_pool",
+        "playbooks/%s.yml" % p for p in ("preflight", "etcd_backup", "control_plane", "addons", "canary", "node_pool",
                                          "upgrade_wave", "validate", "maintenance")}
     for template in defs["job_templates"]:
         assert (ROOT / template["playbook"]).is_file(), template["playbook"]
