@@ -18,13 +18,16 @@ from gpufleet_lab import config as lab_config
 from gpufleet_lab import hosts as lab_hosts
 
 
-def lab_cli(*args: str, check: bool = True) -> subprocess.CompletedProcess:
-    env = dict(os.environ, GPUFLEET_VENV=str(pathlib.Path(sys.executable).parents[1]))
+def lab_cli(*args: str, check: bool = True, cell: str = "") -> subprocess.CompletedProcess:
+    """`bin/lab ARGS` for GPUFLEET_LAB_CELL's cell, or ``cell``."""
+    env = dict(os.environ, GPUFLEET_VENV=str(pathlib.Path(sys.executable).parents[1]), **(
+        {"GPUFLEET_LAB_CELL": cell} if cell else {}))
     proc = subprocess.run([str(ROOT / "bin" / "lab"), *args], capture_output=True, text=True, env=env, check=False,
                           timeout=3600)
     if check and proc.returncode != 0:
-        raise AssertionError("lab %s failed (%d):\n%s\n%s" % (" ".join(args), proc.returncode, proc.stdout[-5000:],
-                                                             proc.stderr[-5000:]))
+        raise AssertionError("lab %s (%s) failed (%d):\n%s\n%s" % (" ".join(args), cell or "default cell",
+                                                                  proc.returncode, proc.stdout[-5000:],
+                                                                  proc.stderr[-5000:]))
     return proc
 
 

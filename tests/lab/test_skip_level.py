@@ -22,6 +22,7 @@ import pytest
 import yaml
 from kubernetes import client, config
 
+from tests.lab import conftest
 from tests.lab.conftest import ROOT
 
 from gpufleet_lab import config as lab_config
@@ -34,12 +35,7 @@ ANN = "gpufleet.io/"
 
 
 def lab_cli(*args):
-    env = dict(os.environ, GPUFLEET_VENV=str(BIN.parent), GPUFLEET_LAB_CELL=CELL)
-    proc = subprocess.run([str(ROOT / "bin" / "lab"), *args], capture_output=True, text=True, env=env, check=False,
-                          timeout=3600)
-    assert proc.returncode == 0, "lab %s (%s) failed:\n%s\n%s" % (" ".join(args), CELL, proc.stdout[-3000:],
-                                                                  proc.stderr[-3000:])
-    return proc
+    return conftest.lab_cli(*args, cell=CELL)
 
 
 def apiservers():
