@@ -320,6 +320,9 @@ RELEASE_SPEC: Dict[str, Any] = {
     "version": {"type": "str", "default": ""},
     "values": {"type": "dict", "default": {}},
     "timeout": {"type": "int", "default": 600},
+    # CRD manifests (files on the controller) applied before the release: Helm installs a chart's crds/ only on
+    # the first install and never upgrades them, so an operator's new CRDs must be in place before its chart moves
+    "crds": {"type": "list", "elements": "str", "default": []},
 }
 _RELEASE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,51}[a-z0-9])?$")  # Helm: a DNS-1123 label of at most 53
 
@@ -332,7 +335,7 @@ def parse_releases(value: Any, name: str = RELEASES_VAR) -> List[Dict[str, Any]]
         return []
     if not isinstance(value, list):
         raise InputError("%s: expected a list of releases, each {addon, release, namespace, chart, version, values, "
-                         "timeout}, got %s. Nothing was changed." % (name, type(value).__name__))
+                         "timeout, crds}, got %s. Nothing was changed." % (name, type(value).__name__))
     out: List[Dict[str, Any]] = []
     seen = set()
     for i, item in enumerate(value):
@@ -359,6 +362,10 @@ def parse_releases(value: Any, name: str = RELEASES_VAR) -> List[Dict[str, Any]]
             raise InputError("%s: release %s/%s is listed twice. Nothing was changed." % (
                 where, rel["namespace"], rel["release"]))
         seen.add((rel["namespace"], rel["release"]))
+        bad = [c for c in rel["crds"] if not c.strip() or "://" in c]
+        if bad:
+            raise InputError("%s.crds: %r; give paths of CRD manifest files on the controller (fetch a chart's crds/ "
+                             "with helm pull --untar). Nothing was changed." % (where, bad[0]))
         if not 30 <= rel["timeout"] <= 7200:
             raise InputError("%s.timeout: %d s; give 30 to 7200 (Helm waits that long for the release's "
                              "resources, then rolls it back)" % (where, rel["timeout"]))

@@ -98,7 +98,8 @@ VARIABLES: Tuple[Var, ...] = (
     Var("gpufleet_addon_releases", "list", NONE, "cell", CELL_PLAYBOOKS,
         "The Helm releases the addons stage upgrades after the control plane, each {addon (a key of the addon "
         "matrix: its stage orders the releases), release, namespace, chart (a path, URL or repo/chart), version "
-        "(the chart version; '' for a packaged chart's own), values, timeout (600 s: Helm waits, then rolls back)}. "
+        "(the chart version; '' for a packaged chart's own), values, timeout (600 s: Helm waits, then rolls back), "
+        "crds (CRD manifest files applied server-side before the release: Helm never upgrades a chart's crds/)}. "
         "Unset: the stage upgrades nothing."),
     Var("gpufleet_helm_binary", "path", NONE, "cell", ("upgrade_wave", "addons", "helm_mapkubeapis"),
         "The Helm 3 CLI the addons stage runs. Unset: helm on the controller's PATH."),

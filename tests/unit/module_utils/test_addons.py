@@ -238,6 +238,8 @@ def test_addon_releases_are_checked_and_put_in_the_seeds_order():
     ({"addon": "cilium", "release": "R_1", "namespace": "n", "chart": "c"}, r"release: 'R_1' is not a valid Helm"),
     ({"addon": "cilium", "release": "r", "namespace": "n", "chart": "c", "timeout": 5}, r"timeout: 5 s; give 30"),
     ({"addon": "cilium", "release": "r", "namespace": "n", "chart": "c", "values": "x"}, r"values"),
+    ({"addon": "cilium", "release": "r", "namespace": "n", "chart": "c", "crds": ["https://x/crd.yaml"]},
+     r"crds: 'https://x/crd.yaml'; give paths of CRD manifest files on the controller"),
 ])
 def test_a_bad_addon_release_is_refused_naming_the_field(item, message):
     with pytest.raises(InputError, match=message):
