@@ -325,12 +325,16 @@ RELEASE_SPEC: Dict[str, Any] = {
     "crds": {"type": "list", "elements": "str", "default": []},
 }
 _RELEASE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,51}[a-z0-9])?$")  # Helm: a DNS-1123 label of at most 53
+_NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")  # a DNS-1123 label
 
 
 def parse_releases(value: Any, name: str = RELEASES_VAR) -> List[Dict[str, Any]]:
     """The Helm releases the addons stage upgrades after the control plane, checked with the cell (before anything
     changes) and put in the seed's order: by the addon's stage (kube-proxy, CoreDNS, CNI, CSI, GPU operators and
-    DRA drivers, Kueue and JobSet, operators, policy engines), then as listed. Each gets its ``stage``."""
+    DRA drivers, Kueue and JobSet, operators, policy engines), then as listed. Each gets its ``stage``; its
+    ``values`` (often credentials) are checked here but not returned: the cell's result reaches logs and job
+    events, so the addons role reads them from the inventory itself, under no_log (``has_values`` says whether
+    any were given)."""
     if value in (None, "", []):
         return []
     if not isinstance(value, list):
@@ -354,10 +358,12 @@ def parse_releases(value: Any, name: str = RELEASES_VAR) -> List[Dict[str, Any]]
             raise InputError("%s.addon: %s is moved by kubeadm's own addon phase during the control plane's upgrade; "
                              "list only addons installed as Helm releases. Nothing was changed." % (
                                  where, rel["addon"]))
-        for key in ("release", "namespace"):
-            if not _RELEASE_NAME.match(rel[key]):
-                raise InputError("%s.%s: %r is not a valid Helm release or namespace name (lower-case letters, "
-                                 "digits and '-', at most 53). Nothing was changed." % (where, key, rel[key]))
+        if not _RELEASE_NAME.match(rel["release"]):
+            raise InputError("%s.release: %r is not a valid Helm release name (lower-case letters, digits and '-', "
+                             "at most 53). Nothing was changed." % (where, rel["release"]))
+        if not _NAMESPACE.match(rel["namespace"]):
+            raise InputError("%s.namespace: %r is not a valid namespace name (lower-case letters, digits and '-', at "
+                             "most 63). Nothing was changed." % (where, rel["namespace"]))
         if (rel["namespace"], rel["release"]) in seen:
             raise InputError("%s: release %s/%s is listed twice. Nothing was changed." % (
                 where, rel["namespace"], rel["release"]))
@@ -370,6 +376,7 @@ def parse_releases(value: Any, name: str = RELEASES_VAR) -> List[Dict[str, Any]]
             raise InputError("%s.timeout: %d s; give 30 to 7200 (Helm waits that long for the release's "
                              "resources, then rolls it back)" % (where, rel["timeout"]))
         rel["stage"] = ADDONS[rel["addon"]]["stage"]
+        rel["has_values"] = bool(rel.pop("values"))
         out.append(rel)
     return sorted(out, key=lambda r: r["stage"])  # stable: the list's order within a stage
 

@@ -252,11 +252,11 @@ class Kube:
                     "annotations": {keep: notes[keep]} if keep in notes else {}}
         return [{"type": s.type, "metadata": reduced(s.metadata)} for s in out.items]
 
-    def helm_releases_deployed(self) -> List[Dict[str, Any]]:
-        """The Secrets holding each Helm 3 release's deployed revision (labels owner=helm, status=deployed), data
-        included: their manifests are what a mapping rewrites. Callers keep the data out of every result."""
+    def helm_release_secrets(self) -> List[Dict[str, Any]]:
+        """Every Helm 3 release Secret (label owner=helm, any status), data included: their manifests are what a
+        mapping rewrites. Callers keep the data out of every result."""
         out = self._call("list Helm release Secrets", self.core.list_secret_for_all_namespaces,
-                         field_selector="type=helm.sh/release.v1", label_selector="owner=helm,status=deployed")
+                         field_selector="type=helm.sh/release.v1", label_selector="owner=helm")
         return [self._plain(s) for s in out.items]
 
     def patch_secret(self, namespace: str, name: str, body: Dict[str, Any]) -> None:

@@ -212,15 +212,26 @@ def _gunzip(raw: bytes) -> bytes:
     return bytes(out)
 
 
+def decisive(revisions: Iterable[Tuple[int, str]]) -> int:
+    """The revision Helm builds its next upgrade (and rollback, uninstall) from: the latest ``deployed`` one, or the
+    latest of any status when none is deployed. ``revisions``: (revision, status) pairs of one release."""
+    known = list(revisions)
+    deployed = [r for r, status in known if status == "deployed"]
+    return max(deployed) if deployed else max(r for r, _ in known)
+
+
+BUSY = ("pending-install", "pending-upgrade", "pending-rollback", "uninstalling")
+
+
 def scan_helm_secrets(secrets: Iterable[Mapping[str, Any]], target: KubeVersion,
                       releases: Optional[List[Dict[str, Any]]] = None) -> List[Dict[str, Any]]:
     """Findings in every Helm v3 release secret; one that cannot be decoded is a blocking finding naming it, and
-    the scan goes on with the others. Only a release's latest revision blocks (``helm upgrade`` builds its diff
-    from it); an older revision's finding is a warning that a rollback to it would fail. ``releases``, when given,
-    receives each decoded release's metadata (no values, no manifest) for the addon check."""
+    the scan goes on with the others. Only the revision Helm builds its next upgrade from blocks (:func:`decisive`);
+    another revision's finding is a warning that a rollback to it would fail. A release whose latest revision is
+    mid-operation (pending, uninstalling) blocks: Helm refuses to upgrade it. ``releases``, when given, receives
+    each decoded release's metadata (no values, no manifest) for the addon check."""
     findings: List[Dict[str, Any]] = []
-    latest: Dict[Tuple[str, str], int] = {}
-    scanned: List[Tuple[Tuple[str, str], int, List[Dict[str, Any]]]] = []
+    scanned: List[Tuple[Dict[str, Any], List[Dict[str, Any]]]] = []
     for secret in secrets:
         if not isinstance(secret, Mapping) or secret.get("type") != "helm.sh/release.v1":
             continue
@@ -234,15 +245,24 @@ def scan_helm_secrets(secrets: Iterable[Mapping[str, Any]], target: KubeVersion,
             continue
         if releases is not None:
             releases.extend(seen)
-        key = (seen[0]["namespace"], seen[0]["name"])
-        latest[key] = max(latest.get(key, 0), seen[0]["revision"])
-        scanned.append((key, seen[0]["revision"], found))
-    for key, revision, found in scanned:
+        scanned.append((seen[0], found))
+    by_release: Dict[Tuple[str, str], List[Tuple[int, str]]] = {}
+    for rel, _found in scanned:
+        by_release.setdefault((rel["namespace"], rel["name"]), []).append((rel["revision"], rel["status"]))
+    for (namespace, name), revisions in sorted(by_release.items()):
+        latest, status = max(revisions)
+        if status in BUSY:
+            where = "helm:%s/%s" % (namespace, name)
+            findings.append(dict(_unreadable(where, where, ""), unreadable=False, message=(
+                "%s: its latest revision %d is %s; Helm refuses to upgrade a release in the middle of an operation, "
+                "so finish it or roll it back (helm history, helm rollback) first" % (where, latest, status))))
+    for rel, found in scanned:
+        chosen = decisive(by_release[(rel["namespace"], rel["name"])])
         for item in found:
-            if revision < latest[key] and item["blocks_target"]:
+            if rel["revision"] != chosen and item["blocks_target"]:
                 item.update(blocks_target=False, severity="warn", message=item["message"] + (
-                    "; revision %d is not the release's latest (%d): only a rollback to it would fail" % (
-                        revision, latest[key])))
+                    "; revision %d is not the one Helm upgrades from (%d): only a rollback to it would fail" % (
+                        rel["revision"], chosen)))
             findings.append(item)
     return findings
 
@@ -263,73 +283,119 @@ def encode_helm_release(release: Mapping[str, Any]) -> str:
 
 def map_manifest(manifest: str, target: KubeVersion, where: str) -> Tuple[str, List[Dict[str, str]]]:
     """The manifest with every object whose API the target removes (at or before it) moved to its replacement: the
-    ``apiVersion:`` line of that document is rewritten, nothing else. Refuses (:class:`InputError`) an object whose
-    API has no replacement (what to map it to is a decision, not a rename)."""
+    ``apiVersion:`` line of that document is rewritten, nothing else. Refuses (:class:`InputError`) what it cannot
+    map as the scan judges it: an API with no replacement, a replacement the target removes too, an object inside a
+    ``*List`` document or whose apiVersion is not a plain top-level line (what to write is then a decision)."""
     minor = KubeVersion(target.major, target.minor)
     parts = _DOC_SPLIT.split(manifest)
     mapped: List[Dict[str, str]] = []
+
+    def removed(api_version: Any, kind: Any) -> Optional[RemovedApi]:
+        entry = _BY_KIND.get((str(api_version), str(kind)))
+        return entry if entry is not None and parse_version(entry.removed_in) <= minor else None
+
     for index, part in enumerate(parts):
-        for obj in _objects_of(part, where):
-            entry = _BY_KIND.get((str(obj.get("apiVersion")), str(obj.get("kind"))))
-            if entry is None or parse_version(entry.removed_in) > minor:
-                continue
-            name = "%s %s" % (entry.kind, as_mapping(obj.get("metadata")).get("name", "<unnamed>"))
-            if not re.match(r"^[a-z0-9.-]*/?v\w+$", entry.replacement):
-                raise InputError("%s: %s uses %s, removed in v%s, with no API to map it to (%s); remove it from the "
-                                 "chart and the release by hand. Nothing was changed." % (
-                                     where, name, entry.api_version, entry.removed_in, entry.replacement))
-            line = re.compile(r"(?m)^apiVersion:[ \t]*[\"']?%s[\"']?[ \t]*$" % re.escape(entry.api_version))
-            if not line.search(parts[index]):
-                raise InputError("%s: %s: its apiVersion line is not a plain top-level 'apiVersion: %s' (a list or "
-                                 "a flow mapping); rewrite it by hand. Nothing was changed." % (
-                                     where, name, entry.api_version))
-            parts[index] = line.sub("apiVersion: %s" % entry.replacement, parts[index], count=1)
-            mapped.append({"object": name, "from": entry.api_version, "to": entry.replacement,
-                           "removed_in": entry.removed_in})
+        docs = [d for d in load_yaml(part, where, multi=True) if d is not None] if part.strip() else []
+        for doc in docs:
+            top = doc if isinstance(doc, Mapping) and "apiVersion" in doc and "kind" in doc and not (
+                isinstance(doc.get("items"), list)) else None
+            for obj in _objects(doc):
+                entry = removed(obj.get("apiVersion"), obj.get("kind"))
+                if entry is None:
+                    continue
+                name = "%s %s" % (entry.kind, as_mapping(obj.get("metadata")).get("name", "<unnamed>"))
+                if obj is not top:
+                    raise InputError("%s: %s uses %s inside a list document; rewrite the release by hand (or "
+                                     "uninstall and reinstall it). Nothing was changed." % (
+                                         where, name, entry.api_version))
+                if not re.match(r"^[a-z0-9.-]*/?v\w+$", entry.replacement):
+                    raise InputError("%s: %s uses %s, removed in v%s, with no API to map it to (%s); remove it from "
+                                     "the chart and the release by hand. Nothing was changed." % (
+                                         where, name, entry.api_version, entry.removed_in, entry.replacement))
+                again = removed(entry.replacement, entry.kind)
+                if again is not None:
+                    raise InputError("%s: %s uses %s, whose replacement %s is removed by %s too (in v%s); move it to "
+                                     "%s by hand. Nothing was changed." % (
+                                         where, name, entry.api_version, entry.replacement, target.minor_str,
+                                         again.removed_in, again.replacement))
+                line = re.compile(r"(?m)^apiVersion:[ \t]*[\"']?%s[\"']?[ \t]*$" % re.escape(entry.api_version))
+                if not line.search(parts[index]):
+                    raise InputError("%s: %s: its apiVersion line is not a plain top-level 'apiVersion: %s' (a flow "
+                                     "mapping or JSON); rewrite it by hand. Nothing was changed." % (
+                                         where, name, entry.api_version))
+                parts[index] = line.sub("apiVersion: %s" % entry.replacement, parts[index], count=1)
+                mapped.append({"object": name, "from": entry.api_version, "to": entry.replacement,
+                               "removed_in": entry.removed_in})
     return "---".join(parts), mapped
 
 
-def _objects_of(part: str, where: str) -> List[Mapping[str, Any]]:
-    docs = [d for d in load_yaml(part, where, multi=True) if d is not None] if part.strip() else []
-    return [d for d in docs if isinstance(d, Mapping) and "apiVersion" in d and "kind" in d]
-
-
-def mapped_release(secret: Mapping[str, Any], target: KubeVersion, now: str) -> Optional[Dict[str, Any]]:
-    """What mapping one release's latest revision does, as helm-mapkubeapis: None when its manifest uses no API the
-    target removes; else ``{release, namespace, revision, mapped, supersede (a patch of the old Secret), secret
-    (the new revision's Secret, metadata only: the same chart, values and manifest with the APIs moved)}``."""
+def _revision_label(secret: Mapping[str, Any], where: str) -> Tuple[str, str, int, str]:
     meta = as_mapping(secret.get("metadata"))
-    where = "helm release secret %s/%s" % (meta.get("namespace", ""), meta.get("name", ""))
-    data = as_mapping(secret.get("data")).get("release")
-    if not isinstance(data, str) or not data:
-        raise ParseError("%s: no data.release" % where)
-    release = decode_helm_release(data)
-    manifest = release.get("manifest")
-    if not isinstance(manifest, str):
-        raise ParseError("%s: the release's manifest is not text" % where)
-    new_manifest, mapped = map_manifest(manifest, target, where)
-    if not mapped:
-        return None
-    revision = release.get("version")
-    if not isinstance(revision, int) or isinstance(revision, bool) or revision < 1:
-        raise ParseError("%s: the release has no revision number" % where)
-    name, namespace = str(release.get("name", "")), str(meta.get("namespace", ""))
-    old_info = dict(as_mapping(release.get("info")), status="superseded")
-    new_release = dict(release, manifest=new_manifest, version=revision + 1,
-                       info=dict(as_mapping(release.get("info")), status="deployed", last_deployed=now,
-                                 description=MAPPED_DESCRIPTION))
-    labels = dict(as_mapping(meta.get("labels")), name=name, owner="helm", status="deployed",
-                  version=str(revision + 1))
-    labels.pop("modifiedAt", None)
-    return {
-        "release": name, "namespace": namespace, "revision": revision, "mapped": mapped,
-        "supersede": {"metadata": {"labels": {"status": "superseded"}},
-                      "data": {"release": encode_helm_release(dict(release, info=old_info))}},
-        "secret": {"apiVersion": "v1", "kind": "Secret", "type": "helm.sh/release.v1",
-                   "metadata": {"name": "sh.helm.release.v1.%s.v%d" % (name, revision + 1), "namespace": namespace,
-                                "labels": labels},
-                   "data": {"release": encode_helm_release(new_release)}},
-    }
+    labels = as_mapping(meta.get("labels"))
+    raw = str(labels.get("version", ""))
+    if not raw.isdigit() or not labels.get("name") or not labels.get("status"):
+        raise ParseError("%s: not labelled as Helm labels its release Secrets (name, status, version)" % where)
+    return str(meta.get("namespace", "")), str(labels["name"]), int(raw), str(labels["status"])
+
+
+def plan_mappings(secrets: Iterable[Mapping[str, Any]], target: KubeVersion, now: str,
+                  only: Optional[Iterable[str]] = None) -> List[Dict[str, Any]]:
+    """What mapping each release does, as helm-mapkubeapis: the revision Helm upgrades from (:func:`decisive`) is
+    read; when its manifest uses an API the target removes, a new revision (the release's highest + 1, metadata
+    only: same chart and values, the objects' apiVersion moved) is to be added and every ``deployed`` revision
+    superseded. ``secrets``: every Helm release Secret (any status); ``only``: ``namespace/name`` to limit to.
+    Returns ``[{release, namespace, revision, new_revision, mapped, secret (the new Secret), supersede: [{name,
+    patch}]}]``; a release with nothing to map is left out (a rerun after a mapping finds nothing)."""
+    wanted = set(only or [])
+    revisions: Dict[Tuple[str, str], Dict[int, Tuple[str, Mapping[str, Any]]]] = {}
+    for secret in secrets:
+        if not isinstance(secret, Mapping) or secret.get("type") != "helm.sh/release.v1":
+            continue
+        meta = as_mapping(secret.get("metadata"))
+        namespace, name, revision, status = _revision_label(secret, "helm release secret %s/%s" % (
+            meta.get("namespace", ""), meta.get("name", "")))
+        if wanted and "%s/%s" % (namespace, name) not in wanted:
+            continue
+        revisions.setdefault((namespace, name), {})[revision] = (status, secret)
+    plans = []
+    for (namespace, name), known in sorted(revisions.items()):
+        chosen = decisive((r, status) for r, (status, _) in known.items())
+        secret = known[chosen][1]
+        where = "helm release %s/%s revision %d" % (namespace, name, chosen)
+        data = as_mapping(secret.get("data")).get("release")
+        if not isinstance(data, str) or not data:
+            raise ParseError("%s: no data.release" % where)
+        release = decode_helm_release(data)
+        manifest = release.get("manifest")
+        if not isinstance(manifest, str):
+            raise ParseError("%s: the release's manifest is not text" % where)
+        new_manifest, mapped = map_manifest(manifest, target, where)
+        if not mapped:
+            continue
+        new_revision = max(known) + 1
+        new_release = dict(release, manifest=new_manifest, version=new_revision,
+                           info=dict(as_mapping(release.get("info")), status="deployed", last_deployed=now,
+                                     description=MAPPED_DESCRIPTION))
+        labels = {k: v for k, v in as_mapping(as_mapping(secret.get("metadata")).get("labels")).items()
+                  if k != "modifiedAt"}
+        labels.update(name=name, owner="helm", status="deployed", version=str(new_revision))
+        supersede = []
+        for revision, (status, old) in sorted(known.items()):
+            if status != "deployed":
+                continue
+            old_release = decode_helm_release(str(as_mapping(old.get("data")).get("release")))
+            old_release["info"] = dict(as_mapping(old_release.get("info")), status="superseded")
+            supersede.append({"name": str(as_mapping(old.get("metadata")).get("name")),
+                              "patch": {"metadata": {"labels": {"status": "superseded"}},
+                                        "data": {"release": encode_helm_release(old_release)}}})
+        plans.append({
+            "release": name, "namespace": namespace, "revision": chosen, "new_revision": new_revision,
+            "mapped": mapped, "supersede": supersede,
+            "secret": {"apiVersion": "v1", "kind": "Secret", "type": "helm.sh/release.v1",
+                       "metadata": {"name": "sh.helm.release.v1.%s.v%d" % (name, new_revision),
+                                    "namespace": namespace, "labels": labels},
+                       "data": {"release": encode_helm_release(new_release)}}})
+    return plans
 
 
 def release_metadata(release: Mapping[str, Any], meta: Mapping[str, Any]) -> Dict[str, Any]:

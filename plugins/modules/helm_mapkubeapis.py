@@ -11,11 +11,16 @@ description:
   - A Helm 3 release records the manifest it last deployed. Once the cluster no longer serves an API that manifest
     uses, C(helm upgrade) and C(helm rollback) of the release fail ("unable to build kubernetes objects from current
     release manifest"), whatever the new chart holds. This does what the helm-mapkubeapis plugin does, before the
-    control plane moves - for each release's deployed revision whose manifest uses an API removed at or before
-    O(target_version), the revision is marked C(superseded) and a new revision (metadata only, same chart and
-    values) is added with those objects' C(apiVersion) moved to the replacement the removal table names.
-  - Only the C(apiVersion) line of each such object changes. An object whose API has no replacement, or whose
-    apiVersion is not a plain top-level line, is refused naming it, and nothing is changed.
+    control plane moves - for each release whose revision Helm upgrades from (the latest C(deployed) one, else the
+    latest) records an API removed at or before O(target_version), a new revision (the release's highest + 1,
+    metadata only, same chart and values) is added with those objects' C(apiVersion) moved to the replacement the
+    removal table names, and every C(deployed) revision before it is marked C(superseded). A rerun finds nothing
+    left to map.
+  - Only the C(apiVersion) line of each such object changes. An object whose API has no replacement, whose
+    replacement the target removes too, that sits inside a list document, or whose apiVersion is not a plain
+    top-level line, is refused naming it, and nothing is changed.
+  - A failure part of the way names the releases already mapped (each one is whole - its new revision is added
+    before the old ones are superseded).
   - Run it from C(playbooks/helm_mapkubeapis.yml), which needs a typed confirmation and records it. In check mode
     it reports what it would map. The releases' values and manifests never reach the result.
 options:
@@ -50,8 +55,8 @@ EXAMPLES = r"""
 
 RETURN = r"""
 releases:
-  description: Each release mapped (or, in check mode, to be mapped) - namespace, release, the revision superseded,
-    the new revision, and each object moved (object, from, to, removed_in).
+  description: Each release mapped (or, in check mode, to be mapped) - namespace, release, the revision read, the
+    new revision, and each object moved (object, from, to, removed_in).
   returned: always
   type: list
   elements: dict
@@ -62,9 +67,9 @@ releases:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpufleet.upgrade.plugins.module_utils import kube
-from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import InputError
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import GpufleetError, InputError
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.module_support import run_module
-from ansible_collections.gpufleet.upgrade.plugins.module_utils.removed_apis import mapped_release, target_version
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.removed_apis import plan_mappings, target_version
 
 
 def main():
@@ -84,23 +89,22 @@ def main():
         if bad:
             raise InputError("releases: %s; give each as namespace/name" % ", ".join(bad))
         api = kube.connect(module)
-        now = kube.now_rfc3339()
-        plans = []
-        for secret in api.helm_releases_deployed():
-            meta = secret.get("metadata") or {}
-            key = "%s/%s" % (meta.get("namespace"), (meta.get("labels") or {}).get("name"))
-            if p["releases"] and key not in p["releases"]:
-                continue
-            plan = mapped_release(secret, target, now)
-            if plan is not None:
-                plans.append(plan)
-        if not module.check_mode:
-            for plan in plans:  # the new revision first: a release is never left without a deployed one
-                api.create_secret(plan["secret"])
-                api.patch_secret(plan["namespace"], "sh.helm.release.v1.%s.v%d" % (plan["release"], plan["revision"]),
-                                 plan["supersede"])
+        plans = plan_mappings(api.helm_release_secrets(), target, kube.now_rfc3339(), p["releases"])
         out = [{"namespace": x["namespace"], "release": x["release"], "revision": x["revision"],
-                "new_revision": x["revision"] + 1, "mapped": x["mapped"]} for x in plans]
+                "new_revision": x["new_revision"], "mapped": x["mapped"]} for x in plans]
+        done = []
+        if not module.check_mode:
+            for plan, summary in zip(plans, out):
+                try:  # the new revision first: a release is never left without a deployed one
+                    api.create_secret(plan["secret"])
+                    for old in plan["supersede"]:
+                        api.patch_secret(plan["namespace"], old["name"], old["patch"])
+                except GpufleetError as exc:
+                    raise GpufleetError("%s/%s: %s. Mapped before it: %s" % (
+                        plan["namespace"], plan["release"], exc.msg, ", ".join(
+                            "%s/%s (revision %d)" % (d["namespace"], d["release"], d["new_revision"])
+                            for d in done) or "none"), releases=done, changed=bool(done))
+                done.append(summary)
         return {"changed": bool(out), "releases": out}
 
     run_module(module, body)

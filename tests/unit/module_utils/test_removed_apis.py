@@ -9,7 +9,7 @@ import pytest
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.data_removed_apis import REMOVED, SOURCES
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import InputError, ParseError
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.removed_apis import (
-    MAPPED_DESCRIPTION, decode_helm_release, encode_helm_release, mapped_release, scan_helm_secrets,
+    MAPPED_DESCRIPTION, decode_helm_release, encode_helm_release, plan_mappings, scan_helm_secrets,
     scan_manifest_text, scan_metrics, scan_paths, summarize_findings, target_version)
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.versions import parse_version
 from tests.conftest import FIXTURES, fixture_text
@@ -221,54 +221,92 @@ OLD_PDB = ("---\n# Source: app/templates/pdb.yaml\napiVersion: policy/v1beta1\nk
            "kind: Deployment\nmetadata:\n  name: app\n")
 
 
-def release_secret(manifest, revision=3, name="app", namespace="web"):
+def release_secret(manifest, revision=3, name="app", namespace="web", status="deployed"):
     release = {"name": name, "namespace": namespace, "version": revision, "manifest": manifest,
-               "info": {"status": "deployed", "description": "Upgrade complete"},
+               "info": {"status": status, "description": "Upgrade complete"},
                "chart": {"metadata": {"name": "app", "version": "1.2.0"}}, "config": {"password": "s3cret"}}
     return {"type": "helm.sh/release.v1",
             "metadata": {"name": "sh.helm.release.v1.%s.v%d" % (name, revision), "namespace": namespace,
-                         "labels": {"name": name, "owner": "helm", "status": "deployed", "version": str(revision),
+                         "labels": {"name": name, "owner": "helm", "status": status, "version": str(revision),
                                     "modifiedAt": "1700000000"}},
             "data": {"release": encode_helm_release(release)}}
+
+
+V136 = parse_version("v1.36.3")
+CLEAN = OLD_PDB.replace("policy/v1beta1", "policy/v1")
 
 
 def test_a_release_that_records_a_removed_api_is_mapped_as_helm_mapkubeapis_does():
     secret = release_secret(OLD_PDB)
     assert decode_helm_release(secret["data"]["release"])["manifest"] == OLD_PDB  # the encoding round-trips
-    plan = mapped_release(secret, parse_version("v1.36.3"), "2026-12-04T00:00:00Z")
+    (plan,) = plan_mappings([release_secret(CLEAN, revision=2, status="superseded"), secret], V136, "2026-12-04")
     assert plan["mapped"] == [{"object": "PodDisruptionBudget app", "from": "policy/v1beta1", "to": "policy/v1",
                                "removed_in": "1.25"}]
+    assert (plan["revision"], plan["new_revision"]) == (3, 4)
     new = decode_helm_release(plan["secret"]["data"]["release"])
-    assert new["manifest"] == OLD_PDB.replace("apiVersion: policy/v1beta1", "apiVersion: policy/v1")
+    assert new["manifest"] == CLEAN
     assert (new["version"], new["info"]["status"], new["info"]["description"]) == (4, "deployed", MAPPED_DESCRIPTION)
     assert new["config"] == {"password": "s3cret"} and new["chart"]["metadata"]["version"] == "1.2.0"  # unchanged
     assert plan["secret"]["metadata"]["name"] == "sh.helm.release.v1.app.v4"
     assert plan["secret"]["metadata"]["labels"] == {"name": "app", "owner": "helm", "status": "deployed",
                                                     "version": "4"}
-    old = decode_helm_release(plan["supersede"]["data"]["release"])
-    assert (old["version"], old["info"]["status"], old["manifest"]) == (3, "superseded", OLD_PDB)
-    assert plan["supersede"]["metadata"]["labels"] == {"status": "superseded"}
-    # the new revision scans clean; a release with nothing removed is left alone
-    assert scan_helm_secrets([dict(secret, data=plan["secret"]["data"])], parse_version("v1.36.3")) == []
-    clean = OLD_PDB.replace("policy/v1beta1", "policy/v1")
-    assert mapped_release(release_secret(clean), parse_version("v1.36.3"), "now") is None
+    (old,) = plan["supersede"]  # only the deployed revision: the superseded one stays as it is
+    assert old["name"] == "sh.helm.release.v1.app.v3" and old["patch"]["metadata"]["labels"] == {
+        "status": "superseded"}
+    was = decode_helm_release(old["patch"]["data"]["release"])
+    assert (was["version"], was["info"]["status"], was["manifest"]) == (3, "superseded", OLD_PDB)
+    # after the mapping: nothing to map (a rerun), and the scan passes it
+    after = [release_secret(CLEAN, revision=2, status="superseded"), release_secret(OLD_PDB, status="superseded"),
+             dict(plan["secret"], type="helm.sh/release.v1")]
+    assert plan_mappings(after, V136, "now") == []
+    assert [f["severity"] for f in scan_helm_secrets(after, V136)] == ["warn"]
+    assert plan_mappings([release_secret(CLEAN)], V136, "now") == []
+    assert plan_mappings([secret], V136, "now", only=["web/other"]) == []
 
 
-def test_an_api_removed_only_after_the_target_is_not_mapped_and_one_without_replacement_is_refused():
-    assert mapped_release(release_secret(OLD_PDB), parse_version("v1.24.9"), "now") is None  # served until 1.25
+def test_the_revision_helm_upgrades_from_decides_and_the_new_one_follows_the_highest():
+    # deployed v4 with the old API, v5 failed with the new one: Helm upgrades from v4
+    stuck = [release_secret(OLD_PDB, revision=4), release_secret(CLEAN, revision=5, status="failed")]
+    (finding,) = scan_helm_secrets(stuck, V136)
+    assert finding["severity"] == "block" and finding["source"] == "helm:web/app (revision 4)"
+    (plan,) = plan_mappings(stuck, V136, "now")
+    assert (plan["revision"], plan["new_revision"]) == (4, 6)
+    # a release left between two deployed revisions (a mapping cut short): the newest decides, both are superseded
+    twice = [release_secret(OLD_PDB, revision=4), release_secret(OLD_PDB, revision=5)]
+    (plan,) = plan_mappings(twice, V136, "now")
+    assert plan["revision"] == 5 and [o["name"][-2:] for o in plan["supersede"]] == ["v4", "v5"]
+    busy = scan_helm_secrets([release_secret(CLEAN, revision=2), release_secret(CLEAN, revision=3,
+                                                                               status="pending-upgrade")], V136)
+    assert [f["severity"] for f in busy] == ["block"] and "latest revision 3 is pending-upgrade" in busy[0]["message"]
+
+
+def test_what_cannot_be_mapped_is_refused_naming_it():
+    assert plan_mappings([release_secret(OLD_PDB)], parse_version("v1.24.9"), "now") == []  # served until 1.25
     psp = "apiVersion: policy/v1beta1\nkind: PodSecurityPolicy\nmetadata:\n  name: restricted\n"
     with pytest.raises(InputError, match="PodSecurityPolicy restricted uses policy/v1beta1, removed in v1.25, with "
                                          "no API to map it to"):
-        mapped_release(release_secret(psp), parse_version("v1.36.3"), "now")
+        plan_mappings([release_secret(psp)], V136, "now")
+    old_psp = "apiVersion: extensions/v1beta1\nkind: PodSecurityPolicy\nmetadata:\n  name: old\n"
+    with pytest.raises(InputError, match="whose replacement policy/v1beta1 is removed by 1.36 too"):
+        plan_mappings([release_secret(old_psp)], V136, "now")
     flow = "{apiVersion: policy/v1beta1, kind: PodDisruptionBudget, metadata: {name: x}}\n"
     with pytest.raises(InputError, match="not a plain top-level 'apiVersion: policy/v1beta1'"):
-        mapped_release(release_secret(flow), parse_version("v1.36.3"), "now")
+        plan_mappings([release_secret(flow)], V136, "now")
+    listed = ("apiVersion: v1\nkind: List\nitems:\n- apiVersion: policy/v1beta1\n  kind: PodDisruptionBudget\n"
+              "  metadata: {name: y}\n")
+    with pytest.raises(InputError, match="PodDisruptionBudget y uses policy/v1beta1 inside a list document"):
+        plan_mappings([release_secret(listed)], V136, "now")
+    unlabelled = release_secret(OLD_PDB)
+    del unlabelled["metadata"]["labels"]["version"]
+    with pytest.raises(ParseError, match="not labelled as Helm labels its release Secrets"):
+        plan_mappings([unlabelled], V136, "now")
 
 
-def test_only_a_releases_latest_revision_blocks():
-    old, new = release_secret(OLD_PDB, revision=3), release_secret(OLD_PDB.replace("v1beta1", "v1"), revision=4)
-    findings = scan_helm_secrets([old, new], parse_version("v1.36.3"))
+def test_only_the_revision_helm_upgrades_from_blocks():
+    old, new = release_secret(OLD_PDB, revision=3, status="superseded"), release_secret(CLEAN, revision=4)
+    findings = scan_helm_secrets([old, new], V136)
     assert [f["severity"] for f in findings] == ["warn"]
-    assert "revision 3 is not the release's latest (4): only a rollback to it would fail" in findings[0]["message"]
-    (alone,) = scan_helm_secrets([old], parse_version("v1.36.3"))
+    assert "revision 3 is not the one Helm upgrades from (4): only a rollback to it would fail" in findings[0][
+        "message"]
+    (alone,) = scan_helm_secrets([release_secret(OLD_PDB)], V136)
     assert alone["severity"] == "block" and "playbooks/helm_mapkubeapis.yml" in alone["message"]
