@@ -406,13 +406,15 @@ def _step(after_hop: int, from_minor: int, to_minor: int, hops: List[KubeVersion
             "minors": to_minor - from_minor, "why": why}
 
 
-def next_hop_breaches(observed: Sequence[Observed], plan: Mapping[str, Any]) -> None:
-    """Refuse (:class:`PolicyError`) a plan whose next control-plane hop would leave a kubelet out of the skew
-    policy before it can move: its nodes are upgraded after the hop, so until then they run that far behind."""
+def next_hop_breaches(observed: Sequence[Observed], plan: Mapping[str, Any],
+                      hop: Optional[KubeVersion] = None) -> None:
+    """Refuse (:class:`PolicyError`) a plan whose next control-plane hop (``hop``, default the first of its path)
+    would leave a kubelet out of the skew policy before it can move: its nodes are upgraded after the hop, so until
+    then they run that far behind."""
     path = plan.get("control_plane_path") or []
-    if not path:
+    if hop is None and not path:
         return
-    hop = parse_version(path[0])
+    hop = hop or parse_version(path[0])
     behind = sorted((o for o in observed if o.component == KUBELET
                      and hop.minor - o.version.minor > _kubelet_allowed_lag(o.version)),
                     key=lambda o: (o.version.sort_key(), o.node))
@@ -435,11 +437,15 @@ def plan_cycle_hop(observed: Sequence[Observed], target: KubeVersion, cycle: Kub
 
     Refuses (:class:`PolicyError`) a run whose target is not the cycle's next control-plane hop, and a holding
     pool the cycle needs to move before its last hop (its kubelets would fall out of the skew policy). Returns the
-    cycle's plan with ``hop`` (1-based, of ``hops``), ``moving`` and ``holding`` pools added."""
+    cycle's plan with ``hop`` (1-based, of ``hops``), ``moving`` and ``holding`` pools added, and ``resumed`` true
+    when the control plane already runs this run's target (a rerun of the hop after its control plane finished:
+    the node waves go on)."""
     plan = plan_upgrade(observed, cycle, allow_multi_hop=True, pools=pools,
                         hop_versions={target.minor_str: str(target)})
     path = plan["control_plane_path"]
-    if not path or parse_version(path[0]).minor != target.minor:
+    current = parse_version(plan["current"])
+    resumed = (current.major, current.minor) == (target.major, target.minor) and not current < target
+    if not resumed and (not path or parse_version(path[0]).minor != target.minor):
         raise PolicyError(
             "this run's target %s is not the next control-plane hop of the cycle to %s: the control plane is at %s, "
             "so the next hop is %s. Run the hops in order, one per run (the cycle's target stays %s)" % (
@@ -459,7 +465,8 @@ def plan_cycle_hop(observed: Sequence[Observed], target: KubeVersion, cycle: Kub
             "them skip_level: false in gpufleet_pool_policies, or end the cycle earlier "
             "(gpufleet_cycle_target_version)" % (cycle, "; ".join(late)))
     plan["hop"] = 1
-    plan["hops"] = len(path)
+    plan["hops"] = len(path) + (1 if resumed else 0)
+    plan["resumed"] = resumed
     plan["holding"] = sorted(holding)
     plan["moving"] = sorted(p["pool"] for p in plan["pools"] if p["pool"] not in holding)
     return plan

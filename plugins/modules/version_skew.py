@@ -192,10 +192,12 @@ def main():
         if cycle != target:
             plan = plan_cycle_hop(observed, target, cycle, cell.get("holding_pools") or [],
                                   pools=parse_pool_policies(pools))
+            if not plan["resumed"]:  # this run's control-plane hop is its target; none when it is there already
+                next_hop_breaches(observed, plan, target)
         else:
             plan = plan_upgrade(observed, target, allow_multi_hop=allow_multi_hop, hop_versions=p["hop_versions"],
                                 pools=parse_pool_policies(pools))
-        next_hop_breaches(observed, plan)
+            next_hop_breaches(observed, plan)
         today = parse_date(p["today"]) if p["today"] else datetime.date.today()
         support = {"current": support_status(plan["current"], today), "target": support_status(target, today)}
         return {"violations": violations, "plan": plan, "support": support}

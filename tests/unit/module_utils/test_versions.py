@@ -182,6 +182,17 @@ def test_a_skip_level_cycle_run_is_the_next_hop_and_its_holding_pools_may_wait()
         plan_cycle_hop(observed, parse_version("v1.37.2"), parse_version("v1.38.1"), ["train"], pools=policies)
 
 
+def test_a_skip_level_hop_whose_control_plane_finished_can_be_run_again():
+    observed = obs(("kube-apiserver", "cp-1", "v1.36.3"), ("kubelet", "cp-1", "v1.36.3", "control-plane"),
+                   ("kubelet", "gpu-a1", "v1.35.4", "train"), ("kubelet", "gpu-b1", "v1.35.4", "serve"))
+    plan = plan_cycle_hop(observed, parse_version("v1.36.3"), parse_version("v1.37.2"), ["train"],
+                          pools={"serve": PoolPolicy(skip_level=False), "control-plane": PoolPolicy(False)})
+    assert plan["resumed"] and plan["holding"] == ["train"] and plan["control_plane_path"] == ["v1.37.2"]
+    fresh = plan_cycle_hop(obs(("kube-apiserver", "cp-1", "v1.35.4"), ("kubelet", "gpu-a1", "v1.35.4", "train")),
+                           parse_version("v1.36.3"), parse_version("v1.37.2"), ["train"])
+    assert not fresh["resumed"] and fresh["hops"] == 2
+
+
 def test_a_holding_pool_that_would_fall_out_of_the_skew_policy_is_refused():
     observed = obs(("kube-apiserver", "cp-1", "v1.35.4"), ("kubelet", "gpu-a1", "v1.34.2", "train"))
     with pytest.raises(PolicyError, match=r"train \(kubelet v1.34.2\) must move after hop 2 \(v1.37\)"):
@@ -253,3 +264,5 @@ def test_a_hop_that_would_leave_a_kubelet_more_than_three_minors_behind_is_refus
     fine = obs(("kube-apiserver", "cp-1", "v1.35.4"), ("kubelet", "gpu-b1", "v1.33.1", "train"))
     next_hop_breaches(fine, plan_upgrade(fine, parse_version("v1.36.3")))  # three behind: in policy
     next_hop_breaches(fine, plan_upgrade(fine, parse_version("v1.35.4")))  # no hop
+    with pytest.raises(PolicyError, match="next hop to v1.37.2"):  # a hop given: a cycle's run
+        next_hop_breaches(fine, {"control_plane_path": [], "current": "v1.35.4"}, parse_version("v1.37.2"))
