@@ -381,6 +381,35 @@ def parse_releases(value: Any, name: str = RELEASES_VAR) -> List[Dict[str, Any]]
     return sorted(out, key=lambda r: r["stage"])  # stable: the list's order within a stage
 
 
+def stage_problems(releases: Iterable[Mapping[str, Any]], helm_releases: Iterable[Any],
+                   file_exists: Any) -> List[str]:
+    """What would stop the addons stage after the control plane has moved, found before anything changes: a
+    declared release Helm does not have, one that is not ``deployed`` (Helm builds the upgrade from it), a CRD
+    file that is not there. ``helm_releases``: the releases' metadata (every revision, as the removed-API scan
+    returns it); ``file_exists``: a callable (the controller's os.path.isfile)."""
+    latest: Dict[Tuple[str, str], Tuple[int, str]] = {}
+    for rel in helm_releases:
+        if isinstance(rel, Mapping):
+            key = (str(rel.get("namespace", "")), str(rel.get("name", "")))
+            raw = rel.get("revision")
+            revision: int = raw if isinstance(raw, int) else 0
+            latest[key] = max(latest.get(key, (0, "")), (revision, str(rel.get("status", ""))))
+    problems = []
+    for rel in releases:
+        key = (str(rel.get("namespace")), str(rel.get("release")))
+        where = "%s: release %s/%s" % (RELEASES_VAR, key[0], key[1])
+        if key not in latest:
+            problems.append("%s is not a Helm release in the cluster (helm list -n %s); fix the name or install it "
+                            "first - the addons stage upgrades releases, it does not install them" % (where, key[0]))
+        elif latest[key][1] != "deployed":
+            problems.append("%s: its latest revision %d is %s, not deployed; fix it with helm (history, rollback) "
+                            "before the window" % (where, latest[key][0], latest[key][1]))
+        for crd in rel.get("crds") or []:
+            if not file_exists(crd):
+                problems.append("%s: CRD file %s is not on the controller" % (where, crd))
+    return problems
+
+
 def check_addons(workloads: Iterable[Any], helm_releases: Iterable[Any], target: str,
                  apiserver: Optional[str] = None, extra_support: Any = None,
                  declared_versions: Any = None) -> Dict[str, Any]:

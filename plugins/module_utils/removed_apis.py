@@ -380,7 +380,7 @@ def plan_mappings(secrets: Iterable[Mapping[str, Any]], target: KubeVersion, now
                   if k != "modifiedAt"}
         labels.update(name=name, owner="helm", status="deployed", version=str(new_revision))
         supersede = []
-        for revision, (status, old) in sorted(known.items()):
+        for _revision, (status, old) in sorted(known.items()):
             if status != "deployed":
                 continue
             old_release = decode_helm_release(str(as_mapping(old.get("data")).get("release")))

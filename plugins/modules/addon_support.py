@@ -56,6 +56,14 @@ options:
     description: Versions of addons whose image carries no tag (pinned by digest only), keyed by addon.
     type: dict
     default: {}
+  stage_releases:
+    description:
+      - The Helm releases the addons stage will upgrade (the cell's C(addons.releases)). Each must be a release in
+        O(helm_releases) whose latest revision is C(deployed), and each of its C(crds) files must be on the
+        controller; otherwise it blocks now, before the control plane moves, instead of stopping the stage after.
+    type: list
+    elements: dict
+    default: []
   fail_on_blocking:
     description: Fail when a finding blocks the target.
     type: bool
@@ -116,10 +124,12 @@ stages:
   elements: dict
 """
 
+import os
+
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpufleet.upgrade.plugins.module_utils import kube
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.addons import (
-    check_addons, declared_lines, support_rows)
+    check_addons, declared_lines, stage_problems, support_rows)
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import GateFailed
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.module_support import run_module
 
@@ -133,6 +143,7 @@ def main():
             helm_releases=dict(type="list", elements="dict", default=[]),
             extra_support=dict(type="list", elements="dict", default=[]),
             declared_versions=dict(type="dict", default={}),
+            stage_releases=dict(type="list", elements="dict", default=[]),
             fail_on_blocking=dict(type="bool", default=True),
             **kube.KUBE_ARGSPEC,
         ),
@@ -146,6 +157,10 @@ def main():
         workloads = p["workloads"] if p["workloads"] is not None else kube.connect(module).workload_images()
         result = check_addons(workloads, p["helm_releases"], p["target_version"], p["apiserver_version"],
                               p["extra_support"], p["declared_versions"])
+        problems = stage_problems(p["stage_releases"], p["helm_releases"], os.path.isfile)
+        if problems:
+            result["blocking"] += problems
+            result["passed"] = False
         if not result["passed"] and p["fail_on_blocking"]:
             raise GateFailed("addon_support: %s" % "; ".join(result["blocking"]), **result)
         return result

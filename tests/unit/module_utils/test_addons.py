@@ -7,7 +7,8 @@ import json
 import pytest
 
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.addons import (
-    check_addons, first_supporting, parse_inputs, parse_releases, split_image, support_rows, version_line)
+    check_addons, first_supporting, parse_inputs, parse_releases, split_image, stage_problems, support_rows,
+    version_line)
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.data_addons import ADDONS, MATRIX, SOURCES
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import InputError
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.removed_apis import scan_helm_secrets
@@ -226,7 +227,7 @@ def test_addon_releases_are_checked_and_put_in_the_seeds_order():
     out = parse_releases([dict(rel, addon="kyverno", release="policy"), dict(rel, addon="cilium", release="cni"),
                           dict(rel, addon="kueue", release="queue"), dict(rel, addon="jobset", release="jobs")])
     assert [(r["release"], r["stage"]) for r in out] == [("cni", 3), ("queue", 6), ("jobs", 6), ("policy", 8)]
-    assert out[0]["values"] == {} and out[0]["timeout"] == 600  # the defaults, filled in once
+    assert out[0]["has_values"] is False and out[0]["timeout"] == 600  # the defaults, filled in once
     assert parse_releases(None) == []
 
 
@@ -246,3 +247,22 @@ def test_a_bad_addon_release_is_refused_naming_the_field(item, message):
         parse_releases([item])
     with pytest.raises(InputError, match="listed twice"):
         parse_releases([{"addon": "cilium", "release": "r", "namespace": "n", "chart": "c"}] * 2)
+
+
+def test_what_would_stop_the_addons_stage_blocks_before_the_control_plane_moves():
+    releases = parse_releases([{"addon": "cilium", "release": "cilium", "namespace": "kube-system", "chart": "c",
+                                "crds": ["/crds/cilium.yaml"]},
+                               {"addon": "kueue", "release": "kueue", "namespace": "kueue-system", "chart": "c"},
+                               {"addon": "kyverno", "release": "kyverno", "namespace": "kyverno", "chart": "c"}])
+    helm = [{"namespace": "kube-system", "name": "cilium", "revision": 3, "status": "superseded"},
+            {"namespace": "kube-system", "name": "cilium", "revision": 4, "status": "deployed"},
+            {"namespace": "kueue-system", "name": "kueue", "revision": 2, "status": "failed"}]
+    problems = stage_problems(releases, helm, lambda path: False)
+    assert problems == [
+        "gpufleet_addon_releases: release kube-system/cilium: CRD file /crds/cilium.yaml is not on the controller",
+        "gpufleet_addon_releases: release kueue-system/kueue: its latest revision 2 is failed, not deployed; fix it "
+        "with helm (history, rollback) before the window",
+        "gpufleet_addon_releases: release kyverno/kyverno is not a Helm release in the cluster (helm list -n "
+        "kyverno); fix the name or install it first - the addons stage upgrades releases, it does not install them"]
+    assert stage_problems(releases[:1], helm, lambda path: True) == []
+    assert "values" not in releases[0] and releases[0]["has_values"] is False  # values are not handed on
