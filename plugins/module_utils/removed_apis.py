@@ -217,7 +217,7 @@ def decisive(revisions: Iterable[Tuple[int, str]]) -> int:
     latest of any status when none is deployed. ``revisions``: (revision, status) pairs of one release."""
     known = list(revisions)
     deployed = [r for r, status in known if status == "deployed"]
-    return max(deployed) if deployed else max(r for r, _ in known)
+    return max(deployed) if deployed else max(r for r, _status in known)
 
 
 BUSY = ("pending-install", "pending-upgrade", "pending-rollback", "uninstalling")
@@ -359,7 +359,7 @@ def plan_mappings(secrets: Iterable[Mapping[str, Any]], target: KubeVersion, now
         revisions.setdefault((namespace, name), {})[revision] = (status, secret)
     plans = []
     for (namespace, name), known in sorted(revisions.items()):
-        chosen = decisive((r, status) for r, (status, _) in known.items())
+        chosen = decisive((r, entry[0]) for r, entry in known.items())
         secret = known[chosen][1]
         where = "helm release %s/%s revision %d" % (namespace, name, chosen)
         data = as_mapping(secret.get("data")).get("release")
