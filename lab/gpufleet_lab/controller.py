@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import time
 import traceback
 from typing import Dict, List
 
@@ -112,6 +113,7 @@ async def requests_loop(cfg: LabConfig) -> None:
     reqdir = cfg.run / "requests"
     reqdir.mkdir(parents=True, exist_ok=True)
     gpu_seen: Dict[str, int] = {}
+    mirrors_due = time.time() + 5
     while True:
         for path in sorted(reqdir.glob("*.json")):
             try:
@@ -139,6 +141,16 @@ async def requests_loop(cfg: LabConfig) -> None:
                     gpu_seen[host] = gpus
                 except Exception:
                     traceback.print_exc()
+        if time.time() >= mirrors_due:  # a kubelet makes a deleted mirror pod again; so does the lab
+            mirrors_due = time.time() + 5
+            try:
+                from gpufleet_lab import kubeadm
+                made = await asyncio.to_thread(kubeadm.restore_mirror_pods, cfg, kube.api(cfg, "lab-controller"),
+                                               cluster.load_state(cfg))
+                if made:
+                    print("made again: %s" % ", ".join(made), flush=True)
+            except Exception:
+                traceback.print_exc()
         await asyncio.sleep(0.3)
 
 

@@ -189,6 +189,24 @@ def _create_when_gone(core: client.CoreV1Api, pod: Dict[str, Any], timeout: floa
             time.sleep(0.2)
 
 
+def restore_mirror_pods(cfg: LabConfig, api: client.ApiClient, state: Dict[str, Any]) -> List[str]:
+    """Make again any control-plane mirror pod that is gone, as a kubelet does (SIMULATION). Needed beside `sync`:
+    KWOK deletes a pod it saw deleted by name, without its UID, so a mirror pod `sync` has just made again under the
+    same name can go with the old one's deletion when the machine is busy. The lab controller calls this every few
+    seconds; one list call."""
+    core = client.CoreV1Api(api)
+    have = {p.metadata.name for p in core.list_namespaced_pod(
+        "kube-system", label_selector="tier=control-plane").items}
+    made = []
+    for host, components in versions(state, cluster.oldest(list(state["apiserver"].values()))).items():
+        for component, version in components.items():
+            pod = mirror_pod(cfg, component, host, version)
+            if pod["metadata"]["name"] not in have and _read_or_make(
+                    core.read_namespaced_pod, core.create_namespaced_pod, pod) is None:
+                made.append("mirror pod %s %s" % (pod["metadata"]["name"], version))
+    return made
+
+
 def kubeadm_images(cfg: LabConfig, version: str) -> Dict[str, str]:
     """The images the real kubeadm at ``version`` installs, by name (kube-proxy, coredns, ...)."""
     out = subprocess.run([str(cfg.bin_dir("kubernetes", version) / "kubeadm"), "config", "images", "list",
