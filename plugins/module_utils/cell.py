@@ -316,8 +316,10 @@ def build(groups: Mapping[str, Sequence[str]], host_vars: Mapping[str, Mapping[s
         nodes = parse_nodes(raw_nodes)
         caps = parse_caps(cell_vars.get("gpufleet_wave_caps"))
         policies = parse_pool_policies(cell_vars.get("gpufleet_pool_policies"))
-        holding = sorted({n.pool for n in nodes if n.role == WORKER and (
-            policies[n.pool].skip_level if n.pool in policies else True)}) if cycle != target else []
+        # one home of the pool policy's default (skip_level true): the waves of this hop and the pools below
+        skip_level = {pool: policies[pool].skip_level if pool in policies else True
+                      for pool in set(host_pool.values()) - {CONTROL_PLANE_POOL}}
+        holding = sorted(p for p, skip in skip_level.items() if skip) if cycle != target else []
         plan = plan_waves(nodes, caps, holding)
     except GpufleetError as exc:
         raise InputError("%s. Nothing was changed." % exc.msg, **exc.details)
@@ -328,7 +330,7 @@ def build(groups: Mapping[str, Sequence[str]], host_vars: Mapping[str, Mapping[s
     pools: Dict[str, Dict[str, Any]] = {}
     for pool in sorted(set(host_pool.values()) - {CONTROL_PLANE_POOL}):
         pools[pool] = {"baseline": dict(baselines[pool]),
-                       "skip_level": policies[pool].skip_level if pool in policies else True,
+                       "skip_level": skip_level[pool],
                        "nodes": [h for h in gpu if host_pool[h] == pool],
                        # the nvidia.com/gpu the pool should have allocatable: its nodes times what its baseline
                        # says a Node offers (node.allocatable_gpus: gpu.count, or more on a MIG pool)
