@@ -49,7 +49,9 @@ fleet: setup
 
 # Every test, each phase timed by bin/phase (CI prints the table, with how busy the machine was), in two rounds of
 # phases at once (bin/parallel), each lab stream on lab cells of its own (lab/lab.yml `cells`):
-#   round 1  lab-tests-a on `lab`: the wave story, then the jobs in the execution-environment image;
+#   round 1  lab-tests-a on `lab`: the wave story, then the jobs in the execution-environment image (`lab` goes
+#            down after them: an idle cell of three apiservers costs about 15 % of a core, and round 2 is
+#            CPU-bound; `make wave` brings it up again);
 #            lab-tests-b on `lab-b`: every other lab test, then the Molecule scenarios that use the cluster (on a
 #            reset lab-b, which goes down after them); beside them the execution-environment image.
 #   round 2  lab-fleet on the three fleet cells (up for it, down after): the three-ring fleet run, which mostly
@@ -59,7 +61,7 @@ fleet: setup
 # Round 2 runs also after a failed round 1, so every result is known. Measured on a 2-core machine (README,
 # "Measured"): this split was the fastest of the four tried; putting Molecule beside the fleet instead kept round 2
 # 96 % busy and took longer, and every phase in one round kept the machine 98 % busy and took 2,537 s against
-# 1,957 s. `lab` stays up at the end (for `make wave`).
+# 1,957 s.
 PHASE := bin/phase
 M := $(MAKE) --no-print-directory
 LAB_B := GPUFLEET_LAB_CELL=lab-b
@@ -67,7 +69,7 @@ LAB_SKIP := GPUFLEET_LAB_CELL=skip-level
 test: setup
 	@$(PHASE) lab-up $(M) lab-up
 	@$(PHASE) lab-up-b env $(LAB_B) bin/lab up
-	@rc=0; bin/parallel "lab-tests-a=$(M) lab-tests-a" \
+	@rc=0; bin/parallel "lab-tests-a=$(M) lab-tests-a; rc=\$$?; bin/lab down >/dev/null; exit \$$rc" \
 	    "lab-tests-b=$(M) lab-tests-b && bin/phase molecule env $(LAB_B) $(M) molecule MOLECULE_NO_CLUSTER=; \
 	      rc=\$$?; $(LAB_B) bin/lab down >/dev/null; exit \$$rc" \
 	    "ee-image=bin/lab ee" || rc=$$?; \
@@ -76,8 +78,8 @@ test: setup
 	      && bin/phase unit $(M) unit || rc=1; bin/phase skip-level $(M) lab-tests-skip || rc=1; \
 	      $(LAB_SKIP) bin/lab down >/dev/null; exit \$$rc" \
 	    "molecule-no-cluster=BIN=$(BIN) tests/molecule-run --parallel 1 $(MOLECULE_NO_CLUSTER)" || rc=$$?; \
-	  $(LAB_B) bin/lab down >/dev/null || rc=1; bin/lab down --fleet >/dev/null || rc=1; \
-	  $(LAB_SKIP) bin/lab down >/dev/null || rc=1; exit $$rc
+	  bin/lab down >/dev/null || rc=1; $(LAB_B) bin/lab down >/dev/null || rc=1; \
+	  bin/lab down --fleet >/dev/null || rc=1; $(LAB_SKIP) bin/lab down >/dev/null || rc=1; exit $$rc
 
 lint: setup
 	$(BIN)/ruff check plugins tests benchmarks lab bin/docs-check
