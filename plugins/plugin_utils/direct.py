@@ -1,0 +1,157 @@
+# Copyright: gpufleet contributors
+# Apache License 2.0
+"""Direct execution: a gpufleet module whose task runs on the controller (``delegate_to: localhost``, a
+``connection: local`` play) runs inside Ansible's worker process instead of a new Python process.
+
+Why: most gpufleet tasks talk to the Kubernetes API from the controller. As a separate process each one paid about
+0.5 CPU-s before doing anything - Python, ``ansible.module_utils.basic`` compiled from the AnsiballZ zip, and the
+``kubernetes`` client (about 0.25 s: it imports every API and model class). That was about 40 % of the CPU of an
+upgrade run (README, "Controller CPU"). The worker is forked from ``ansible-playbook``, which imported the
+``kubernetes`` client once when it loaded this plugin, so a task here pays only for its own work. ansible.netcommon
+does the same for network modules (its ``import_modules`` option); ansible-core keeps a hook for it
+(``AnsibleModule._record_module_result``). Nothing is written by hand that a library does: the module's own
+``main()`` runs unchanged, its arguments are encoded and its result decoded with ansible-core's own module JSON
+profile, exactly as on the AnsiballZ path.
+
+The module still runs as a separate process (the ordinary path) when the task does not run on the controller
+(an SSH host), uses ``become`` or ``async``, names a Python interpreter other than the controller's, or when
+``GPUFLEET_DIRECT_EXECUTION=0`` is set in the controller's environment. The task's ``environment`` (for example
+``K8S_AUTH_*``) is applied to the worker for the module's run, as it would be to the module's process. One
+difference: a warning a module raises with ``module.warn()`` is shown at once (ansible-core's own behaviour for
+module code running on the controller) instead of with the task's result.
+"""
+from __future__ import annotations
+
+import contextlib
+import importlib
+import io
+import json
+import os
+import sys
+import traceback
+from typing import Any, Dict, Mapping, Optional
+
+from ansible.module_utils import basic
+from ansible.module_utils.common import warnings as module_warnings
+from ansible.module_utils.common.json import Direction, get_module_encoder
+from ansible.plugins.action import ActionBase
+from ansible.utils.display import Display
+from ansible.utils.vars import merge_hash
+from ansible.vars.clean import remove_internal_keys
+
+try:  # loaded here, in ansible-playbook, so that every forked worker has the client already imported
+    from ansible_collections.gpufleet.upgrade.plugins.module_utils import kube as PRELOADED
+except ImportError:  # pragma: no cover - kubernetes missing: the modules say so when they run
+    PRELOADED = None
+
+display = Display()
+
+PROFILE = "legacy"  # gpufleet modules declare no METADATA, so ansible-core encodes their I/O with this profile
+LOCAL_CONNECTIONS = frozenset(("local", "ansible.builtin.local"))
+SWITCH = "GPUFLEET_DIRECT_EXECUTION"
+
+
+def ineligible(connection: str, become: bool, async_val: int, interpreter: Optional[str], executable: str,
+               environ: Mapping[str, str]) -> str:
+    """Why this task's module must run as its own process ('' when it can run in the worker): a task on another
+    host, with privilege escalation or async, or for another Python than the controller's; or the switch is off."""
+    if str(environ.get(SWITCH, "1")).strip().lower() in ("0", "false", "no", "off"):
+        return "%s=%s" % (SWITCH, environ.get(SWITCH))
+    if connection not in LOCAL_CONNECTIONS:
+        return "connection %s" % connection
+    if become:
+        return "become"
+    if async_val:
+        return "async"
+    if interpreter and os.path.realpath(interpreter) != os.path.realpath(executable):
+        return "interpreter %s is not the controller's %s" % (interpreter, executable)
+    return ""
+
+
+@contextlib.contextmanager
+def environment(extra: Mapping[str, Any]):
+    """The task's environment in os.environ for the module's run, then as it was."""
+    saved = {k: os.environ.get(k) for k in extra}
+    try:
+        os.environ.update({str(k): str(v) for k, v in extra.items()})
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def run_main(module: Any, module_args: Dict[str, Any]) -> str:
+    """Run ``module.main()`` with ``module_args`` as AnsibleModule reads them on the AnsiballZ path (the JSON
+    ansible-core sends, in this profile) and return what it printed (its JSON result). A module exits with
+    SystemExit, as always; an exception it lets out becomes a failure with its traceback, like a module process
+    that died."""
+    encoder = get_module_encoder(PROFILE, Direction.CONTROLLER_TO_MODULE)
+    args = json.dumps({"ANSIBLE_MODULE_ARGS": module_args}, cls=encoder).encode()
+    basic._ANSIBLE_ARGS = args  # pylint: disable=protected-access
+    basic._ANSIBLE_PROFILE = PROFILE  # pylint: disable=protected-access
+    module_warnings._global_warnings.clear()  # pylint: disable=protected-access
+    module_warnings._global_deprecations.clear()  # pylint: disable=protected-access
+    out = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(out):
+            module.main()
+    except SystemExit:
+        pass
+    except Exception as exc:  # pylint: disable=broad-exception-caught
+        msg = "MODULE FAILURE: %s: %s (run in the worker; set %s=0 to run it as its own process)" % (
+            type(exc).__name__, exc, SWITCH)
+        return json.dumps({"failed": True, "msg": msg, "exception": traceback.format_exc()})
+    finally:
+        basic._ANSIBLE_ARGS = None  # pylint: disable=protected-access
+    return out.getvalue()
+
+
+class DirectActionModule(ActionBase):
+    """The action of every gpufleet module that has no action of its own (see the module docstring)."""
+
+    _supports_check_mode = True
+    _supports_async = True
+
+    def _module(self) -> Any:
+        name = self._task.action.split(".")[-1]
+        return importlib.import_module("ansible_collections.gpufleet.upgrade.plugins.modules.%s" % name)
+
+    def _interpreter(self, task_vars: Dict[str, Any]) -> Optional[str]:
+        host_vars = task_vars
+        if self._task.delegate_to:
+            host_vars = (task_vars.get("ansible_delegated_vars") or {}).get(self._task.delegate_to) or {}
+        value = host_vars.get("ansible_python_interpreter")
+        return self._templar.template(value) if value else None
+
+    def run(self, tmp=None, task_vars=None):
+        result = super().run(tmp, task_vars)
+        del tmp
+        task_vars = task_vars or {}
+        why = ineligible(str(self._connection.transport),
+                         bool(self._play_context.become), int(self._task.async_val or 0),
+                         self._interpreter(task_vars), sys.executable, os.environ)
+        if why:
+            display.vvvv("gpufleet: %s runs as its own process (%s)" % (self._task.action, why))
+            wrap_async = self._task.async_val and not self._connection.has_native_async
+            result = merge_hash(result, self._execute_module(task_vars=task_vars, wrap_async=wrap_async))
+            if not wrap_async:
+                self._remove_tmp_path(self._connection._shell.tmpdir)  # pylint: disable=protected-access
+            return result
+        display.vvvv("gpufleet: %s runs in the worker process%s" % (
+            self._task.action, "" if PRELOADED else " (the kubernetes client was not preloaded)"))
+        module_args = dict(self._task.args)
+        self._update_module_args(self._task.action, module_args, task_vars)
+        env: Dict[str, Any] = {}
+        self._compute_environment_string(raw_environment_out=env)
+        module = self._module()
+        with environment(env):
+            stdout = run_main(module, module_args)
+        data = self._parse_returned_data({"stdout": stdout, "stderr": "", "rc": 0}, PROFILE)
+        remove_internal_keys(data)
+        for stream in ("stdout", "stderr"):  # as ActionBase._execute_module does
+            if stream in data and stream + "_lines" not in data:
+                data[stream + "_lines"] = (data.get(stream) or "").splitlines()
+        return merge_hash(result, data)
