@@ -14,11 +14,11 @@ does the same for network modules (its ``import_modules`` option); ansible-core 
 profile, exactly as on the AnsiballZ path.
 
 The module still runs as a separate process (the ordinary path) when the task does not run on the controller
-(an SSH host), uses ``become`` or ``async``, names a Python interpreter other than the controller's, or when
-``GPUFLEET_DIRECT_EXECUTION=0`` is set in the controller's environment. The task's ``environment`` (for example
-``K8S_AUTH_*``) is applied to the worker for the module's run, as it would be to the module's process. One
-difference: a warning a module raises with ``module.warn()`` is shown at once (ansible-core's own behaviour for
-module code running on the controller) instead of with the task's result.
+(an SSH host), uses ``become`` or ``async``, runs for a host whose Python interpreter is not the controller's or is
+left to interpreter discovery (the implicit localhost's is the controller's), or when ``GPUFLEET_DIRECT_EXECUTION``
+is set to anything but 1/true/yes/on in the controller's environment. The task's ``environment`` (for example
+``K8S_AUTH_*``) is applied to the worker for the module's run, as it would be to the module's process, and what
+a module process would have had to itself is reset around each run (:func:`isolated`).
 """
 from __future__ import annotations
 
@@ -29,7 +29,9 @@ import json
 import os
 import sys
 import traceback
-from typing import Any, Dict, Mapping, Optional
+import shutil
+import tempfile
+from typing import Any, Dict, Mapping, Optional, Tuple
 
 from ansible.module_utils import basic
 from ansible.module_utils.common import warnings as module_warnings
@@ -55,7 +57,7 @@ def ineligible(connection: str, become: bool, async_val: int, interpreter: Optio
                environ: Mapping[str, str]) -> str:
     """Why this task's module must run as its own process ('' when it can run in the worker): a task on another
     host, with privilege escalation or async, or for another Python than the controller's; or the switch is off."""
-    if str(environ.get(SWITCH, "1")).strip().lower() in ("0", "false", "no", "off"):
+    if switched_off(environ):
         return "%s=%s" % (SWITCH, environ.get(SWITCH))
     if connection not in LOCAL_CONNECTIONS:
         return "connection %s" % connection
@@ -63,50 +65,87 @@ def ineligible(connection: str, become: bool, async_val: int, interpreter: Optio
         return "become"
     if async_val:
         return "async"
-    if interpreter and os.path.realpath(interpreter) != os.path.realpath(executable):
+    if not interpreter:  # an inventory host left to interpreter discovery: its module ran on the Python found
+        return "no ansible_python_interpreter (discovery)"
+    # the same bin directory is the same installation (a venv's python and python3); realpath would take a venv's
+    # python for the base interpreter it links to, which lacks the venv's packages
+    if os.path.dirname(os.path.abspath(interpreter)) != os.path.dirname(os.path.abspath(executable)):
         return "interpreter %s is not the controller's %s" % (interpreter, executable)
     return ""
 
 
+def switched_off(environ: Mapping[str, str]) -> bool:
+    """Only unset, 1, true, yes or on keep direct execution: any other value runs modules as their own process."""
+    value = environ.get(SWITCH)
+    return value is not None and value.strip().lower() not in ("1", "true", "yes", "on")
+
+
 @contextlib.contextmanager
-def environment(extra: Mapping[str, Any]):
-    """The task's environment in os.environ for the module's run, then as it was."""
-    saved = {k: os.environ.get(k) for k in extra}
+def isolated(extra: Mapping[str, Any]):
+    """What a module process would have had to itself, for one module run in the worker, then as it was: the
+    controller's environment with the task's on top, the working directory, and the kubernetes client's process
+    state - the kubeconfig path it read from $KUBECONFIG at import (in ansible-playbook, without the task's
+    environment), its default Configuration (load_kube_config keeps credentials there), kubernetes.core's client
+    pool, and the certificate and key files it writes from a kubeconfig's *-data fields (a module process removes
+    them at exit; a worker ends without running exit handlers)."""
+    saved_env, saved_cwd = dict(os.environ), os.getcwd()
+    os.environ.update({str(k): str(v) for k, v in extra.items()})
+    kube_state(os.environ.get("KUBECONFIG", "~/.kube/config"))
     try:
-        os.environ.update({str(k): str(v) for k, v in extra.items()})
         yield
     finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+        os.chdir(saved_cwd)
+        os.environ.clear()
+        os.environ.update(saved_env)
+        kube_state(None)
 
 
-def run_main(module: Any, module_args: Dict[str, Any]) -> str:
+def kube_state(kubeconfig: Optional[str]) -> None:
+    """Reset the kubernetes client's process-wide state (see :func:`isolated`); ``kubeconfig``: the default
+    kubeconfig path for the run about to start, None after a run."""
+    try:
+        from kubernetes.client import Configuration
+        from kubernetes.config import kube_config
+    except ImportError:
+        return
+    kube_config._cleanup_temp_files()  # pylint: disable=protected-access
+    Configuration.set_default(None)
+    kube_config.KUBE_CONFIG_DEFAULT_LOCATION = kubeconfig or os.environ.get("KUBECONFIG", "~/.kube/config")
+    try:
+        from ansible_collections.kubernetes.core.plugins.module_utils.k8s import client as k8s_client
+        k8s_client._pool.clear()  # pylint: disable=protected-access
+    except (ImportError, AttributeError):
+        pass
+
+
+def run_main(module: Any, module_args: Dict[str, Any]) -> Tuple[str, str]:
     """Run ``module.main()`` with ``module_args`` as AnsibleModule reads them on the AnsiballZ path (the JSON
-    ansible-core sends, in this profile) and return what it printed (its JSON result). A module exits with
-    SystemExit, as always; an exception it lets out becomes a failure with its traceback, like a module process
-    that died."""
+    ansible-core sends, in this profile) and return what it printed on stdout (its JSON result) and stderr. A
+    module exits with SystemExit, as always; an exception it lets out becomes a failure with its traceback, like a
+    module process that died."""
     encoder = get_module_encoder(PROFILE, Direction.CONTROLLER_TO_MODULE)
     args = json.dumps({"ANSIBLE_MODULE_ARGS": module_args}, cls=encoder).encode()
     basic._ANSIBLE_ARGS = args  # pylint: disable=protected-access
     basic._ANSIBLE_PROFILE = PROFILE  # pylint: disable=protected-access
     module_warnings._global_warnings.clear()  # pylint: disable=protected-access
     module_warnings._global_deprecations.clear()  # pylint: disable=protected-access
-    out = io.StringIO()
+    out, err = io.StringIO(), io.StringIO()
     try:
-        with contextlib.redirect_stdout(out):
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             module.main()
     except SystemExit:
         pass
     except Exception as exc:  # pylint: disable=broad-exception-caught
-        msg = "MODULE FAILURE: %s: %s (run in the worker; set %s=0 to run it as its own process)" % (
-            type(exc).__name__, exc, SWITCH)
-        return json.dumps({"failed": True, "msg": msg, "exception": traceback.format_exc()})
+        return failure(exc), err.getvalue()
     finally:
         basic._ANSIBLE_ARGS = None  # pylint: disable=protected-access
-    return out.getvalue()
+    return out.getvalue(), err.getvalue()
+
+
+def failure(exc: BaseException) -> str:
+    msg = "MODULE FAILURE: %s: %s (run in the worker; set %s=0 to run it as its own process)" % (
+        type(exc).__name__, exc, SWITCH)
+    return json.dumps({"failed": True, "msg": msg, "exception": traceback.format_exc()})
 
 
 class DirectActionModule(ActionBase):
@@ -116,7 +155,7 @@ class DirectActionModule(ActionBase):
     _supports_async = True
 
     def _module(self) -> Any:
-        name = self._task.action.split(".")[-1]
+        name = (getattr(self._task, "resolved_action", None) or self._task.action).split(".")[-1]
         return importlib.import_module("ansible_collections.gpufleet.upgrade.plugins.modules.%s" % name)
 
     def _interpreter(self, task_vars: Dict[str, Any]) -> Optional[str]:
@@ -146,10 +185,19 @@ class DirectActionModule(ActionBase):
         self._update_module_args(self._task.action, module_args, task_vars)
         env: Dict[str, Any] = {}
         self._compute_environment_string(raw_environment_out=env)
-        module = self._module()
-        with environment(env):
-            stdout = run_main(module, module_args)
-        data = self._parse_returned_data({"stdout": stdout, "stderr": "", "rc": 0}, PROFILE)
+        tmpdir = tempfile.mkdtemp(prefix="gpufleet-module-")  # module.tmpdir: removed here, as by a module process
+        module_args["_ansible_tmpdir"] = tmpdir
+        try:
+            with isolated(env):
+                try:
+                    module = self._module()
+                except Exception as exc:  # pylint: disable=broad-exception-caught
+                    stdout, stderr = failure(exc), ""
+                else:
+                    stdout, stderr = run_main(module, module_args)
+        finally:
+            shutil.rmtree(tmpdir, ignore_errors=True)
+        data = self._parse_returned_data({"stdout": stdout, "stderr": stderr, "rc": 0}, PROFILE)
         remove_internal_keys(data)
         for stream in ("stdout", "stderr"):  # as ActionBase._execute_module does
             if stream in data and stream + "_lines" not in data:
