@@ -26,6 +26,7 @@ import contextlib
 import importlib
 import io
 import json
+import locale
 import os
 import sys
 import traceback
@@ -67,11 +68,20 @@ def ineligible(connection: str, become: bool, async_val: int, interpreter: Optio
         return "async"
     if not interpreter:  # an inventory host left to interpreter discovery: its module ran on the Python found
         return "no ansible_python_interpreter (discovery)"
-    # the same bin directory is the same installation (a venv's python and python3); realpath would take a venv's
-    # python for the base interpreter it links to, which lacks the venv's packages
-    if os.path.dirname(os.path.abspath(interpreter)) != os.path.dirname(os.path.abspath(executable)):
+    # the same file in the same directory: a venv's python and python3 are the controller's; the base interpreter
+    # a venv links to (realpath's answer) lacks the venv's packages, and python3.9 beside python3.12 is another one
+    if not same_interpreter(interpreter, executable):
         return "interpreter %s is not the controller's %s" % (interpreter, executable)
     return ""
+
+
+def same_interpreter(interpreter: str, executable: str) -> bool:
+    if os.path.dirname(os.path.abspath(interpreter)) != os.path.dirname(os.path.abspath(executable)):
+        return False
+    try:
+        return os.path.samefile(interpreter, executable)
+    except OSError:
+        return False
 
 
 def switched_off(environ: Mapping[str, str]) -> bool:
@@ -83,26 +93,39 @@ def switched_off(environ: Mapping[str, str]) -> bool:
 @contextlib.contextmanager
 def isolated(extra: Mapping[str, Any]):
     """What a module process would have had to itself, for one module run in the worker, then as it was: the
-    controller's environment with the task's on top, the working directory, and the kubernetes client's process
-    state - the kubeconfig path it read from $KUBECONFIG at import (in ansible-playbook, without the task's
-    environment), its default Configuration (load_kube_config keeps credentials there), kubernetes.core's client
-    pool, and the certificate and key files it writes from a kubeconfig's *-data fields (a module process removes
-    them at exit; a worker ends without running exit handlers)."""
+    controller's environment with the task's on top (and the temporary directory and locale that follow from it),
+    the working directory, and the kubernetes client's process state - the kubeconfig path it read from $KUBECONFIG
+    at import (in ansible-playbook, without the task's environment), its default Configuration (load_kube_config
+    keeps credentials there), kubernetes.core's client pool, and the certificate and key files it writes from a
+    kubeconfig's *-data fields (a module process removes them at exit; a worker ends without running exit
+    handlers). Each restore runs even when another fails; a failed restore is a warning, never the task's result."""
     saved_env, saved_cwd = dict(os.environ), os.getcwd()
-    os.environ.update({str(k): str(v) for k, v in extra.items()})
-    kube_state(os.environ.get("KUBECONFIG", "~/.kube/config"))
+    saved_tempdir, saved_locale = tempfile.tempdir, locale.setlocale(locale.LC_ALL)
+    restores = [  # the key files first: they are what must not outlive the run
+        ("the kubernetes client's state", lambda: kube_state(None)),
+        ("the environment", lambda: (os.environ.clear(), os.environ.update(saved_env))),
+        ("the working directory", lambda: os.chdir(saved_cwd)),
+        ("the temporary directory", lambda: setattr(tempfile, "tempdir", saved_tempdir)),
+        ("the locale", lambda: locale.setlocale(locale.LC_ALL, saved_locale)),
+    ]
     try:
+        os.environ.update({str(k): str(v) for k, v in extra.items()})
+        tempfile.tempdir = None  # $TMPDIR of this run, as a module process reads it
+        kube_state(os.environ.get("KUBECONFIG", "~/.kube/config"))
         yield
     finally:
-        os.chdir(saved_cwd)
-        os.environ.clear()
-        os.environ.update(saved_env)
-        kube_state(None)
+        for what, restore in restores:
+            try:
+                restore()
+            except Exception as exc:  # pylint: disable=broad-exception-caught
+                display.warning("gpufleet: could not restore %s after a module run in the worker: %s" % (what, exc))
+        kube_config_default(os.environ.get("KUBECONFIG", "~/.kube/config"))
 
 
 def kube_state(kubeconfig: Optional[str]) -> None:
     """Reset the kubernetes client's process-wide state (see :func:`isolated`); ``kubeconfig``: the default
-    kubeconfig path for the run about to start, None after a run."""
+    kubeconfig path for the run about to start (None after a run: :func:`isolated` sets it from the restored
+    environment)."""
     try:
         from kubernetes.client import Configuration
         from kubernetes.config import kube_config
@@ -110,12 +133,21 @@ def kube_state(kubeconfig: Optional[str]) -> None:
         return
     kube_config._cleanup_temp_files()  # pylint: disable=protected-access
     Configuration.set_default(None)
-    kube_config.KUBE_CONFIG_DEFAULT_LOCATION = kubeconfig or os.environ.get("KUBECONFIG", "~/.kube/config")
+    if kubeconfig:
+        kube_config_default(kubeconfig)
     try:
         from ansible_collections.kubernetes.core.plugins.module_utils.k8s import client as k8s_client
         k8s_client._pool.clear()  # pylint: disable=protected-access
     except (ImportError, AttributeError):
         pass
+
+
+def kube_config_default(path: str) -> None:
+    try:
+        from kubernetes.config import kube_config
+    except ImportError:
+        return
+    kube_config.KUBE_CONFIG_DEFAULT_LOCATION = path
 
 
 def run_main(module: Any, module_args: Dict[str, Any]) -> Tuple[str, str]:
@@ -185,18 +217,18 @@ class DirectActionModule(ActionBase):
         self._update_module_args(self._task.action, module_args, task_vars)
         env: Dict[str, Any] = {}
         self._compute_environment_string(raw_environment_out=env)
-        tmpdir = tempfile.mkdtemp(prefix="gpufleet-module-")  # module.tmpdir: removed here, as by a module process
-        module_args["_ansible_tmpdir"] = tmpdir
-        try:
-            with isolated(env):
+        with isolated(env):
+            tmpdir = tempfile.mkdtemp(prefix="gpufleet-module-")  # module.tmpdir, in the run's $TMPDIR
+            module_args["_ansible_tmpdir"] = tmpdir
+            try:
                 try:
                     module = self._module()
                 except Exception as exc:  # pylint: disable=broad-exception-caught
                     stdout, stderr = failure(exc), ""
                 else:
                     stdout, stderr = run_main(module, module_args)
-        finally:
-            shutil.rmtree(tmpdir, ignore_errors=True)
+            finally:
+                shutil.rmtree(tmpdir, ignore_errors=True)
         data = self._parse_returned_data({"stdout": stdout, "stderr": stderr, "rc": 0}, PROFILE)
         remove_internal_keys(data)
         for stream in ("stdout", "stderr"):  # as ActionBase._execute_module does

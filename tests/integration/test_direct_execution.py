@@ -27,6 +27,7 @@ def results(tmp_path, direct):
     out, tmp = tmp_path / ("direct-%s.json" % direct), tmp_path / ("tmp-%s" % direct)
     tmp.mkdir()
     inline = base64.b64encode(("-----BEGIN PRIVATE KEY-----\n%s\n-----END PRIVATE KEY-----\n" % KEY_MARK).encode())
+    # TMPDIR: the controller's, so the worker's (and a module process's) temporary files land in `tmp`
     env = {"ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"), "GPUFLEET_DIRECT_EXECUTION": direct, "TMPDIR": str(tmp),
            "KUBECONFIG": str(kubeconfig(tmp_path / "controller.kubeconfig", 9)), "HOME": str(tmp_path / "home"),
            "GPUFLEET_CHANGE_RECORD_DIR": str(tmp_path / "records")}
@@ -43,7 +44,8 @@ def results(tmp_path, direct):
 def test_in_the_worker_the_results_are_those_of_a_module_process(tmp_path):
     direct, direct_log, direct_left = results(tmp_path, "1")
     spawned, spawned_log, spawned_left = results(tmp_path, "0")
-    assert "gpufleet: gpufleet.upgrade.baseline_info runs in the worker process" in direct_log
+    # three loop items, the unknown option, and the task delegated from the SSH host
+    assert direct_log.count("gpufleet: gpufleet.upgrade.baseline_info runs in the worker process") == 5
     assert "gpufleet: gpufleet.upgrade.cluster_identity runs in the worker process" in direct_log
     assert "runs in the worker process" not in spawned_log
     assert "gpufleet: gpufleet.upgrade.baseline_info runs as its own process (GPUFLEET_DIRECT_EXECUTION=0)" \

@@ -26,6 +26,15 @@ def test_only_controller_tasks_with_the_controllers_python_run_in_the_worker(tmp
     # without the venv's packages), not the controller's
     (tmp_path / "python").symlink_to(os.path.realpath(py))
     assert direct.ineligible("local", False, 0, str(tmp_path / "python"), py, {}).startswith("interpreter ")
+    # in one directory, the same interpreter by another name is the controller's; another interpreter is not
+    venv = tmp_path / "venv"
+    venv.mkdir()
+    (venv / "python").symlink_to(os.path.realpath(py))
+    (venv / "python3").symlink_to(venv / "python")
+    (venv / "python3.9").write_text("#!/bin/sh\n")
+    assert direct.ineligible("local", False, 0, str(venv / "python3"), str(venv / "python"), {}) == ""
+    assert direct.ineligible("local", False, 0, str(venv / "python3.9"), str(venv / "python"), {}).startswith(
+        "interpreter ")
 
 
 def test_the_switch_keeps_direct_execution_only_when_unset_or_on():
@@ -60,6 +69,21 @@ def test_a_run_has_the_tasks_environment_and_a_fresh_client_then_all_is_as_it_wa
     assert kube_config.KUBE_CONFIG_DEFAULT_LOCATION == "/controller/kubeconfig"
     assert Configuration.get_default_copy().verify_ssl is True
     kube_config.KUBE_CONFIG_DEFAULT_LOCATION = before
+
+
+def test_a_failed_restore_is_a_warning_and_the_others_still_run(monkeypatch, tmp_path, capsys):
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    cwd = os.getcwd()
+    os.chdir(gone)
+    try:
+        with direct.isolated({"GPUFLEET_T_TASK": "1"}):
+            key = kube_config._create_temp_file_with_content(b"inline key 2")  # pylint: disable=protected-access
+            gone.rmdir()  # the working directory to go back to is gone
+    finally:
+        os.chdir(cwd)
+    assert not os.path.exists(key) and "GPUFLEET_T_TASK" not in os.environ
+    assert "could not restore the working directory" in capsys.readouterr().err
 
 
 def fake_module(body):
