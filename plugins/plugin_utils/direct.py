@@ -102,7 +102,7 @@ def isolated(extra: Mapping[str, Any]):
     saved_env, saved_cwd = dict(os.environ), os.getcwd()
     saved_tempdir, saved_locale = tempfile.tempdir, locale.setlocale(locale.LC_ALL)
     restores = [  # the key files first: they are what must not outlive the run
-        ("the kubernetes client's state", lambda: kube_state(None)),
+        ("the kubernetes client's state", kube_state),
         ("the environment", lambda: (os.environ.clear(), os.environ.update(saved_env))),
         ("the working directory", lambda: os.chdir(saved_cwd)),
         ("the temporary directory", lambda: setattr(tempfile, "tempdir", saved_tempdir)),
@@ -111,7 +111,7 @@ def isolated(extra: Mapping[str, Any]):
     try:
         os.environ.update({str(k): str(v) for k, v in extra.items()})
         tempfile.tempdir = None  # $TMPDIR of this run, as a module process reads it
-        kube_state(os.environ.get("KUBECONFIG", "~/.kube/config"))
+        kube_state()
         yield
     finally:
         for what, restore in restores:
@@ -122,10 +122,9 @@ def isolated(extra: Mapping[str, Any]):
         kube_config_default(os.environ.get("KUBECONFIG", "~/.kube/config"))
 
 
-def kube_state(kubeconfig: Optional[str]) -> None:
-    """Reset the kubernetes client's process-wide state (see :func:`isolated`); ``kubeconfig``: the default
-    kubeconfig path for the run about to start (None after a run: :func:`isolated` sets it from the restored
-    environment)."""
+def kube_state() -> None:
+    """Reset the kubernetes client's process-wide state (see :func:`isolated`), its default kubeconfig path taken
+    from the environment as it is now."""
     try:
         from kubernetes.client import Configuration
         from kubernetes.config import kube_config
@@ -133,8 +132,7 @@ def kube_state(kubeconfig: Optional[str]) -> None:
         return
     kube_config._cleanup_temp_files()  # pylint: disable=protected-access
     Configuration.set_default(None)
-    if kubeconfig:
-        kube_config_default(kubeconfig)
+    kube_config_default(os.environ.get("KUBECONFIG", "~/.kube/config"))
     try:
         from ansible_collections.kubernetes.core.plugins.module_utils.k8s import client as k8s_client
         k8s_client._pool.clear()  # pylint: disable=protected-access
