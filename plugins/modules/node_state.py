@@ -61,6 +61,15 @@ options:
     type: list
     elements: str
     default: []
+  objects:
+    description:
+      - Also return the Node objects as the API gives them after the call (C(resources), in the shape
+        M(kubernetes.core.k8s_info) returns), e.g. to read the kubelet version a node reports.
+      - The roles read a node this way rather than with M(kubernetes.core.k8s_info) because a gpufleet module
+        delegated to the controller runs in Ansible's worker, where M(kubernetes.core.k8s_info) starts a Python
+        process of its own (about 0.5 CPU-s each, four reads a node a wave; README, "Controller CPU").
+    type: bool
+    default: false
 extends_documentation_fragment:
   - gpufleet.upgrade.common.KUBE
   - kubernetes.core.k8s_auth_options
@@ -83,6 +92,15 @@ EXAMPLES = r"""
     target: v1.37.2
     cycle: v1.37.2
   delegate_to: localhost
+
+- name: Read the kubelet version the Node reports (the Node object as the API gives it)
+  gpufleet.upgrade.node_state:
+    nodes: [gpu-a1]
+    target: v1.36.3
+    objects: true
+  delegate_to: localhost
+  register: node
+  # node.resources[0].status.nodeInfo.kubeletVersion
 
 - name: A failed gate keeps the node cordoned with the reason
   gpufleet.upgrade.node_state:
@@ -116,6 +134,11 @@ cycle:
   description: The cycle O(cycle) the disruptions are counted in.
   returned: when state is read and cycle is given
   type: str
+resources:
+  description: With O(objects), the Node objects after the call, in the order of O(nodes).
+  returned: when objects is true
+  type: list
+  elements: dict
 message:
   description: For O(state=held) and O(state=finished), each unfinished node with its phase and reason.
   returned: when state is held or finished
@@ -140,6 +163,7 @@ def main():
             reason=dict(type="str"),
             failures=dict(type="dict", default={}),
             in_rescue=dict(type="list", elements="str", default=[]),
+            objects=dict(type="bool", default=False),
             **kube.KUBE_ARGSPEC,
         ),
         supports_check_mode=True,
@@ -180,6 +204,8 @@ def main():
                                 "were not started. Fix the nodes and rerun: finished nodes are skipped." % (
                                     p["target"], extra["message"]), nodes=out, changed_nodes=changed,
                                 changed=bool(changed))
+        if p["objects"]:
+            extra["resources"] = [current[name] for name in p["nodes"]]
         return dict(extra, changed=bool(changed), changed_nodes=changed, nodes=out)
 
     run_module(module, body)

@@ -27,6 +27,18 @@ def test_node_state_cordon_check_mode_then_real_then_idempotent(run, cluster):
     assert not again.result["changed"]
 
 
+def test_node_state_read_returns_the_node_objects_only_when_asked(run, cluster):
+    cluster.nodes["gpu-a2"]["status"]["nodeInfo"] = {"kubeletVersion": "v1.36.3"}
+    plain = run(node_state, {"nodes": ["gpu-a2", "gpu-a1"], "target": "v1.36.3"})
+    assert not plain.failed and "resources" not in plain.result
+    read = run(node_state, {"nodes": ["gpu-a2", "gpu-a1"], "target": "v1.36.3", "objects": True})
+    assert [n["metadata"]["name"] for n in read.result["resources"]] == ["gpu-a2", "gpu-a1"]
+    assert read.result["resources"][0]["status"]["nodeInfo"]["kubeletVersion"] == "v1.36.3"
+    assert not read.result["changed"] and not cluster.calls
+    missing = run(node_state, {"nodes": ["gpu-zz"], "target": "v1.36.3", "objects": True})
+    assert missing.failed and "gpu-zz" in missing.result["msg"]
+
+
 def test_node_state_failed_without_reason_is_refused(run, cluster):
     out = run(node_state, {"nodes": ["gpu-a1"], "state": "marked", "phase": "failed", "target": "v1.36.3"})
     assert out.failed and "needs a reason" in out.result["msg"] and not cluster.calls
