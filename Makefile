@@ -13,7 +13,7 @@ MODULES := $(sort $(basename $(notdir $(wildcard plugins/modules/*.py))))
 FILTERS := $(sort $(basename $(notdir $(wildcard plugins/filter/*.yml))))
 TESTS := $(sort $(basename $(notdir $(wildcard plugins/test/*.yml))))
 
-.PHONY: setup plan wave fleet test lint unit bench-scale bench-wave bench-hosts lab-tests lab-tests-a lab-tests-b lab-tests-fleet lab-tests-skip sanity docs docs-gen bench freeze clean-venv venv-path lab-up lab-down lab-reset \
+.PHONY: setup plan wave fleet test lint unit bench-smoke bench-scale bench-wave bench-hosts lab-tests lab-tests-a lab-tests-b lab-tests-fleet lab-tests-skip sanity docs docs-gen bench freeze clean-venv venv-path lab-up lab-down lab-reset \
 	lab-status molecule
 
 setup: $(VENV)/.installed
@@ -49,11 +49,14 @@ fleet: setup
 
 # Every test, each phase timed by bin/phase (CI prints the table, with how busy the machine was), in two rounds of
 # phases at once (bin/parallel), each lab stream on lab cells of its own (lab/lab.yml `cells`):
-#   round 1  lab-tests-a on `lab`: the wave story, then the jobs in the execution-environment image (`lab` goes
-#            down after them: an idle cell of three apiservers costs about 15 % of a core, and round 2 is
-#            CPU-bound; `make wave` brings it up again);
-#            lab-tests-b on `lab-b`: every other lab test, then the Molecule scenarios that use the cluster (on a
-#            reset lab-b, which goes down after them); beside them the execution-environment image.
+#   round 1  lab-tests-a on `lab`: the wave story, then the jobs in the execution-environment image, then on the
+#            reset cell the etcd_snapshot Molecule scenario (its platform's name is its own, so it runs beside the
+#            scenarios on lab-b) and the benchmarks at small sizes (bench-smoke: figures printed, not gates; they
+#            share the machine with the other stream, so CI's figures are not the README's); `lab` goes down after
+#            them (an idle cell of three apiservers costs about 15 % of a core, and round 2 is CPU-bound;
+#            `make wave` brings it up again);
+#            lab-tests-b on `lab-b`: every other lab test, then the other Molecule scenarios that use the cluster
+#            (on a reset lab-b, which goes down after them); beside them the execution-environment image.
 #   round 2  lab-fleet on the three fleet cells (up for it, down after): the three-ring fleet run, which mostly
 #            waits on its cells' waves and soaks; beside it the lab-free checks (lint, docs, sanity, unit), then
 #            the skip-level cycle on its own cell (up for it, down after), and the Molecule scenario that needs no
@@ -66,12 +69,14 @@ PHASE := bin/phase
 M := $(MAKE) --no-print-directory
 LAB_B := GPUFLEET_LAB_CELL=lab-b
 LAB_SKIP := GPUFLEET_LAB_CELL=skip-level
+MOLECULE_A := etcd_snapshot
 test: setup
 	@$(PHASE) lab-up $(M) lab-up
 	@$(PHASE) lab-up-b env $(LAB_B) bin/lab up
-	@rc=0; bin/parallel "lab-tests-a=$(M) lab-tests-a; rc=\$$?; bin/lab down >/dev/null; exit \$$rc" \
-	    "lab-tests-b=$(M) lab-tests-b && bin/phase molecule env $(LAB_B) $(M) molecule MOLECULE_NO_CLUSTER=; \
-	      rc=\$$?; $(LAB_B) bin/lab down >/dev/null; exit \$$rc" \
+	@rc=0; bin/parallel "lab-tests-a=$(M) lab-tests-a && bin/phase molecule-a $(M) molecule \
+	      MOLECULE_ONLY=$(MOLECULE_A) && $(M) bench-smoke; rc=\$$?; bin/lab down >/dev/null; exit \$$rc" \
+	    "lab-tests-b=$(M) lab-tests-b && bin/phase molecule env $(LAB_B) $(M) molecule MOLECULE_NO_CLUSTER= \
+	      MOLECULE_SKIP=$(MOLECULE_A); rc=\$$?; $(LAB_B) bin/lab down >/dev/null; exit \$$rc" \
 	    "ee-image=bin/lab ee" || rc=$$?; \
 	  bin/parallel "lab-fleet=$(M) lab-tests-fleet; rc=\$$?; bin/lab down --fleet >/dev/null; exit \$$rc" \
 	    "checks=rc=0; bin/phase lint $(M) lint && bin/phase docs $(M) docs && bin/phase sanity $(M) sanity \
@@ -80,6 +85,14 @@ test: setup
 	    "molecule-no-cluster=BIN=$(BIN) tests/molecule-run --parallel 1 $(MOLECULE_NO_CLUSTER)" || rc=$$?; \
 	  bin/lab down >/dev/null || rc=1; $(LAB_B) bin/lab down >/dev/null || rc=1; \
 	  bin/lab down --fleet >/dev/null || rc=1; $(LAB_SKIP) bin/lab down >/dev/null || rc=1; exit $$rc
+
+# The benchmarks at small sizes on the running lab cell (make test runs it after the story): that they still run,
+# and their figures printed. The figures to compare are from `make bench`, `bench-scale` and `bench-hosts` run on a
+# quiet machine (README, "Measured").
+bench-smoke: setup
+	@$(PHASE) bench $(M) bench
+	@$(PHASE) bench-scale $(M) bench-scale SCALE_ARGS="--sizes 8,16 --pods-per-node 3"
+	@$(PHASE) bench-hosts $(M) bench-hosts HOSTS_ARGS="--sizes 1,4 --forks 0 --out out/bench/scale-hosts-ci.json"
 
 lint: setup
 	$(BIN)/ruff check plugins tests benchmarks lab bin/docs-check
@@ -186,16 +199,20 @@ export GPUFLEET_LAB_CACHE := $(LAB_CACHE)# bin/lab and Molecule read one cache; 
 # Scenarios that need no cluster (gpu_stack: host packages only) or only read it run two at a time first; those
 # that change it (cordon, drain, upgrade the control plane or a kubelet) then run one at a time.
 # MOLECULE_LAB_RESET=0 skips the reset when the lab cell is known fresh; MOLECULE_NO_CLUSTER= leaves out the
-# cluster-free ones (make test runs them beside the lab tests). GPUFLEET_LAB_CELL picks the cell (make test: lab-b).
+# cluster-free ones (make test runs them beside the lab tests); MOLECULE_SKIP leaves out others and MOLECULE_ONLY
+# runs only those named (make test runs etcd_snapshot on `lab`, the rest on lab-b). GPUFLEET_LAB_CELL picks the cell.
 MOLECULE_LAB_RESET ?= 1
 MOLECULE_NO_CLUSTER ?= gpu_stack
+MOLECULE_SKIP ?=
+MOLECULE_ONLY ?=
 MOLECULE_READ_ONLY := preflight etcd_snapshot gpu_validate
 MOLECULE_MOVING := $(filter-out gpu_stack $(MOLECULE_READ_ONLY),$(sort $(notdir $(patsubst %/molecule/,%,$(wildcard \
 	roles/*/molecule/)))))
+MOLECULE_PICK = $(filter-out $(MOLECULE_SKIP),$(if $(MOLECULE_ONLY),$(filter $(MOLECULE_ONLY),$(1)),$(1)))
 molecule: setup
 	@if [ "$(MOLECULE_LAB_RESET)" = 1 ]; then bin/lab reset && bin/lab up; else bin/lab up; fi
-	@BIN=$(BIN) tests/molecule-run --parallel 2 $(MOLECULE_NO_CLUSTER) $(MOLECULE_READ_ONLY)
-	@BIN=$(BIN) tests/molecule-run --parallel 1 $(MOLECULE_MOVING)
+	@BIN=$(BIN) tests/molecule-run --parallel 2 $(call MOLECULE_PICK,$(MOLECULE_NO_CLUSTER) $(MOLECULE_READ_ONLY))
+	@BIN=$(BIN) tests/molecule-run --parallel 1 $(call MOLECULE_PICK,$(MOLECULE_MOVING))
 
 freeze: setup
 	$(BIN)/python -m pip freeze --exclude-editable

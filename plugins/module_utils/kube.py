@@ -259,6 +259,23 @@ class Kube:
                          field_selector="type=helm.sh/release.v1", label_selector="owner=helm")
         return [self._plain(s) for s in out.items]
 
+    def upgrade_blocker_objects(self) -> Dict[str, List[Dict[str, Any]]]:
+        """What the cluster checks judge (module_utils/cluster_checks): every validating and mutating webhook
+        configuration, CustomResourceDefinition, EndpointSlice and PodDisruptionBudget."""
+        from kubernetes import client
+        admission = client.AdmissionregistrationV1Api(self.client)
+        discovery = client.DiscoveryV1Api(self.client)
+        crds = client.ApiextensionsV1Api(self.client)
+
+        def items(what: str, fn: Any) -> List[Dict[str, Any]]:
+            return [self._plain(o) for o in self._call("list %s" % what, fn).items]
+        return {"webhook_configurations": (
+                    items("ValidatingWebhookConfigurations", admission.list_validating_webhook_configuration)
+                    + items("MutatingWebhookConfigurations", admission.list_mutating_webhook_configuration)),
+                "crds": items("CustomResourceDefinitions", crds.list_custom_resource_definition),
+                "endpointslices": items("EndpointSlices", discovery.list_endpoint_slice_for_all_namespaces),
+                "pdbs": items("PodDisruptionBudgets", self.policy.list_pod_disruption_budget_for_all_namespaces)}
+
     def patch_secret(self, namespace: str, name: str, body: Dict[str, Any]) -> None:
         self._call("patch Secret %s/%s" % (namespace, name), self.core.patch_namespaced_secret, name, namespace, body)
 

@@ -34,6 +34,14 @@ options:
     type: list
     elements: dict
     default: []
+  read:
+    description:
+      - Read the webhook configurations, CRDs, EndpointSlices and PodDisruptionBudgets from the cluster (the
+        connection options below, as M(kubernetes.core.k8s_info) takes them) instead of taking them as options;
+        give none of the four lists with it. One call in Ansible's worker, where five M(kubernetes.core.k8s_info)
+        reads are five Python processes (README, "Controller CPU").
+    type: bool
+    default: false
   blocking:
     description: Finding kinds that stop the run.
     type: list
@@ -41,6 +49,8 @@ options:
     default: [webhook, conversion-webhook, crd-stored-versions]
 extends_documentation_fragment:
   - gpufleet.upgrade.common.CHECK
+  - gpufleet.upgrade.common.KUBE
+  - kubernetes.core.k8s_auth_options
 author:
   - gpufleet maintainers (@gpufleet)
 """
@@ -72,10 +82,13 @@ blocking:
 """
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpufleet.upgrade.plugins.module_utils import kube
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.cluster_checks import (
     crd_findings, pdb_findings, summarize_findings, webhook_findings)
-from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import GateFailed
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import GateFailed, GpufleetError
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.module_support import run_module
+
+LISTS = ("webhook_configurations", "crds", "endpointslices", "pdbs")
 
 
 def main():
@@ -87,12 +100,20 @@ def main():
             pdbs=dict(type="list", elements="dict", default=[]),
             blocking=dict(type="list", elements="str",
                           default=["webhook", "conversion-webhook", "crd-stored-versions"]),
+            read=dict(type="bool", default=False),
+            **kube.KUBE_ARGSPEC,
         ),
         supports_check_mode=True,
     )
 
     def body():
-        p = module.params
+        p = dict(module.params)
+        if p["read"]:
+            given = [k for k in LISTS if p[k]]
+            if given:
+                raise GpufleetError("cluster_checks: read=true reads %s from the cluster; give none of them as "
+                                    "options (or drop read)" % ", ".join(given))
+            p.update(kube.connect(module).upgrade_blocker_objects())
         summary = summarize_findings(webhook_findings(p["webhook_configurations"], p["crds"], p["endpointslices"]),
                                      crd_findings(p["crds"]), pdb_findings(p["pdbs"]), p["blocking"])
         if not summary["passed"]:

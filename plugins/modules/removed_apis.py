@@ -52,12 +52,22 @@ options:
     type: list
     elements: dict
     default: []
+  read_helm_secrets:
+    description:
+      - Read the Helm release Secrets from the cluster (the connection options below, as
+        M(kubernetes.core.k8s_info) takes them) instead of taking them in O(helm_secrets), which must then be
+        empty. Their data never passes through Ansible's variables, and the read runs in Ansible's worker, not as
+        a process of its own (README, "Controller CPU").
+    type: bool
+    default: false
   fail_on_blocking:
     description: Fail when a finding blocks the target.
     type: bool
     default: true
 extends_documentation_fragment:
   - gpufleet.upgrade.common.CHECK
+  - gpufleet.upgrade.common.KUBE
+  - kubernetes.core.k8s_auth_options
 author:
   - gpufleet maintainers (@gpufleet)
 """
@@ -68,6 +78,13 @@ EXAMPLES = r"""
     target_version: v1.34.2
     manifest_paths: [/srv/gitops/rendered]
     helm_secrets: "{{ gpufleet_helm_secrets.resources }}"
+  delegate_to: localhost
+
+- name: The same, the Helm releases read by the module itself (their data never reaches Ansible's variables)
+  gpufleet.upgrade.removed_apis:
+    target_version: v1.34.2
+    manifest_paths: [/srv/gitops/rendered]
+    read_helm_secrets: true
   delegate_to: localhost
 """
 
@@ -108,7 +125,8 @@ files_scanned:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import GateFailed
+from ansible_collections.gpufleet.upgrade.plugins.module_utils import kube
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import GateFailed, GpufleetError
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.module_support import run_module
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.removed_apis import (
     scan_helm_secrets, scan_metrics, scan_paths, summarize_findings, target_version)
@@ -122,7 +140,9 @@ def main():
                 apiserver=dict(type="str", required=True), text=dict(type="str", required=True))),
             manifest_paths=dict(type="list", elements="path", default=[]),
             helm_secrets=dict(type="list", elements="dict", default=[], no_log=False),
+            read_helm_secrets=dict(type="bool", default=False),
             fail_on_blocking=dict(type="bool", default=True),
+            **kube.KUBE_ARGSPEC,
         ),
         supports_check_mode=True,
     )
@@ -136,7 +156,13 @@ def main():
         manifest_findings, scanned = scan_paths(p["manifest_paths"], target)
         findings.extend(manifest_findings)
         releases: list = []
-        findings.extend(scan_helm_secrets(p["helm_secrets"], target, releases))
+        secrets = p["helm_secrets"]
+        if p["read_helm_secrets"]:
+            if secrets:
+                raise GpufleetError("removed_apis: read_helm_secrets=true reads the Helm release Secrets from the "
+                                    "cluster; leave helm_secrets empty (or drop read_helm_secrets)")
+            secrets = kube.connect(module).helm_release_secrets()
+        findings.extend(scan_helm_secrets(secrets, target, releases))
         summary = summarize_findings(findings, target)
         if not summary["passed"] and p["fail_on_blocking"]:
             raise GateFailed("removed_apis gate failed for %s: %s" % (target, "; ".join(summary["failures"])),

@@ -109,6 +109,27 @@ def test_cluster_checks_blocks_on_a_dead_webhook(run):
     assert not ok.failed and ok.result["findings"][0]["subject"].startswith("MutatingWebhookConfiguration inject")
 
 
+def test_cluster_checks_reads_the_objects_itself_and_refuses_lists_beside_read(run, monkeypatch):
+    hook = {"kind": "MutatingWebhookConfiguration", "metadata": {"name": "inject"},
+            "webhooks": [{"name": "inject.example.com", "failurePolicy": "Fail",
+                          "clientConfig": {"service": {"namespace": "sys", "name": "injector"}}}]}
+
+    class Cluster:
+        reads = 0
+
+        def upgrade_blocker_objects(self):
+            Cluster.reads += 1
+            return {"webhook_configurations": [hook], "crds": [], "endpointslices": [], "pdbs": []}
+    monkeypatch.setattr(kube, "connect", lambda module: Cluster())
+    out = run(cluster_checks, {"read": True})
+    assert out.failed and "sys/injector" in out.result["msg"] and Cluster.reads == 1
+    both = run(cluster_checks, {"read": True, "pdbs": [{"metadata": {"name": "x"}}]})
+    assert both.failed and "give none of them as options" in both.result["msg"] and "pdbs" in both.result["msg"]
+    assert Cluster.reads == 1  # refused before reading
+    given = run(cluster_checks, {"webhook_configurations": [hook], "blocking": []})
+    assert not given.failed and Cluster.reads == 1  # without read, nothing is read
+
+
 def test_addon_support_reads_the_workloads_itself_when_none_are_given(run, monkeypatch):
     from ansible_collections.gpufleet.upgrade.plugins.modules import addon_support
 

@@ -145,6 +145,22 @@ def test_removed_apis(run):
     assert clean.result["passed"] and clean.result["findings"] == []
 
 
+def test_removed_apis_reads_the_helm_secrets_itself_when_asked(run, monkeypatch):
+    from ansible_collections.gpufleet.upgrade.plugins.module_utils import kube
+    secrets = json.loads(fixture_text("k8s", "helm-secrets.json"))
+
+    class Cluster:
+        def helm_release_secrets(self):
+            return secrets
+    monkeypatch.setattr(kube, "connect", lambda module: Cluster())
+    read = run(removed_apis, {"target_version": "v1.34.2", "read_helm_secrets": True, "fail_on_blocking": False})
+    given = run(removed_apis, {"target_version": "v1.34.2", "helm_secrets": secrets, "fail_on_blocking": False})
+    assert read.result["findings"] and read.result["findings"] == given.result["findings"]
+    assert read.result["helm_releases"] == given.result["helm_releases"]
+    both = run(removed_apis, {"target_version": "v1.34.2", "read_helm_secrets": True, "helm_secrets": secrets})
+    assert both.failed and "leave helm_secrets empty" in both.result["msg"]
+
+
 def test_addon_support(run):
     image = "quay.io/calico/node:v3.25.1"
     calico = {"apiVersion": "apps/v1", "kind": "DaemonSet",
