@@ -269,9 +269,9 @@ class Kube:
 
         def items(what: str, fn: Any) -> List[Dict[str, Any]]:
             return [self._plain(o) for o in self._call("list %s" % what, fn).items]
-        return {"webhook_configurations": (
-                    items("ValidatingWebhookConfigurations", admission.list_validating_webhook_configuration)
-                    + items("MutatingWebhookConfigurations", admission.list_mutating_webhook_configuration)),
+        hooks = (items("ValidatingWebhookConfigurations", admission.list_validating_webhook_configuration)
+                 + items("MutatingWebhookConfigurations", admission.list_mutating_webhook_configuration))
+        return {"webhook_configurations": hooks,
                 "crds": items("CustomResourceDefinitions", crds.list_custom_resource_definition),
                 "endpointslices": items("EndpointSlices", discovery.list_endpoint_slice_for_all_namespaces),
                 "pdbs": items("PodDisruptionBudgets", self.policy.list_pod_disruption_budget_for_all_namespaces)}
