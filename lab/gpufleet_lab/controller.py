@@ -18,6 +18,8 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import signal
+import sys
 import time
 import traceback
 from typing import Dict, List
@@ -183,4 +185,8 @@ async def amain(cfg: LabConfig) -> None:
 
 
 def main(cfg: LabConfig) -> None:
+    # `bin/lab down` stops the controller with SIGTERM. Exit through SystemExit so the interpreter's exit handlers
+    # run: the kubernetes client removes the client-key files it wrote from the kubeconfig's *-data fields in one
+    # (killed by the default SIGTERM action, every controller left its key file in $TMPDIR).
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(0))
     asyncio.run(amain(cfg))
