@@ -40,6 +40,14 @@ def test_preflight_template_runs_in_the_execution_environment(lab, ee_image, tmp
     assert len(records) == 1 and oct(records[0].stat().st_mode & 0o777) == "0o600"
     assert json.loads(records[0].read_text())["cell"] == "lab"
     assert not [p.name for p in job.kept_by_awx() if job.token in p.read_text(errors="replace")]  # the bearer token
+    # the Helm release Secrets were scanned (the device plugin's chart was found) but their data - every release's
+    # manifests and values - reached neither the output nor an event: removed_apis reads them itself
+    from kubernetes import client, config
+    core = client.CoreV1Api(config.new_client_from_config(str(lab.kubeconfig)))
+    blobs = [s.data["release"] for s in core.list_secret_for_all_namespaces(label_selector="owner=helm").items]
+    assert blobs and "nvidia_device_plugin 0.17" in " ".join(verdict["addons"])
+    kept = "".join(p.read_text(errors="replace") for p in job.kept_by_awx())
+    assert not [b[:64] for b in blobs if b[:64] in kept or b[-64:] in kept]
 
 
 def test_etcd_backup_template_never_shows_the_injected_key(lab, ee_image, tmp_path):

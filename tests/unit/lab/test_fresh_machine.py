@@ -36,7 +36,10 @@ def fresh_clone(dest: pathlib.Path) -> pathlib.Path:
 def test_fresh_clone_with_empty_cache_gets_to_the_first_build(tmp_path):
     clone = fresh_clone(tmp_path / "clone")
     home = tmp_path / "home"  # does not exist: nothing under ~/.cache either
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("GPUFLEET_", "MAKE", "MFLAGS"))}
+    # nothing of this machine's cache may leak in: GPUFLEET_LAB_CACHE, or the Makefile's CACHE/LAB_CACHE from the
+    # environment (with CACHE set, a cold-cache CI rehearsal once brought up the real lab from here)
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("GPUFLEET_", "MAKE", "MFLAGS")) and k not in ("CACHE", "LAB_CACHE")}
     env.update(HOME=str(home), GPUFLEET_LAB_STOP_BEFORE_BUILD="1", GPUFLEET_VENV=str(VENV))
     proc = subprocess.run(["make", "--no-print-directory", "lab-up", "VENV=%s" % VENV], cwd=clone, env=env,
                           capture_output=True, text=True, timeout=600, check=False)
