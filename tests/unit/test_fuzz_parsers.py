@@ -1,115 +1,28 @@
-"""Bounded property/fuzz test of every parser and gate (hypothesis, derandomized so CI repeats it exactly).
+"""Bounded property/fuzz test of every parser and gate (the harness: tests/unit/property.py).
 
 Each target gets real-format fixtures mutated the ways broken tools, truncated pipes and hostile files break them
 (truncation, a line dropped or doubled, a value replaced by N/A, [N/A], inf, 1e309, nan, an empty string, garbage,
-a huge or absurd number, deep nesting, YAML aliases), and random text. Properties:
-- no hang: every call returns within HANG_SECONDS (SIGALRM);
-- no uncaught exception: the only exceptions are gpufleet's own (a clear, named error);
-- no wrong verdict: a failing tool output, mutated in any way that keeps its evidence, never passes its gate.
-The figures (inputs tried, clear errors, crashes, hangs, wrong verdicts) are printed at the end of the test run.
+a huge or absurd number, deep nesting, YAML aliases), and random text; a failing tool output, mutated in any way
+that keeps its evidence, never passes its gate.
 """
 from __future__ import annotations
 
 import json
-import os
-import pathlib
-import re
-import signal
-from typing import Any, Dict, Optional
+from typing import Any, Dict
 
 import pytest
-from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ansible_collections.gpufleet.upgrade.plugins.module_utils import (
     baseline, dcgm, etcd, gpu_health, kubeadm_plan, nccl, node_gate, removed_apis, versions)
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.cell import build
-from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import GpufleetError
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.textparse import load_json
 from tests.conftest import fixture_text, pool_baseline
+from tests.unit.property import check_property, json_tree, mutations, structured
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-HANG_SECONDS = 5
-EXAMPLES = 150
-FIGURES: Dict[str, Dict[str, int]] = {}
 BASE = pool_baseline(nccl={"busbw_gbps": {"1G": 450.0, "8G": 470.0}, "tolerance_pct": 10, "min_runs": 1},
                      node={"kubelet_config": {}})
 V136 = versions.parse_version("v1.36.3")
-TOKENS = ["N/A", "[N/A]", "[Not Supported]", "[Unknown Error]", "inf", "-inf", "1e309", "nan", "-nan", "", "x" * 300,
-          "99999999999999999999999", "-1", "\x00", "\u2028", "{", "]", "*a", "&a", "true", "null", "~", "'", '"']
-
-settings.register_profile("gpufleet-fuzz", derandomize=True, database=None, deadline=None,
-                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
-
-
-class Hang(Exception):
-    pass
-
-
-def _alarm(signum, frame):
-    raise Hang()
-
-
-def _mutate(text: str, op: int, where: float, token: str) -> str:
-    lines = text.splitlines()
-    i = int(where * max(len(lines) - 1, 0))
-    if op == 0:
-        return text[: int(where * len(text))]
-    if op == 1 and lines:
-        return "\n".join(lines[:i] + lines[i + 1:])
-    if op == 2 and lines:
-        return "\n".join(lines[:i] + [lines[i]] * 3 + lines[i + 1:])
-    if op == 3 and lines:
-        words = lines[i].split(" ")
-        j = int(where * 7919) % len(words)
-        words[j] = token
-        return "\n".join(lines[:i] + [" ".join(words)] + lines[i + 1:])
-    if op == 4:
-        return "\n".join(lines[:i] + [token * (1 + int(where * 50))] + lines[i:])
-    if op == 5:
-        return "[" * (200 + int(where * 5000)) + text
-    return text.replace(": ", ": &a " if where < 0.5 else ": *a ", 1)
-
-
-def mutations(*fixtures: str):
-    """Fixture texts mutated once or twice, plus random text."""
-    texts = [fixture_text(*f.split("/")) for f in fixtures]
-    one = st.builds(_mutate, st.sampled_from(texts), st.integers(0, 6), st.floats(0, 1), st.sampled_from(TOKENS))
-    return st.one_of(one, st.builds(_mutate, one, st.integers(0, 6), st.floats(0, 1), st.sampled_from(TOKENS)),
-                     st.text(max_size=400))
-
-
-def _json_tree():
-    leaves = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=True), st.text(max_size=20))
-    return st.recursive(leaves, lambda c: st.one_of(st.lists(c, max_size=4),
-                                                    st.dictionaries(st.text(max_size=10), c, max_size=4)),
-                        max_leaves=30)
-
-
-def structured(fixture: str):
-    """A JSON fixture with one subtree replaced by random JSON (keys kept, values of any type)."""
-    doc = json.loads(fixture_text(*fixture.split("/")))
-
-    def paths(node, prefix=()):
-        yield prefix
-        if isinstance(node, dict):
-            for k, v in node.items():
-                yield from paths(v, prefix + (k,))
-        elif isinstance(node, list):
-            for k, v in enumerate(node):
-                yield from paths(v, prefix + (k,))
-
-    all_paths = [p for p in paths(doc) if p]
-
-    def replace(path, value):
-        out = json.loads(json.dumps(doc))
-        cursor = out
-        for key in path[:-1]:
-            cursor = cursor[key]
-        cursor[path[-1]] = value
-        return json.dumps(out)
-
-    return st.builds(replace, st.sampled_from(all_paths), _json_tree())
 
 
 # Each target: (strategy, judge -> True when the gate passed, False when it failed; must_fail: the input's evidence
@@ -235,53 +148,11 @@ TARGETS: Dict[str, tuple] = {
     "baseline YAML": (mutations("baselines/h100-train.yml"), _baseline, False),
     "versions": (st.one_of(st.text(max_size=40), st.from_regex(r"v?[0-9]{1,14}\.[0-9]{1,14}(\.[0-9]{1,14})?",
                                                                fullmatch=True)), _version, False),
-    "cell inventory": (st.builds(_cell_hosts, st.sampled_from(CELL_HOST_VARS), _json_tree()), _cell, False),
+    "cell inventory": (st.builds(_cell_hosts, st.sampled_from(CELL_HOST_VARS), json_tree()), _cell, False),
 }
-
-
-def _keeps_evidence(must_fail: Any, original: Optional[str], mutated: str) -> bool:
-    """For kernel logs the evidence is the XID line: a mutation that removed it made a different (clean) log."""
-    if must_fail is True:
-        return True
-    return isinstance(must_fail, str) and must_fail in mutated and mutated.count("\n") >= 3
 
 
 @pytest.mark.parametrize("name", sorted(TARGETS))
 def test_parsers_never_hang_crash_or_pass_a_failing_output(name):
     strategy, judge, must_fail = TARGETS[name]
-    figures = FIGURES.setdefault(name, {"inputs": 0, "clear errors": 0, "crashes": 0, "hangs": 0,
-                                        "wrong verdicts": 0})
-    problems = []
-
-    @settings(settings.get_profile("gpufleet-fuzz"), max_examples=EXAMPLES)
-    @given(strategy)
-    def run(text):
-        figures["inputs"] += 1
-        old = signal.signal(signal.SIGALRM, _alarm)
-        signal.alarm(HANG_SECONDS)
-        try:
-            passed = judge(text)
-        except GpufleetError:
-            figures["clear errors"] += 1
-            return
-        except Hang:
-            figures["hangs"] += 1
-            problems.append(("hang", text[:300]))
-            return
-        except Exception as exc:  # counting exactly these is the point
-            figures["crashes"] += 1
-            problems.append(("crash %s: %s" % (type(exc).__name__, exc), text[:300]))
-            return
-        finally:
-            signal.alarm(0)
-            signal.signal(signal.SIGALRM, old)
-        if must_fail and passed and _keeps_evidence(must_fail, None, text):
-            figures["wrong verdicts"] += 1
-            problems.append(("wrong verdict: PASS", text[:300]))
-
-    run()
-    out = pathlib.Path(os.environ.get("GPUFLEET_FUZZ_DIR", str(ROOT / "out" / "fuzz")))
-    out.mkdir(parents=True, exist_ok=True)
-    (out / (re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") + ".json")).write_text(
-        json.dumps({"target": name, **figures}))
-    assert not problems, "%s: %d problem(s), first: %r" % (name, len(problems), problems[0])
+    check_property(name, strategy, judge, must_fail)
