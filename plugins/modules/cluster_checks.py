@@ -13,6 +13,10 @@ description:
     is no longer served; PodDisruptionBudgets that allow no disruption.
   - Fails (before anything changes) when a finding of a kind in O(blocking) has severity C(fail) - a webhook with
     C(failurePolicy Ignore) and a PDB at zero are warnings.
+  - Every field it reads is type-checked, in objects given as options and in objects read with O(read) alike; a
+    field of the wrong type (a string where the API has a list, C(endpoints) holding C(null), a C(maxUnavailable)
+    that is a mapping) fails the module naming the object (kind, namespace/name) and the field path - it is never
+    skipped as a pass.
 options:
   webhook_configurations:
     description: ValidatingWebhookConfiguration and MutatingWebhookConfiguration objects.

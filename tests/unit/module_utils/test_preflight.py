@@ -1,8 +1,11 @@
 """Preflight findings from API objects, and the version inventory report."""
 from __future__ import annotations
 
+import pytest
+
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.cluster_checks import (
     crd_findings, pdb_findings, summarize_findings, webhook_findings)
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import InputError
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.preflight_report import (
     render_markdown, version_inventory)
 
@@ -110,3 +113,70 @@ def test_markdown_lists_the_addons_in_upgrade_order():
     assert "## Addons (in upgrade order: CoreDNS, Kueue)" in text
     assert "| Kueue | 0.17 | Deployment kueue-system/kueue-controller-manager image k:v0.17.0 | warn |" in text
     assert "| CoreDNS | sha256:ab | Deployment kube-system/coredns | ok |" in text
+
+
+# -- hostile values (issue 33): a wrong type anywhere is a clear error naming the object and the field -----------
+def _pdb(**status):
+    return {"metadata": {"namespace": "web", "name": "strict"}, "spec": {"maxUnavailable": 0},
+            "status": dict({"disruptionsAllowed": 0, "expectedPods": 3, "currentHealthy": 3}, **status)}
+
+
+def _crd(**spec):
+    return {"metadata": {"name": "widgets.example.com"},
+            "spec": dict({"versions": [{"name": "v1", "served": True}]}, **spec),
+            "status": {"storedVersions": ["v1"]}}
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: webhook_findings([dict(webhook_config("gk", "svc"), webhooks="x")], [], []),
+     "ValidatingWebhookConfiguration gk: webhooks: expected a list"),
+    (lambda: webhook_findings([{"kind": "ValidatingWebhookConfiguration", "metadata": {"name": "gk"},
+                                "webhooks": [{"name": "a.example.com", "clientConfig": []}]}], [], []),
+     r"ValidatingWebhookConfiguration gk: webhooks\[0\].clientConfig: expected a mapping, got list"),
+    (lambda: webhook_findings([{"metadata": {"name": "gk"}, "webhooks": [
+        {"name": "a", "clientConfig": {"service": {"namespace": "ns", "name": 7}}}]}], [], []),
+     r"webhooks\[0\].clientConfig.service.name: expected a string, got int"),
+    (lambda: webhook_findings([{"metadata": {"name": "gk"}, "webhooks": [
+        {"name": "a", "failurePolicy": ["Ignore"], "clientConfig": {"service": {"namespace": "n", "name": "s"}}}]}],
+        [], []), r"webhooks\[0\].failurePolicy: expected a string"),
+    (lambda: webhook_findings(["x"], [], []), r"webhook_configurations\[0\]: expected a mapping"),
+    (lambda: webhook_findings([{"metadata": [], "webhooks": []}], [], []), r"metadata: expected a mapping"),
+    (lambda: webhook_findings([], [_crd(conversion={"strategy": "Webhook", "webhook": "x"})], []),
+     "CustomResourceDefinition widgets.example.com: spec.conversion.webhook: expected a mapping"),
+    (lambda: crd_findings([_crd(versions=5)]),
+     "CustomResourceDefinition widgets.example.com: spec.versions: expected a list, got int"),
+    (lambda: crd_findings([_crd(versions=[{"name": "v1", "served": "yes"}])]),
+     r"CustomResourceDefinition widgets.example.com: spec.versions\[0\].served: expected true or false, got str"),
+    (lambda: crd_findings([dict(_crd(), status={"storedVersions": "v1"})]),
+     "status.storedVersions: expected a list"),
+    (lambda: crd_findings([dict(_crd(), status={"storedVersions": [None]})]),
+     r"status.storedVersions\[0\]: expected a string"),
+    (lambda: webhook_findings([webhook_config("gk", "svc")], [], [dict(slice_("svc"), endpoints=[None])]),
+     r"EndpointSlice gatekeeper/\?: endpoints\[0\]: expected a mapping, got NoneType"),
+    (lambda: webhook_findings([webhook_config("gk", "svc")], [], [
+        dict(slice_("svc"), endpoints=[{"conditions": "x"}])]), r"endpoints\[0\].conditions: expected a mapping"),
+    (lambda: webhook_findings([webhook_config("gk", "svc")], [], [
+        dict(slice_("svc"), endpoints=[{"conditions": {"ready": "false"}}])]),
+     r"endpoints\[0\].conditions.ready: expected true or false"),
+    (lambda: webhook_findings([webhook_config("gk", "svc")], [], [
+        {"metadata": {"namespace": "gatekeeper", "labels": "x"}}]), "metadata.labels: expected a mapping"),
+    (lambda: pdb_findings([dict(_pdb(), spec={"maxUnavailable": {}})]),
+     "PodDisruptionBudget web/strict: spec.maxUnavailable: expected a number or a percentage, got dict"),
+    (lambda: pdb_findings([_pdb(disruptionsAllowed="0")]), "status.disruptionsAllowed: expected an integer"),
+    (lambda: pdb_findings([_pdb(expectedPods=[])]), "status.expectedPods: expected an integer"),
+    (lambda: pdb_findings([dict(_pdb(), status="x")]), "PodDisruptionBudget web/strict: status: expected a mapping"),
+])
+def test_a_wrong_type_in_an_api_object_is_a_clear_error_naming_the_object_and_field(call, message):
+    with pytest.raises(InputError, match=message):
+        call()
+
+
+def test_odd_but_well_typed_objects_still_judge():
+    """Optional fields absent (an old client's CRD, a slice without conditions) are not errors."""
+    assert crd_findings([{"metadata": {"name": "old.example.com"}}]) == []
+    assert webhook_findings([webhook_config("gk", "svc")], [], [
+        {"metadata": {"namespace": "gatekeeper", "labels": {"kubernetes.io/service-name": "svc"}},
+         "endpoints": [{"addresses": ["10.0.0.1"]}]}]) == []  # no conditions: ready (the API's meaning)
+    assert pdb_findings([{"metadata": {"namespace": "w", "name": "p"}}]) == []  # not reconciled yet
+    url_hook = {"metadata": {"name": "ext"}, "webhooks": [{"name": "e", "clientConfig": {"url": "https://x"}}]}
+    assert webhook_findings([url_hook], [], []) == []

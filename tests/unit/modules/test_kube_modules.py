@@ -130,6 +130,18 @@ def test_cluster_checks_reads_the_objects_itself_and_refuses_lists_beside_read(r
     assert not given.failed and Cluster.reads == 1  # without read, nothing is read
 
 
+def test_cluster_checks_refuses_an_odd_object_it_read_naming_it_and_the_field(run, monkeypatch):
+    """An object of the wrong shape read from the API (an old client's CRD) is a clear failure, not a pass."""
+    class Cluster:
+        def upgrade_blocker_objects(self):
+            return {"webhook_configurations": [], "endpointslices": [], "pdbs": [],
+                    "crds": [{"metadata": {"name": "old.example.com"}, "spec": {"versions": 5}}]}
+    monkeypatch.setattr(kube, "connect", lambda module: Cluster())
+    out = run(cluster_checks, {"read": True})
+    assert out.failed and out.result["error_type"] == "InputError"
+    assert "CustomResourceDefinition old.example.com: spec.versions: expected a list, got int 5" in out.result["msg"]
+
+
 def test_addon_support_reads_the_workloads_itself_when_none_are_given(run, monkeypatch):
     from ansible_collections.gpufleet.upgrade.plugins.modules import addon_support
 
