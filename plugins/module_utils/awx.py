@@ -41,16 +41,53 @@ TEMPLATES = {
     "maintenance": ("Maintenance of one GPU node: drain, upgrade or repair, validate, uncordon.", True, False),
 }
 WORKFLOW = ("preflight", "etcd_backup", "control_plane", "addons", "canary", "approval", "node_pool")
-NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 ._-]{0,99}$")
-RRULE = re.compile(r"^DTSTART(;TZID=[A-Za-z_/+-]+)?:\d{8}T\d{6}Z? "
-                   r"RRULE:FREQ=(DAILY|WEEKLY|MONTHLY)(;[A-Z]+=[A-Z0-9,+-]+)*$")
+# Whole-value patterns, matched with fullmatch (``$`` also matches before a trailing newline) and ASCII only (``\d``
+# and str.isalnum() take full-width and other Unicode digits and letters).
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9 ._-]{0,99}")
+RRULE = re.compile(r"DTSTART(;TZID=[A-Za-z_/+-]+)?:[0-9]{8}T[0-9]{6}Z? "
+                   r"RRULE:FREQ=(DAILY|WEEKLY|MONTHLY)(;[A-Z]+=[A-Z0-9,+-]+)*")
+PLAYBOOK_DIR = re.compile(r"[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*")
+# Jinja's markers: AWX hands a job template's extra_vars to ansible-playbook, which templates them, so a value that
+# holds one would run as Jinja on the AWX side (a lookup, a pipe) - refused, naming the field.
+JINJA = re.compile(r"\{[{%#]")
+CELL_FIELDS = ("organization", "project", "inventory", "execution_environment", "cell", "target", "credentials",
+               "window", "backup_dir", "snapshot_copies", "playbook_dir")
+FLEET_FIELDS = ("organization", "project", "inventory", "execution_environment", "credentials", "out_dir",
+                "latest_patches", "instance_groups", "playbook_dir")
 
 
-def _name(config: Mapping[str, Any], key: str) -> str:
+def no_templates(value: Any, where: str, control: bool = True) -> None:
+    """Refuse Jinja (``{{``, ``{%``, ``{#``) anywhere in ``value`` - keys and values, at any depth - and, with
+    ``control``, control characters (a newline) in its strings, naming the path; what reaches AWX must be data."""
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            no_templates(key, "%s key %r" % (where, key), control)
+            no_templates(item, "%s.%s" % (where, key), control)
+    elif isinstance(value, (list, tuple)):
+        for i, item in enumerate(value):
+            no_templates(item, "%s[%d]" % (where, i), control)
+    elif isinstance(value, str):
+        jinja = JINJA.search(value)
+        if jinja:
+            raise InputError("%s: %r holds Jinja (%s); AWX templates the extra vars it gives a job, so it would run "
+                             "there - give the value without '{{', '{%%' or '{#'" % (
+                                 where, value[:200], jinja.group(0)))
+        if control and any(ord(c) < 32 or ord(c) == 127 for c in value):
+            raise InputError("%s: %r holds a control character (a newline, a tab); give it on one line without "
+                             "them" % (where, value[:200]))
+
+
+def _known(config: Mapping[str, Any], fields: Any, where: str) -> None:
+    unknown = sorted(str(k) for k in config if k not in fields)
+    if unknown:
+        raise InputError("%s: unknown field(s) %s; expected %s" % (where, ", ".join(unknown), ", ".join(fields)))
+
+
+def _name(config: Mapping[str, Any], key: str, where: str = "awx") -> str:
     value = config.get(key)
-    if not isinstance(value, str) or not NAME.match(value):
-        raise InputError("awx.%s: expected a name (letters, digits, space, '.', '_', '-'; up to 100), got %r"
-                         % (key, value))
+    if not isinstance(value, str) or not NAME.fullmatch(value):
+        raise InputError("%s.%s: expected a name (ASCII letters, digits, space, '.', '_', '-'; up to 100), got %r"
+                         % (where, key, value))
     return value
 
 
@@ -59,7 +96,20 @@ def _absolute_dir(config: Mapping[str, Any], key: str, what: str) -> str:
     value = config.get(key)
     if not isinstance(value, str) or not value.startswith("/") or ".." in value.split("/"):
         raise InputError("awx.%s: expected an absolute directory %s, got %r" % (key, what, value))
+    no_templates(value, "awx.%s" % key)
     return value
+
+
+def _playbook_dir(config: Mapping[str, Any]) -> str:
+    """``playbook_dir``: where the project keeps the playbooks, relative to the project (default ``playbooks``)."""
+    value = config.get("playbook_dir")
+    if value in (None, ""):
+        return "playbooks"
+    text = value.strip("/") if isinstance(value, str) else ""
+    if not PLAYBOOK_DIR.fullmatch(text) or ".." in text.split("/"):
+        raise InputError("awx.playbook_dir: expected a relative directory of the project such as playbooks (ASCII "
+                         "letters, digits, '.', '_', '-' and '/', no '..'), got %r" % (value,))
+    return text
 
 
 def template_name(cell: str, playbook: str) -> str:
@@ -94,8 +144,9 @@ def _survey(cell: str, target: str, playbook: str, break_glass: bool) -> Dict[st
     return {"name": "gpufleet %s" % playbook.replace("_", " "), "description": "Inputs of this run", "spec": spec}
 
 
-BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
-ENDPOINT = re.compile(r"^https?://[A-Za-z0-9.-]+(:\d{1,5})?(/[^\s]*)?$")
+BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
+ENDPOINT = re.compile(r"https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?(/[!-~]*)?")  # printable ASCII in the path
+REGION = re.compile(r"[a-z0-9-]{2,32}")
 
 
 def snapshot_copies(copies: Any) -> Dict[str, str]:
@@ -108,9 +159,10 @@ def snapshot_copies(copies: Any) -> Dict[str, str]:
     unknown = sorted(set(copies) - {"backup_host", "backup_host_dir", "s3"})
     if unknown:
         raise InputError("awx.snapshot_copies: unknown field(s) %s; %s" % (", ".join(unknown), fix))
+    no_templates(copies, "awx.snapshot_copies")
     out: Dict[str, str] = {}
     if copies.get("backup_host"):
-        out["etcd_snapshot_backup_host"] = _name(copies, "backup_host")
+        out["etcd_snapshot_backup_host"] = _name(copies, "backup_host", "awx.snapshot_copies")
         host_dir = copies.get("backup_host_dir")
         if host_dir is not None:
             if not isinstance(host_dir, str) or not host_dir.startswith("/") or ".." in host_dir.split("/"):
@@ -126,13 +178,14 @@ def snapshot_copies(copies: Any) -> Dict[str, str]:
             raise InputError("awx.snapshot_copies.s3: unknown field(s) %s; expected bucket, prefix, endpoint_url, "
                              "region" % ", ".join(unknown))
         bucket = s3.get("bucket")
-        if not isinstance(bucket, str) or not BUCKET.match(bucket):
+        if not isinstance(bucket, str) or not BUCKET.fullmatch(bucket):
             raise InputError("awx.snapshot_copies.s3.bucket: expected an S3 bucket name (3-63 of a-z, 0-9, '.', "
                              "'-'), got %r" % (bucket,))
         out["etcd_snapshot_s3_bucket"] = bucket
         for key, check, what in (("prefix", lambda v: not v.startswith("/"), "a key prefix not starting with '/'"),
-                                 ("endpoint_url", ENDPOINT.match, "an http(s) URL of an S3-compatible endpoint"),
-                                 ("region", re.compile(r"^[a-z0-9-]{2,32}$").match, "a region such as us-east-1")):
+                                 ("endpoint_url", ENDPOINT.fullmatch,
+                                  "an http(s) URL of an S3-compatible endpoint"),
+                                 ("region", REGION.fullmatch, "a region such as us-east-1")):
             value = s3.get(key)
             if value is None:
                 continue
@@ -153,20 +206,30 @@ def definitions(config: Mapping[str, Any]) -> Dict[str, Any]:
     if not isinstance(config, Mapping):
         raise InputError("gpufleet_awx: expected a mapping (organization, project, inventory, ...), got %r" % (
             type(config).__name__,))
+    _known(config, CELL_FIELDS, "awx")
     org, project, inventory = _name(config, "organization"), _name(config, "project"), _name(config, "inventory")
     ee, cell = _name(config, "execution_environment"), _name(config, "cell")
-    target = str(parse_release(str(config.get("target") or ""), "awx.target"))
+    raw_target = config.get("target")
+    if not isinstance(raw_target, str):
+        raise InputError("awx.target: expected a release such as v1.36.3, got %s %r" % (
+            type(raw_target).__name__, raw_target))
+    target = str(parse_release(raw_target, "awx.target"))
     creds = config.get("credentials")
     if not isinstance(creds, Mapping):
         raise InputError("awx.credentials: expected {machine: NAME, kubernetes: NAME}")
-    machine, kubernetes = _name(creds, "machine"), _name(creds, "kubernetes")
+    _known(creds, ("machine", "kubernetes", "aws"), "awx.credentials")
+    machine = _name(creds, "machine", "awx.credentials")
+    kubernetes = _name(creds, "kubernetes", "awx.credentials")
     snapshot = "gpufleet %s etcd snapshot key" % cell
     window = config.get("window") or {}
-    rrule = window.get("rrule") if isinstance(window, Mapping) else None
-    if not isinstance(rrule, str) or not RRULE.match(rrule):
+    if not isinstance(window, Mapping) or set(window) - {"rrule"}:
+        raise InputError("awx.window: expected {rrule: ...} (the maintenance window), got %r" % (window,))
+    rrule = window.get("rrule")
+    if not isinstance(rrule, str) or not RRULE.fullmatch(rrule):
         raise InputError("awx.window.rrule: expected an iCal rule such as 'DTSTART;TZID=UTC:20261205T020000 "
                          "RRULE:FREQ=WEEKLY;BYDAY=SA', got %r" % (rrule,))
-    playbook_dir = str(config.get("playbook_dir") or "playbooks").strip("/")
+    playbook_dir = _playbook_dir(config)
+    no_templates(config, "awx")  # what the checks above do not read as a name, a rule or a directory
     backup_dir = _absolute_dir(config, "backup_dir", "in the job (the encrypted etcd snapshots are written there "
                                                      "first)")
     snapshot_vars = dict(snapshot_copies(config.get("snapshot_copies")), etcd_snapshot_backup_dir=backup_dir)
@@ -175,7 +238,9 @@ def definitions(config: Mapping[str, Any]) -> Dict[str, Any]:
         if not isinstance(creds.get("aws"), str):
             raise InputError("awx.credentials.aws: snapshot_copies.s3 needs the name of an AWX 'Amazon Web Services' "
                              "credential (it injects AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY for the upload)")
-        aws = [_name(creds, "aws")]
+        aws = [_name(creds, "aws", "awx.credentials")]
+    elif creds.get("aws") is not None:
+        _name(creds, "aws", "awx.credentials")
 
     templates = []
     for playbook, (description, break_glass, needs_key) in TEMPLATES.items():
@@ -293,24 +358,36 @@ def fleet_definitions(config: Mapping[str, Any], fleet: Mapping[str, Any], plan:
     if not isinstance(config, Mapping):
         raise InputError("gpufleet_awx_fleet: expected a mapping (organization, project, inventory, ...), got %r" % (
             type(config).__name__,))
+    _known(config, FLEET_FIELDS, "awx")
     org, project, inventory = _name(config, "organization"), _name(config, "project"), _name(config, "inventory")
     ee = _name(config, "execution_environment")
     creds = config.get("credentials")
     if not isinstance(creds, Mapping):
         raise InputError("awx.credentials: expected {machine: NAME} (the SSH credential of the cells' hosts)")
-    machine = _name(creds, "machine")
+    _known(creds, ("machine", "kubernetes"), "awx.credentials")
+    machine = _name(creds, "machine", "awx.credentials")
     if creds.get("kubernetes"):
         raise InputError("awx.credentials.kubernetes: a fleet job takes none - each cell connects through its own "
                          "inventory (gpufleet_kubeconfig); one K8S_AUTH_* for every cell would be one cluster's")
     out_dir = _absolute_dir(config, "out_dir", "on durable storage mounted into the job (the fleet ledger is read "
                                                "back there by every run)")
     groups = config.get("instance_groups") or []
-    if not isinstance(groups, list) or not all(isinstance(g, str) and NAME.match(g) for g in groups):
+    if not isinstance(groups, list) or not all(isinstance(g, str) and NAME.fullmatch(g) for g in groups):
         raise InputError("awx.instance_groups: expected a list of instance or container group names (a container "
                          "group whose pod mounts out_dir's volume), got %r" % (groups,))
-    latest = dict(config.get("latest_patches") or {})
-    parse_latest_patches(config.get("latest_patches"))  # refused here, not in the report's job
-    playbook_dir = str(config.get("playbook_dir") or "playbooks").strip("/")
+    raw_latest = config.get("latest_patches")
+    if not isinstance(raw_latest, Mapping):
+        raise InputError("awx.latest_patches: expected a mapping of minor to {version, released}, such as "
+                         "{'1.36': {'version': 'v1.36.3', 'released': '2026-07-22'}}, got %s %r" % (
+                             type(raw_latest).__name__, raw_latest))
+    no_templates(raw_latest, "awx.latest_patches")
+    parse_latest_patches(raw_latest)  # refused here, not in the report's job
+    latest = dict(raw_latest)
+    playbook_dir = _playbook_dir(config)
+    no_templates(config, "awx")
+    # the fleet reaches AWX whole, as the templates' extra_vars: its own checks (fleet.py) say what a valid fleet
+    # is; here only that no value of it is a template AWX would run
+    no_templates(fleet, "gpufleet_fleet", control=False)
     name = str(plan["fleet"])
     rings = [r["ring"] for r in plan["rings"]]
     base_vars = {"gpufleet_fleet": dict(fleet), "gpufleet_out_dir": out_dir}

@@ -18,8 +18,14 @@ options:
   config:
     description:
       - C(organization), C(project), C(inventory), C(execution_environment), C(cell), C(target) (vX.Y.Z),
-        C(credentials) (C(machine) and C(kubernetes) credential names), C(window.rrule) (an iCal rule), and
-        optionally C(playbook_dir) (default C(playbooks)).
+        C(credentials) (C(machine) and C(kubernetes) credential names, and C(aws) with C(snapshot_copies.s3)),
+        C(window.rrule) (an iCal rule), C(backup_dir) (an absolute directory in the job), C(snapshot_copies)
+        (C(backup_host), C(backup_host_dir), C(s3) with C(bucket), C(prefix), C(endpoint_url), C(region); at least
+        one copy), and optionally C(playbook_dir) (default C(playbooks)).
+      - Refused, naming the field, before anything is computed - an unknown field, a value of the wrong type, a name
+        that is not ASCII letters, digits, space, C(.), C(_), C(-) (a trailing newline or full-width letters
+        included), a control character in any value, and Jinja (C({{), C({%), C({#)) anywhere in O(config) or
+        O(fleet) - AWX templates the extra vars it gives a job, so such a value would run as Jinja there.
     type: dict
     required: true
   fleet:

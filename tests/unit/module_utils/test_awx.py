@@ -283,3 +283,111 @@ def test_bad_fleet_configuration_is_refused_naming_the_field(change, message):
     fleet = example_fleet()
     with pytest.raises(InputError, match=message):
         awx.fleet_definitions(dict(FLEET_CONFIG, **change), fleet, plan_fleet(fleet))
+
+
+# -- hostile values (issue 33): wrong types, Jinja, a trailing newline, full-width letters ------------------------
+S3 = CONFIG["snapshot_copies"]["s3"]
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"organization": 5}, "awx.organization: expected a name"),
+    ({"target": 136}, "awx.target: expected a release such as v1.36.3, got int"),
+    ({"target": ["1.36.3"]}, "awx.target: expected a release"),
+    ({"credentials": {"machine": ["m"], "kubernetes": "k"}}, "awx.credentials.machine: expected a name"),
+    ({"credentials": dict(CONFIG["credentials"], aws=7)}, "awx.credentials.aws"),
+    ({"credentials": dict(CONFIG["credentials"], vault="v")}, r"awx.credentials: unknown field\(s\) vault"),
+    ({"window": "weekly"}, "awx.window: expected {rrule: ...}"),
+    ({"window": {"rrule": 5}}, "awx.window.rrule: expected an iCal rule"),
+    ({"backup_dir": 5}, "awx.backup_dir: expected an absolute directory"),
+    ({"playbook_dir": ["playbooks"]}, "awx.playbook_dir: expected a relative directory"),
+    ({"playbook_dir": "../elsewhere"}, "awx.playbook_dir: expected a relative directory"),
+    ({"playbook_dir": "playbooks/{{ x }}"}, "awx.playbook_dir: expected a relative directory"),
+    ({"target": "1.36.3\n"}, "awx.target: .*control character"),
+    ({"snapshot_copies": {"backup_host": 5}}, "awx.snapshot_copies.backup_host: expected a name"),
+    ({"snapshot_copies": {"s3": "etcd"}}, "awx.snapshot_copies.s3: expected {bucket"),
+    ({"snapshot_copies": {"s3": dict(S3, bucket=5)}}, "awx.snapshot_copies.s3.bucket: expected an S3 bucket"),
+    ({"snapshot_copies": {"s3": dict(S3, prefix=5)}}, "awx.snapshot_copies.s3.prefix: expected a key prefix"),
+    ({"playbook_dirr": "playbooks"}, r"awx: unknown field\(s\) playbook_dirr"),
+    # a trailing newline: `$` matches before it, fullmatch does not
+    ({"organization": "Default\n"}, "awx.organization: expected a name"),
+    ({"inventory": "cell1\n"}, "awx.inventory: expected a name"),
+    ({"snapshot_copies": {"s3": dict(S3, bucket="etcd-backups\n")}}, "awx.snapshot_copies.s3.bucket"),
+    ({"snapshot_copies": {"s3": dict(S3, endpoint_url="https://s3.example.net\n")}},
+     "awx.snapshot_copies.s3.endpoint_url"),
+    ({"snapshot_copies": {"s3": dict(S3, region="us-east-1\n")}}, "awx.snapshot_copies.s3.region"),
+    ({"window": {"rrule": CONFIG["window"]["rrule"] + "\n"}}, "awx.window.rrule"),
+    ({"backup_dir": "/runner/etcd-backups\n"}, "awx.backup_dir: .*control character"),
+    ({"snapshot_copies": {"s3": dict(S3, prefix="cell1/\n")}}, "awx.snapshot_copies.s3.prefix: .*control character"),
+    # full-width letters and digits (\d and str.isalnum() take them)
+    ({"cell": "\uff43\uff45\uff4c\uff4c1"}, "awx.cell: expected a name"),
+    ({"snapshot_copies": {"s3": dict(S3, endpoint_url="https://s3.example.net:\uff14\uff14\uff13")}},
+     "awx.snapshot_copies.s3.endpoint_url"),
+    ({"window": {"rrule": "DTSTART;TZID=UTC:\uff12\uff10261205T020000 RRULE:FREQ=WEEKLY;BYDAY=SA"}},
+     "awx.window.rrule"),
+])
+def test_hostile_values_are_refused_naming_the_field(change, message):
+    with pytest.raises(InputError, match=message):
+        awx.definitions(dict(CONFIG, **change))
+
+
+JINJA = ["{{ lookup('pipe', 'id') }}", "{% for x in range(9) %}x{% endfor %}", "{# comment #}"]
+
+
+@pytest.mark.parametrize("jinja", JINJA)
+@pytest.mark.parametrize("change, field", [
+    (lambda j: {"backup_dir": "/runner/" + j}, "awx.backup_dir"),
+    (lambda j: {"snapshot_copies": {"s3": dict(S3, prefix="cell1/" + j)}}, "awx.snapshot_copies.s3.prefix"),
+    (lambda j: {"snapshot_copies": {"backup_host": "b1", "backup_host_dir": "/srv/" + j}},
+     "awx.snapshot_copies.backup_host_dir"),
+    (lambda j: {"snapshot_copies": {j: "b1"}}, "awx.snapshot_copies"),
+])
+def test_jinja_that_would_reach_awx_is_refused_naming_the_field(change, field, jinja):
+    """AWX templates a job template's extra_vars: a value holding Jinja would run on the AWX side."""
+    with pytest.raises(InputError, match=re.escape(field) + ".*Jinja"):
+        awx.definitions(dict(CONFIG, **change(jinja)))
+
+
+def test_every_value_the_definitions_emit_is_free_of_jinja_but_the_credential_injector(defs):
+    def strings(node, path=""):
+        if isinstance(node, dict):
+            for k, v in node.items():
+                yield from strings(k, path + ".<key>")
+                yield from strings(v, "%s.%s" % (path, k))
+        elif isinstance(node, list):
+            for i, v in enumerate(node):
+                yield from strings(v, "%s[%d]" % (path, i))
+        elif isinstance(node, str):
+            yield path, node
+    templated = [(p, v) for p, v in strings(defs) if re.search(r"\{[{%#]", v)]
+    assert templated == [(".credential_type.injectors.extra_vars.etcd_snapshot_encryption_key", "{{ key }}")]
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"latest_patches": [1]}, "latest_patches: expected a mapping"),
+    ({"latest_patches": "1.36"}, "latest_patches: expected a mapping"),
+    ({"latest_patches": {"1.36": {"version": "v1.36.3", "released": "{{ now() }}"}}}, "latest_patches"),
+    ({"instance_groups": ["fleet-pvc\n"]}, "awx.instance_groups: expected a list"),
+    ({"instance_groups": [["fleet-pvc"]]}, "awx.instance_groups: expected a list"),
+    ({"playbook_dir": 5}, "awx.playbook_dir: expected a relative directory"),
+    ({"out_dir": "/runner/{{ x }}"}, "awx.out_dir.*Jinja"),
+    ({"out_dir": 7}, "awx.out_dir: expected an absolute directory"),
+    ({"organization": "Default\n"}, "awx.organization: expected a name"),
+    ({"ring": "ring0"}, r"awx: unknown field\(s\) ring"),
+])
+def test_hostile_fleet_configuration_is_refused_naming_the_field(change, message):
+    from ansible_collections.gpufleet.upgrade.plugins.module_utils.fleet import plan_fleet
+    fleet = example_fleet()
+    with pytest.raises(InputError, match=message):
+        awx.fleet_definitions(dict(FLEET_CONFIG, **change), fleet, plan_fleet(fleet))
+
+
+@pytest.mark.parametrize("jinja", JINJA)
+def test_jinja_in_the_fleet_that_would_reach_awx_is_refused(jinja):
+    """The fleet travels to AWX as the templates' extra_vars (gpufleet_fleet): Jinja in any of its values is refused
+    naming where it is, whatever the fleet's own checks let through."""
+    from ansible_collections.gpufleet.upgrade.plugins.module_utils.fleet import plan_fleet
+    fleet = example_fleet()
+    plan = plan_fleet(fleet)
+    fleet["cells"][0]["inventory"] = "inventories/" + jinja
+    with pytest.raises(InputError, match=re.escape("gpufleet_fleet.cells[0].inventory") + ".*Jinja"):
+        awx.fleet_definitions(FLEET_CONFIG, fleet, plan)
