@@ -27,6 +27,11 @@ from ansible_collections.gpufleet.upgrade.plugins.module_utils.versions import (
     KubeVersion, parse_pool_policies, parse_release, parse_version)
 
 GROUPS = ("kube_control_plane", "etcd", "gpu_nodes")
+# The cell's name is an ASCII DNS label, as the fleet's cell names (fleet.py): it is in the run id, annotations, file
+# names, AWX names and break-glass confirmations. fullmatch: ``$`` also matches before a trailing newline; and no
+# \w, str.isalnum() or \d, which take full-width and other Unicode letters and digits.
+CELL_NAME = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")
+APISERVER_URL = re.compile(r"https://[A-Za-z0-9.\[\]:_-]+(:[0-9]{1,5})?/?")
 CONTROL_PLANE_POOL = "control-plane"
 # Per-host variables the cell reads, and the ones it refuses because something else holds that fact now.
 HOST_VARS = ("gpufleet_pool", "gpufleet_failure_domain", "gpufleet_ring", "gpufleet_dr_pair", "gpufleet_canary",
@@ -147,7 +152,7 @@ def _str(value: Any, where: str, required: bool = True) -> str:
 def _url(value: Any, where: str) -> str:
     """A control-plane host's own apiserver URL, or the default (variables.py)."""
     url = _str(value, where, required=False) or str(variables.BY_NAME["gpufleet_apiserver_url"].default)
-    if not re.match(r"^https://[A-Za-z0-9.\[\]:_-]+(:[0-9]{1,5})?/?$", url):
+    if not APISERVER_URL.fullmatch(url):
         raise InputError("%s: expected an https:// URL of the host's own kube-apiserver such as "
                          "https://127.0.0.1:6443, got %r" % (where, url))
     return url.rstrip("/")
@@ -256,13 +261,18 @@ def build(groups: Mapping[str, Sequence[str]], host_vars: Mapping[str, Mapping[s
     cp, gpu = grouped["kube_control_plane"], grouped["gpu_nodes"]
     name = _str(cell_vars.get("gpufleet_cluster_name"), "gpufleet_cluster_name (the cell's name, used in the run id, "
                                                         "the records and break-glass confirmations)")
+    if not CELL_NAME.fullmatch(name):
+        raise InputError("gpufleet_cluster_name=%r: not a DNS label - use lower-case ASCII letters, digits and '-' "
+                         "(at most 63, starting and ending with a letter or digit), as the fleet's cell names. "
+                         "Nothing was changed." % name)
     expected = cell_vars.get("gpufleet_expected_cell")
+    if expected not in (None, "") and not isinstance(expected, str):
+        raise InputError("gpufleet_expected_cell: expected the cell's name, a string (the AWX survey's answer), got "
+                         "%s %r. Nothing was changed." % (type(expected).__name__, expected))
     if expected not in (None, "") and expected != name:
         raise InputError("gpufleet_expected_cell=%r: this run was launched for cell %r, but the inventory is cell %r "
                          "(gpufleet_cluster_name). Launch it with that cell's inventory. Nothing was changed."
                          % (expected, expected, name))
-    if not name.replace("-", "").replace("_", "").replace(".", "").isalnum() or len(name) > 63:
-        raise InputError("gpufleet_cluster_name=%r: use letters, digits, '-', '_' and '.' (at most 63)" % name)
     raw_target = cell_vars.get("gpufleet_target_version")
     if raw_target in (None, ""):
         raise InputError("gpufleet_target_version: required, the release to reach such as v1.36.3 (-e "
@@ -314,8 +324,8 @@ def build(groups: Mapping[str, Sequence[str]], host_vars: Mapping[str, Mapping[s
                                                         "%s: gpufleet_unschedulable_before" % host)})
     try:
         nodes = parse_nodes(raw_nodes)
-        caps = parse_caps(cell_vars.get("gpufleet_wave_caps"))
-        policies = parse_pool_policies(cell_vars.get("gpufleet_pool_policies"))
+        caps = parse_caps(cell_vars.get("gpufleet_wave_caps"), "gpufleet_wave_caps")
+        policies = parse_pool_policies(cell_vars.get("gpufleet_pool_policies"), "gpufleet_pool_policies")
         # one home of the pool policy's default (skip_level true): the waves of this hop and the pools below
         skip_level = {pool: policies[pool].skip_level if pool in policies else True
                       for pool in set(host_pool.values()) - {CONTROL_PLANE_POOL}}

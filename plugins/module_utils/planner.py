@@ -94,22 +94,28 @@ def parse_nodes(items: Sequence[Mapping[str, Any]]) -> List[Node]:
     return out
 
 
-def parse_caps(caps: Optional[Mapping[str, Any]]) -> Caps:
-    caps = dict(caps or {})
+def parse_caps(raw: Optional[Mapping[str, Any]], what: str = "caps") -> Caps:
+    """The wave caps; ``what`` names them in errors (``gpufleet_wave_caps`` for the cell)."""
+    if raw in (None, ""):
+        raw = {}
+    if not isinstance(raw, Mapping):
+        raise InputError("%s: expected a mapping such as {max_gpu_fraction: 0.25} (fields max_gpu_fraction, "
+                         "max_nodes_per_wave, canaries_per_gpu_type), got %s %r" % (what, type(raw).__name__, raw))
+    caps = dict(raw)
     unknown = set(caps) - {"max_gpu_fraction", "max_nodes_per_wave", "canaries_per_gpu_type"}
     if unknown:
-        raise InputError("caps: unknown field(s) %s; allowed: max_gpu_fraction, max_nodes_per_wave, "
-                         "canaries_per_gpu_type" % ", ".join(sorted(unknown)))
+        raise InputError("%s: unknown field(s) %s; allowed: max_gpu_fraction, max_nodes_per_wave, "
+                         "canaries_per_gpu_type" % (what, ", ".join(sorted(str(k) for k in unknown))))
     frac = caps.get("max_gpu_fraction", 0.25)
     if isinstance(frac, bool) or not isinstance(frac, (int, float)) or not 0 < frac <= 1:
-        raise InputError("caps.max_gpu_fraction: expected a fraction in (0, 1] such as 0.25, got %r" % (frac,))
+        raise InputError("%s.max_gpu_fraction: expected a fraction in (0, 1] such as 0.25, got %r" % (what, frac))
     max_nodes = caps.get("max_nodes_per_wave", 0)
     if isinstance(max_nodes, bool) or not isinstance(max_nodes, int) or max_nodes < 0:
-        raise InputError("caps.max_nodes_per_wave: expected a non-negative integer (0 = no cap), got %r" % (
-            max_nodes,))
+        raise InputError("%s.max_nodes_per_wave: expected a non-negative integer (0 = no cap), got %r" % (
+            what, max_nodes))
     canaries = caps.get("canaries_per_gpu_type", 1)
     if isinstance(canaries, bool) or not isinstance(canaries, int) or canaries < 0:
-        raise InputError("caps.canaries_per_gpu_type: expected a non-negative integer, got %r" % (canaries,))
+        raise InputError("%s.canaries_per_gpu_type: expected a non-negative integer, got %r" % (what, canaries))
     return Caps(float(frac), max_nodes, canaries)
 
 

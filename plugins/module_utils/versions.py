@@ -15,9 +15,12 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import InputError, PolicyError
 
+# ASCII digits only (``\d`` takes Arabic-Indic and other Unicode digits, and int() reads them). Surrounding
+# whitespace is accepted and dropped: every caller keeps the canonical form (str of the parsed version), never the
+# raw text.
 _VERSION_RE = re.compile(
-    r"^\s*v?(?P<major>0|[1-9]\d*)\.(?P<minor>0|[1-9]\d*)(?:\.(?P<patch>0|[1-9]\d*))?"
-    r"(?:-(?P<pre>[0-9A-Za-z.-]+))?(?:\+(?P<build>[0-9A-Za-z.-]+))?\s*$"
+    r"\s*v?(?P<major>0|[1-9][0-9]*)\.(?P<minor>0|[1-9][0-9]*)(?:\.(?P<patch>0|[1-9][0-9]*))?"
+    r"(?:-(?P<pre>[0-9A-Za-z.-]+))?(?:\+(?P<build>[0-9A-Za-z.-]+))?\s*", re.ASCII
 )
 _PRE_ORDER = {"alpha": 0, "beta": 1, "rc": 2}
 # Bounds on each number: Kubernetes is at v1.3x; a version far outside them is a typo or hostile input (a minor of
@@ -93,7 +96,7 @@ def parse_version(value: Any, what: str = "version") -> KubeVersion:
         return value
     if not isinstance(value, str) or not value.strip():
         raise InputError("%s: expected a Kubernetes version such as v1.34.2, got %r" % (what, value))
-    match = _VERSION_RE.match(value) if len(value) <= MAX_VERSION_CHARS else None
+    match = _VERSION_RE.fullmatch(value) if len(value) <= MAX_VERSION_CHARS else None
     if not match:
         raise InputError(
             "%s: %r is not a Kubernetes version; use the form v1.34.2 (or 1.34 for a whole minor)" % (
@@ -272,18 +275,24 @@ class PoolPolicy:
     skip_level: bool = True
 
 
-def parse_pool_policies(pools: Optional[Mapping[str, Any]]) -> Dict[str, PoolPolicy]:
+def parse_pool_policies(pools: Optional[Mapping[str, Any]], what: str = "pools") -> Dict[str, PoolPolicy]:
+    """Per pool, its policy; ``what`` names them in errors (``gpufleet_pool_policies`` for the cell)."""
+    if pools in (None, ""):
+        pools = {}
+    if not isinstance(pools, Mapping):
+        raise InputError("%s: expected a mapping of pool to {skip_level: bool}, such as {h100-train: {skip_level: "
+                         "true}}, got %s %r" % (what, type(pools).__name__, pools))
     out: Dict[str, PoolPolicy] = {}
-    for name, spec in (pools or {}).items():
+    for name, spec in pools.items():
         if not isinstance(spec, Mapping):
-            raise InputError("pools.%s: expected a mapping such as {skip_level: true}" % name)
+            raise InputError("%s.%s: expected a mapping such as {skip_level: true}" % (what, name))
         unknown = set(spec) - {"skip_level"}
         if unknown:
-            raise InputError("pools.%s: unknown field(s) %s; allowed: skip_level" % (
-                name, ", ".join(sorted(unknown))))
+            raise InputError("%s.%s: unknown field(s) %s; allowed: skip_level" % (
+                what, name, ", ".join(sorted(str(k) for k in unknown))))
         skip = spec.get("skip_level", True)
         if not isinstance(skip, bool):
-            raise InputError("pools.%s.skip_level: expected a boolean, got %r" % (name, skip))
+            raise InputError("%s.%s.skip_level: expected a boolean, got %r" % (what, name, skip))
         out[str(name)] = PoolPolicy(skip_level=skip)
     return out
 

@@ -21,6 +21,11 @@ description:
     a pool or failure domain, a missing or invalid baseline, a target that is not a full release, bad caps, a
     C(--limit) (the wave plays run on the whole cell), a break-glass variable that does not repeat the exact
     confirmation C(<action> on <cell> for <target>), and stale break-glass role variables left in the inventory.
+  - Every cell variable is type-checked where it is read and refused naming it - C(gpufleet_wave_caps) and
+    C(gpufleet_pool_policies) must be mappings, C(gpufleet_cluster_name) an ASCII DNS label (lower-case letters,
+    digits and C(-), at most 63, as the fleet's cell names; full-width letters and a trailing newline are refused),
+    each host's C(gpufleet_apiserver_url) a whole C(https://) URL. Any other error comes back as a failed result
+    naming the action and the exception (C(error_type=UnexpectedError)), its traceback only in C(exception) (-vvv).
   - Break glass, each confirmed per run - C(gpufleet_break_glass_disable_eviction) (C(disable eviction on CELL for
     TARGET)), C(gpufleet_break_glass_force_drain) (C(force drain on ...)), C(gpufleet_break_glass_skip_checkpoint)
     (C(skip checkpoint on ...)), C(gpufleet_break_glass_skip_nccl) (C(skip nccl on ...)).

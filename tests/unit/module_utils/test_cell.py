@@ -246,3 +246,35 @@ def test_a_cycle_target_that_cannot_end_this_run_s_cycle_is_refused(cycle, messa
     with pytest.raises(InputError, match=message.replace("(", r"\(")) as err:
         cell(cell_vars={"gpufleet_cycle_target_version": cycle})
     assert "Nothing was changed" in str(err.value)
+
+
+# -- hostile values (issue 33): every cell variable is type-checked where it enters, naming it and the fix --------
+@pytest.mark.parametrize("cell_vars, message", [
+    ({"gpufleet_wave_caps": [0.5]}, "gpufleet_wave_caps: expected a mapping such as {max_gpu_fraction: 0.25}"),
+    ({"gpufleet_wave_caps": "max_gpu_fraction=0.5"}, "gpufleet_wave_caps: expected a mapping"),
+    ({"gpufleet_wave_caps": {"max_gpu_fraction": "0.5"}}, "gpufleet_wave_caps.max_gpu_fraction: expected a fraction"),
+    ({"gpufleet_pool_policies": [None]}, "gpufleet_pool_policies: expected a mapping of pool to {skip_level: bool}"),
+    ({"gpufleet_pool_policies": {"h100-train": {"skip_level": "yes"}}},
+     "gpufleet_pool_policies.h100-train.skip_level: expected a boolean"),
+    ({"gpufleet_expected_cell": ["lab"]}, "gpufleet_expected_cell: expected the cell's name, a string"),
+    ({"gpufleet_cluster_name": ["lab"]}, "gpufleet_cluster_name (the cell's name"),
+    # cell names are ASCII DNS labels: full-width letters, other Unicode and a trailing newline are refused
+    ({"gpufleet_cluster_name": "\uff47\uff50\uff55"}, "gpufleet_cluster_name='\uff47\uff50\uff55': not a DNS label"),
+    ({"gpufleet_cluster_name": "lab\n"}, "gpufleet_cluster_name='lab\\n': not a DNS label"),
+    ({"gpufleet_cluster_name": "l\u00e4b"}, "not a DNS label"),
+    ({"gpufleet_cluster_name": "lab\u0663"}, "not a DNS label"),  # an Arabic-Indic digit: str.isalnum() takes it
+    ({"gpufleet_cluster_name": "-lab"}, "not a DNS label"),
+    ({"gpufleet_target_version": "v1.3\u0666.3"}, "gpufleet_target_version: 'v1.3\u0666.3' is not a Kubernetes "
+                                                  "version"),  # \d takes an Arabic-Indic six
+    ({"gpufleet_target_version": 1.36}, "gpufleet_target_version: expected a Kubernetes version"),
+])
+def test_a_cell_variable_of_the_wrong_type_or_form_is_refused_naming_it(cell_vars, message):
+    with pytest.raises(InputError) as err:
+        cell(cell_vars=cell_vars)
+    assert message in err.value.msg
+
+
+@pytest.mark.parametrize("url", ["https://127.0.0.1:6443\n", "https://127.0.0.1:\uff16443", "https://\uff4c\uff42"])
+def test_an_apiserver_url_with_a_trailing_newline_or_unicode_is_refused(url):
+    with pytest.raises(InputError, match="cp-1: gpufleet_apiserver_url: expected an https:// URL"):
+        cell(hosts=dict(HOSTS, **{"cp-1": {"gpufleet_apiserver_url": url}}))

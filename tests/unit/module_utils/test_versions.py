@@ -266,3 +266,17 @@ def test_a_hop_that_would_leave_a_kubelet_more_than_three_minors_behind_is_refus
     next_hop_breaches(fine, plan_upgrade(fine, parse_version("v1.35.4")))  # no hop
     with pytest.raises(PolicyError, match="next hop to v1.37.2"):  # a hop given: a cycle's run
         next_hop_breaches(fine, {"control_plane_path": [], "current": "v1.35.4"}, parse_version("v1.37.2"))
+
+
+@pytest.mark.parametrize("text", ["v1.3\u0666.3", "v1.36.\u0663", "\u0661.36.3", "v1.36.\uff13"])
+def test_a_version_takes_ascii_digits_only(text):
+    """\\d took Arabic-Indic digits (and int() read them): v1.3٦.3 was v1.36.3."""
+    with pytest.raises(InputError, match="is not a Kubernetes version"):
+        parse_version(text)
+
+
+def test_surrounding_whitespace_is_dropped_and_never_kept():
+    """A trailing newline is whitespace around the version, not part of it: callers keep the canonical form."""
+    assert str(parse_version("v1.36.3\n")) == "v1.36.3" and parse_version(" 1.36.3\n").raw == "1.36.3"
+    with pytest.raises(InputError):
+        parse_version("v1.36.3\nv1.37.0")
