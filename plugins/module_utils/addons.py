@@ -27,8 +27,8 @@ from ansible_collections.gpufleet.upgrade.plugins.module_utils.textparse import 
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.versions import KubeVersion, parse_version
 
 WORKLOAD_KINDS = ("DaemonSet", "Deployment", "StatefulSet")
-_TAG_VERSION = re.compile(r"^v?(\d{1,6})\.(\d{1,6})(?:\.\d{1,9})?(?:[-+][0-9A-Za-z.+-]*)?$")
-_LINE = re.compile(r"^\d{1,6}\.\d{1,6}$")
+# Whole values (fullmatch: ``$`` also matches before a trailing newline), ASCII digits (``\d`` takes Unicode ones).
+_TAG_VERSION = re.compile(r"v?([0-9]{1,6})\.([0-9]{1,6})(?:\.[0-9]{1,9})?(?:[-+][0-9A-Za-z.+-]*)?")
 
 
 def _line(version: str) -> Tuple[int, int]:
@@ -50,7 +50,7 @@ def version_line(text: Any) -> Optional[str]:
     """"v3.29.1", "25.3.0", "0.13", "v1.31.2-gke.1" -> "3.29", "25.3", "0.13", "1.31"; None when it is not one."""
     if not isinstance(text, str):
         return None
-    match = _TAG_VERSION.match(text.strip())
+    match = _TAG_VERSION.fullmatch(text.strip())
     return "%d.%d" % (int(match.group(1)), int(match.group(2))) if match else None
 
 
@@ -324,8 +324,8 @@ RELEASE_SPEC: Dict[str, Any] = {
     # the first install and never upgrades them, so an operator's new CRDs must be in place before its chart moves
     "crds": {"type": "list", "elements": "str", "default": []},
 }
-_RELEASE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,51}[a-z0-9])?$")  # Helm: a DNS-1123 label of at most 53
-_NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")  # a DNS-1123 label
+_RELEASE_NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,51}[a-z0-9])?")  # Helm: a DNS-1123 label of at most 53
+_NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")  # a DNS-1123 label
 
 
 def parse_releases(value: Any, name: str = RELEASES_VAR) -> List[Dict[str, Any]]:
@@ -358,10 +358,10 @@ def parse_releases(value: Any, name: str = RELEASES_VAR) -> List[Dict[str, Any]]
             raise InputError("%s.addon: %s is moved by kubeadm's own addon phase during the control plane's upgrade; "
                              "list only addons installed as Helm releases. Nothing was changed." % (
                                  where, rel["addon"]))
-        if not _RELEASE_NAME.match(rel["release"]):
+        if not _RELEASE_NAME.fullmatch(rel["release"]):
             raise InputError("%s.release: %r is not a valid Helm release name (lower-case letters, digits and '-', "
                              "at most 53). Nothing was changed." % (where, rel["release"]))
-        if not _NAMESPACE.match(rel["namespace"]):
+        if not _NAMESPACE.fullmatch(rel["namespace"]):
             raise InputError("%s.namespace: %r is not a valid namespace name (lower-case letters, digits and '-', at "
                              "most 63). Nothing was changed." % (where, rel["namespace"]))
         if (rel["namespace"], rel["release"]) in seen:

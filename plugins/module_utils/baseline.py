@@ -174,7 +174,7 @@ def _bounded(source: str, path: str, spec: Field, value: Any) -> None:
     if spec.kind == "str":
         if spec.low is not None and len(value.strip()) < spec.low:
             raise _fail(source, path, ": %r is too short (at least %d characters): %s" % (value, spec.low, spec.why))
-        if spec.pattern and not re.match(spec.pattern, value):
+        if spec.pattern and not re.fullmatch(spec.pattern, value):  # whole: `$` matches before a newline
             raise _fail(source, path, ": %r is not valid: %s" % (value, spec.why))
     if spec.kind.startswith("list"):
         if len(value) < spec.min_items:
@@ -264,7 +264,7 @@ def validate(doc: Any, source: str = "baseline") -> Dict[str, Any]:
         _size(key, source, "canary.training_busbw_gbps.%s" % key)
     for key in opt["xids"]:
         xid = str(key)
-        if not xid.isdigit() or int(xid) not in FATAL_XIDS:
+        if not re.fullmatch(r"[0-9]{1,4}", xid) or int(xid) not in FATAL_XIDS:  # isdigit() takes Unicode digits
             raise _fail(source, "opt_out.xids.%s" % key, " is not on the default fatal list (%s)" % ", ".join(
                 str(x) for x in sorted(FATAL_XIDS)))
     out["opt_out"]["xids"] = {str(k): v for k, v in opt["xids"].items()}

@@ -25,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 import time
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
@@ -113,8 +114,7 @@ def parse_inputs(value: Any, name: str = VAR) -> Dict[str, Any]:
 
 
 def _dns_label(value: str, where: str) -> str:
-    ok = 0 < len(value) <= 63 and value[0].isalnum() and value[-1].isalnum() and all(
-        c.isdigit() or ("a" <= c <= "z") or c == "-" for c in value)
+    ok = re.fullmatch(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?", value) is not None  # ASCII: isdigit() takes Unicode
     if not ok:
         raise InputError("%s: %r is not a Kubernetes name (lower-case letters, digits and '-', at most 63)" % (
             where, value))

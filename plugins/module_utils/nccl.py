@@ -29,7 +29,7 @@ def parse_size(value: Any, what: str = "size") -> int:
     """``8589934592``, ``8G``, ``512M``, ``1K`` (binary units, as nccl-tests' -b/-e) to bytes."""
     if isinstance(value, int) and not isinstance(value, bool):
         return value
-    match = re.match(r"^\s*(\d+)\s*([KMG]?B?)\s*$", str(value), re.IGNORECASE)
+    match = re.fullmatch(r"\s*([0-9]+)\s*([KMG]?B?)\s*", str(value), re.IGNORECASE | re.ASCII)
     if not match:
         raise InputError("%s: %r is not a size; use bytes or a number with K, M or G (e.g. 8G)" % (what, value))
     return int(match.group(1)) * _SIZE_UNITS[match.group(2).upper()]

@@ -23,7 +23,7 @@ NEXT_STAGE = {"": "its first stage (kubeadm upgrade on a control-plane host, cor
               "cordoned": "drain", "drained": "the package upgrade (kubeadm, kubelet, GPU stack)",
               "upgraded": "validation (GPU, DCGM, NCCL and Node gates)", "validated": "uncordon"}
 MAX_REASON = 1000
-_VERSION = re.compile(r"^v\d+\.\d+\.\d+$")
+_VERSION = re.compile(r"v[0-9]+\.[0-9]+\.[0-9]+")  # fullmatch: a whole value, ASCII digits
 
 
 def node_annotations(node: Dict[str, Any]) -> Dict[str, str]:
@@ -57,7 +57,7 @@ def cycle_drains(node: Dict[str, Any], cycle: str) -> List[str]:
         return []
     raw = ann.get(kube.ANN_CYCLE_DRAINS, "")
     drains = raw.split(",") if raw else []
-    if not all(_VERSION.match(d) for d in drains):
+    if not all(_VERSION.fullmatch(d) for d in drains):
         raise InputError("%s: annotation %s=%r is not a list of versions; it is gpufleet's own record - remove it "
                          "together with %s (the cycle's count then starts again)" % (
                              (node.get("metadata") or {}).get("name", "node"), kube.ANN_CYCLE_DRAINS, raw,

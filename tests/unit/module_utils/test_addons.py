@@ -266,3 +266,21 @@ def test_what_would_stop_the_addons_stage_blocks_before_the_control_plane_moves(
         "kyverno); fix the name or install it first - the addons stage upgrades releases, it does not install them"]
     assert stage_problems(releases[:1], helm, lambda path: True) == []
     assert "values" not in releases[0] and releases[0]["has_values"] is False  # values are not handed on
+
+
+# -- whole values only (issue 33): `$` matched before a trailing newline, \d took Unicode digits ------------------
+@pytest.mark.parametrize("field, value, message", [
+    ("release", "cni\n", r"release: 'cni\\n' is not a valid Helm release name"),
+    ("namespace", "kube-system\n", r"namespace: 'kube-system\\n' is not a valid namespace name"),
+    ("release", "cn\uff49", "is not a valid Helm release name"),
+])
+def test_a_release_name_or_namespace_with_a_trailing_newline_or_unicode_is_refused(field, value, message):
+    item = dict({"addon": "cilium", "release": "cni", "namespace": "kube-system", "chart": "c"}, **{field: value})
+    with pytest.raises(InputError, match=message):
+        parse_releases([item])
+
+
+def test_an_addon_version_takes_ascii_digits_only():
+    assert version_line("v0.13.1") == "0.13" and version_line("v0.1\u0663.1") is None  # an Arabic-Indic three
+    with pytest.raises(InputError, match="gpufleet_addon_versions"):
+        parse_inputs(None, {"kueue": "v0.1\u0663.1"})

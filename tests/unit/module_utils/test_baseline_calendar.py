@@ -148,3 +148,16 @@ def test_support_status(version, today, status, days):
 def test_support_status_bad_date():
     with pytest.raises(InputError, match="today"):
         support_status("v1.34.0", "2026-11-30")  # type: ignore[arg-type]
+
+
+# -- whole values only (issue 33): `$` matched before a trailing newline, isdigit() took Unicode digits ------------
+@pytest.mark.parametrize("keys, value, message", [
+    (["name"], "h100-train\n", "field name: 'h100-train\\n' is not valid"),
+    (["gpu", "driver_version"], "570.172.08\n", "field gpu.driver_version: '570.172.08\\n' is not valid"),
+    (["opt_out"], {"xids": {"\u0667\u0669": "the Arabic-Indic 79: isdigit() and int() took it"}},
+     "is not on the default fatal list"),
+])
+def test_a_baseline_value_with_a_trailing_newline_or_unicode_digits_is_refused(keys, value, message):
+    with pytest.raises(BaselineError) as err:
+        validate(mutate(keys, value, False), "pool.yml")
+    assert message in err.value.msg

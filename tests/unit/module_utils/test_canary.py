@@ -419,3 +419,9 @@ def test_prepare_refuses_a_workload_the_apiserver_would_refuse_before_the_drain(
         canary.prepare(kube, plan, "run")
     assert "cannot run" in err.value.msg and "dry-run create JobSet" in err.value.msg
     assert "before the canaries are drained" in err.value.msg
+
+
+@pytest.mark.parametrize("namespace", ["gpufleet-canary\n", "canary-\u0661", "\uff43anary"])
+def test_a_namespace_with_a_trailing_newline_or_unicode_is_refused(namespace):
+    with pytest.raises(InputError, match="is not a Kubernetes name"):
+        canary.parse_inputs({"namespace": namespace, "training": {"image": "i"}})

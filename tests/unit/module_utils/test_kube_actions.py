@@ -395,3 +395,11 @@ def test_a_jobset_without_a_workload_is_suspended():
     assert api.list_custom(kube.JOBSET)[0]["spec"]["suspend"] is True
     assert ops.resume()["resumed"] == ["jobset training/solo"]
     assert api.list_custom(kube.JOBSET)[0]["spec"]["suspend"] is False
+
+
+@pytest.mark.parametrize("drains", ["v1.36.3\n", "v1.36.3,v1.3\u0667.2"])
+def test_a_cycle_drains_record_with_a_trailing_newline_or_unicode_digits_is_refused(drains):
+    n = node("gpu-a1")
+    n["metadata"].setdefault("annotations", {}).update({kube.ANN_CYCLE: "v1.37.2", kube.ANN_CYCLE_DRAINS: drains})
+    with pytest.raises(InputError, match="is not a list of versions"):
+        cycle_drains(n, "v1.37.2")

@@ -150,3 +150,9 @@ def test_opt_out_judges_nothing_and_says_why():
     summary = judge_runs([], opted, "n")
     assert summary["passed"] and summary["opt_outs"] == [
         "n: nccl_busbw opted out: single-GPU nodes: there is no collective to measure"]
+
+
+@pytest.mark.parametrize("size", ["\u0668G", "1\uff10M"])  # an Arabic-Indic eight, a full-width zero
+def test_a_size_takes_ascii_digits_only(size):
+    with pytest.raises(InputError, match="is not a size"):
+        parse_size(size, "nccl.busbw_gbps")
