@@ -15,7 +15,7 @@ from __future__ import annotations
 import calendar
 import re
 import time
-from typing import Any, Dict, Iterable, List, Mapping, Optional
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence
 
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.checks import Check, summarize
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import InputError, ParseError
@@ -71,6 +71,7 @@ def parse_endpoint_status(text: str) -> List[Dict[str, Any]]:
                     "db_size_quota": _int(status["dbSizeQuota"], "dbSizeQuota", what) if status.get("dbSizeQuota")
                     else None,
                     "member_id": _id(header.get("member_id")), "leader": _id(status.get("leader")),
+                    "cluster_id": _id(header.get("cluster_id")),
                     "is_leader": _id(status.get("leader")) is not None
                     and _id(status.get("leader")) == _id(header.get("member_id")),
                     "is_learner": bool(status.get("isLearner")), "revision": header.get("revision"),
@@ -80,18 +81,32 @@ def parse_endpoint_status(text: str) -> List[Dict[str, Any]]:
 
 
 def _id(value: Any) -> Optional[str]:
-    """A member id as text (etcdctl prints numbers; anything else is kept as text, never trusted as a number)."""
-    return None if value is None or value == "" else str(value)[:40]
+    """A member id as text (etcdctl prints numbers; anything else is kept as text, never trusted as a number). 0 is
+    no id: etcd reports ``leader: 0`` while the member knows no leader."""
+    text = None if value is None or isinstance(value, bool) else str(value).strip()[:40]
+    return None if not text or text == "0" else text
+
+
+def _url(value: str) -> str:
+    """An endpoint URL as compared with the inventory's: scheme and host lower-cased, no trailing slash."""
+    text = value.strip().rstrip("/")
+    scheme, sep, rest = text.partition("://")
+    return "%s%s%s" % (scheme.lower(), sep, rest.lower()) if sep else text.lower()
 
 
 def judge_endpoints(endpoints: List[Dict[str, Any]], quota_bytes: Optional[int] = None,
-                    max_quota_ratio: float = DEFAULT_MAX_QUOTA_RATIO) -> Dict[str, Any]:
-    return summarize(endpoint_checks(endpoints, quota_bytes, max_quota_ratio))
+                    max_quota_ratio: float = DEFAULT_MAX_QUOTA_RATIO,
+                    members: Optional[Sequence[str]] = None) -> Dict[str, Any]:
+    return summarize(endpoint_checks(endpoints, quota_bytes, max_quota_ratio, members))
 
 
 def endpoint_checks(endpoints: List[Dict[str, Any]], quota_bytes: Optional[int] = None,
-                    max_quota_ratio: float = DEFAULT_MAX_QUOTA_RATIO) -> List[Check]:
-    """Each endpoint: no alarms/errors, DB size under ``max_quota_ratio`` of the quota; the cluster has a leader."""
+                    max_quota_ratio: float = DEFAULT_MAX_QUOTA_RATIO,
+                    members: Optional[Sequence[str]] = None) -> List[Check]:
+    """Each endpoint: no alarms/errors, DB size under ``max_quota_ratio`` of the quota. The cluster: one leader
+    that every endpoint agrees on and that is a member id the status reports (``leader: 0`` is no leader; a
+    leader no endpoint answers for is unproved), one cluster id, no member twice; and with ``members`` (the
+    inventory's etcd client URLs) the endpoints that answered are exactly those members."""
     if not 0 < max_quota_ratio <= 0.95:
         raise InputError("max_quota_ratio: expected a fraction in (0, 0.95], got %r (at 1.0 a full database, "
                          "which etcd refuses writes to, would pass)" % max_quota_ratio)
@@ -109,9 +124,36 @@ def endpoint_checks(endpoints: List[Dict[str, Any]], quota_bytes: Optional[int] 
                             "defragment or compact before upgrading" if ratio >= max_quota_ratio else ""))
         checks.append(Check("etcd_errors", ep["endpoint"], not ep["errors"], "; ".join(ep["errors"]) or "none",
                             "none"))
-    leaders = {ep["leader"] for ep in endpoints if ep["leader"]}
-    checks.append(Check("etcd_leader", "etcd cluster", len(leaders) == 1, len(leaders), 1,
-                        "endpoints disagree on the leader" if len(leaders) > 1 else ""))
+    ids = [str(ep["member_id"]) if ep["member_id"] else None for ep in endpoints]
+    leaders = sorted({str(ep["leader"]) if ep["leader"] else "none" for ep in endpoints})
+    leader = leaders[0] if len(leaders) == 1 and leaders[0] != "none" else None
+    if leader is None:
+        why = "endpoints disagree on the leader (%s)" % ", ".join(leaders) if len(leaders) > 1 else \
+            "no endpoint knows a leader (leader 0): etcd has lost quorum or is electing"
+    else:
+        why = "" if leader in ids else "leader %s is not a member that answered (members %s): its status is " \
+            "unproved; give every member's endpoint" % (leader, ", ".join(str(i) for i in ids))
+    checks.append(Check("etcd_leader", "etcd cluster", not why, ", ".join(leaders), "one leader, a member that "
+                        "answered", why))
+    clusters = sorted({str(ep.get("cluster_id") or "none") for ep in endpoints})
+    twice = sorted({str(i) for i in ids if i is None or ids.count(i) > 1})
+    checks.append(Check("etcd_cluster", "etcd cluster", len(clusters) == 1 and "none" not in clusters and not twice,
+                        "cluster id(s) %s; member ids %s" % (", ".join(clusters), ", ".join(str(i) for i in ids)),
+                        "one cluster id, each member once",
+                        "member id(s) missing or answering twice: %s" % ", ".join(twice) if twice else
+                        ("" if len(clusters) == 1 and "none" not in clusters else
+                         "the endpoints are not one etcd cluster")))
+    if members is not None:
+        want = {_url(m) for m in members}
+        got = {_url(ep["endpoint"]) for ep in endpoints}
+        missing, extra = sorted(want - got), sorted(got - want)
+        checks.append(Check("etcd_members", "etcd cluster", bool(want) and not missing and not extra,
+                            ", ".join(sorted(got)) or "none", ", ".join(sorted(want)) or "the inventory's members",
+                            "; ".join(x for x in ("no status from %s" % ", ".join(missing) if missing else "",
+                                                  "%s answered but %s not an inventory member" % (
+                                                      ", ".join(extra), "is" if len(extra) == 1 else "are")
+                                                  if extra else "") if x) or
+                            ("" if want else "members is empty: give every etcd member's client URL")))
     return checks
 
 

@@ -8,9 +8,10 @@ module: etcd_status
 short_description: Gate etcd health and quota, and verify an etcd snapshot
 version_added: 0.1.0
 description:
-  - Reads C(etcdctl endpoint status -w json) and gates every endpoint on errors/alarms, a single agreed leader,
-    and a database size under O(max_quota_ratio) of the quota (C(dbSizeQuota) when etcd reports it, else
-    O(quota_bytes)).
+  - Reads C(etcdctl endpoint status -w json) and gates every endpoint on errors/alarms, a single agreed leader
+    that is a member which answered (C(leader 0) is no leader), one cluster id, and a database size under
+    O(max_quota_ratio) of the quota (C(dbSizeQuota) when etcd reports it, else O(quota_bytes)); with O(members),
+    the members that answered must be exactly the inventory's.
   - With O(snapshot_path) or O(snapshot_output), reads C(etcdutl snapshot status -w json) (or
     C(etcdctl snapshot status) where etcdutl is absent) and verifies the snapshot - hash, revision, keys and size.
 options:
@@ -27,6 +28,15 @@ options:
     type: list
     elements: str
     default: [https://127.0.0.1:2379]
+  members:
+    description:
+      - The client URLs of every etcd member the inventory declares. When given, etcdctl asks the cluster for all
+        its members (C(endpoint status --cluster)) and the members that answered must be exactly these - a member
+        missing, or one the inventory does not know, fails - and the leader must be one of them.
+      - Without it only the O(endpoints) answer; the leader must still be a member that answered, so give every
+        member's endpoint there.
+    type: list
+    elements: str
   cacert:
     description: CA certificate for etcdctl.
     type: path
@@ -138,6 +148,7 @@ def main():
             endpoint_status_output=dict(type="str"),
             check_endpoints=dict(type="bool", default=True),
             endpoints=dict(type="list", elements="str", default=["https://127.0.0.1:2379"]),
+            members=dict(type="list", elements="str"),
             cacert=dict(type="path"), cert=dict(type="path"), key=dict(type="path", no_log=False),
             etcdctl=dict(type="str", default="etcdctl"),
             etcdutl=dict(type="str", default="etcdutl"),
@@ -164,11 +175,12 @@ def main():
                 # endpoint status only reads; it runs in check mode too.
                 rc, text, err = module.run_command(
                     [module.get_bin_path(p["etcdctl"], required=True)] + _tls_args(p) +
-                    ["endpoint", "status", "-w", "json"])
+                    ["endpoint", "status", "-w", "json"] + (["--cluster"] if p["members"] is not None else []))
                 if rc != 0:
                     module.fail_json(msg="etcdctl endpoint status exited %d: %s" % (rc, err.strip()), rc=rc)
             endpoints = parse_endpoint_status(text)
-            checks.extend(endpoint_checks(endpoints, p["quota_bytes"], p["max_quota_ratio"] or DEFAULT_MAX_QUOTA_RATIO))
+            checks.extend(endpoint_checks(endpoints, p["quota_bytes"], p["max_quota_ratio"] or DEFAULT_MAX_QUOTA_RATIO,
+                                          p["members"]))
             result["endpoints"] = endpoints
         if p["snapshot_path"] or p["snapshot_output"] is not None:
             text = p["snapshot_output"]

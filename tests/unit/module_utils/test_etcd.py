@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import InputError, ParseError
@@ -53,7 +55,56 @@ def test_reported_quota_and_alarm_36():
 def test_no_leader_agreement():
     eps = parse_endpoint_status(fixture_text("etcd", "endpoint-status-ok.json"))
     eps[2]["leader"] = 42
-    assert judge_endpoints(eps)["failures"][-1].startswith("etcd cluster: check etcd_leader: measured 2, baseline 1")
+    assert judge_endpoints(eps)["failures"] == [
+        "etcd cluster: check etcd_leader: measured 10276657743932975437, 42, baseline one leader, a member that "
+        "answered (endpoints disagree on the leader (10276657743932975437, 42))"]
+
+
+def _status(leader, members=(10276657743932975437, 10276657743932975438, 10276657743932975439), cluster=None):
+    doc = json.loads(fixture_text("etcd", "endpoint-status-ok.json"))
+    for item, member in zip(doc, members):
+        item["Status"]["leader"] = leader
+        item["Status"]["header"]["member_id"] = member
+        if cluster is not None:
+            item["Status"]["header"]["cluster_id"] = cluster
+    return parse_endpoint_status(json.dumps(doc[:len(members)]))
+
+
+def test_leader_zero_is_no_leader():
+    """etcd reports leader 0 while a member knows no leader: that is not one leader (it passed as one)."""
+    summary = judge_endpoints(_status(0))
+    assert not summary["passed"]
+    assert summary["failures"] == ["etcd cluster: check etcd_leader: measured none, baseline one leader, a member that "
+                                   "answered (no endpoint knows a leader (leader 0): etcd has lost quorum or is "
+                                   "electing)"]
+    assert not judge_endpoints(_status("0"))["passed"] and not judge_endpoints(_status(""))["passed"]
+
+
+def test_leader_must_be_a_member_that_answered():
+    summary = judge_endpoints(_status(99, members=(1, 2, 3)))
+    assert summary["failures"] == ["etcd cluster: check etcd_leader: measured 99, baseline one leader, a member that "
+                                   "answered (leader 99 is not a member that answered (members 1, 2, 3): its status "
+                                   "is unproved; give every member's endpoint)"]
+    assert judge_endpoints(_status(2, members=(1, 2, 3)))["passed"]
+
+
+def test_one_cluster_each_member_once():
+    eps = _status(1, members=(1, 2, 3))
+    eps[2]["cluster_id"] = "777"
+    assert "the endpoints are not one etcd cluster" in judge_endpoints(eps)["failures"][0]
+    assert "answering twice: 1" in judge_endpoints(_status(1, members=(1, 1, 3)))["failures"][0]
+
+
+def test_endpoints_must_be_the_inventory_members():
+    eps = parse_endpoint_status(fixture_text("etcd", "endpoint-status-ok.json"))
+    members = ["https://10.0.0.11:2379", "https://10.0.0.12:2379/", "HTTPS://10.0.0.13:2379"]
+    assert judge_endpoints(eps, members=members)["passed"]
+    summary = judge_endpoints(eps, members=members[:2] + ["https://10.0.0.14:2379"])
+    assert summary["failures"] == [
+        "etcd cluster: check etcd_members: measured https://10.0.0.11:2379, https://10.0.0.12:2379, "
+        "https://10.0.0.13:2379, baseline https://10.0.0.11:2379, https://10.0.0.12:2379, https://10.0.0.14:2379 (no "
+        "status from https://10.0.0.14:2379; https://10.0.0.13:2379 answered but is not an inventory member)"]
+    assert not judge_endpoints(eps, members=[])["passed"]
 
 
 @pytest.mark.parametrize("text,message", [
