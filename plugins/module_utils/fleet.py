@@ -7,6 +7,15 @@ runs - and planned deterministically: rings in order, each ring's cells in batch
 control-plane path (one minor at a time) and the pools that need a node upgrade before a control-plane hop, from
 the same skew rules and pool planner as one cell's plan (versions.py).
 
+Names are whole ASCII DNS labels (``re.fullmatch`` with ASCII classes: ``$`` would let a trailing newline through,
+and ``\\d``, ``str.isdigit()`` and ``int()`` take other scripts' digits), numbers given as strings ASCII digits, and
+versions ASCII.
+
+A halt threshold that switches its halt off (``OFF_AT``: a floor at or under 0, a drop of 100 % or more, a p99 floor
+at the apiserver histogram's last bucket, a rise past any real one, ``max_not_ready_nodes`` at least a cell's nodes)
+is refused unless ``policy.halt.disabled`` gives the reason for it; a reason for a halt that is on is refused too.
+The plan lists each switched-off halt with its reason (``disabled_halts``), for the run's output and the report.
+
 Pure functions, no I/O: the ``fleet_plan`` module hands the fleet in.
 """
 from __future__ import annotations
@@ -28,7 +37,9 @@ from ansible_collections.gpufleet.upgrade.plugins.module_utils.versions import (
 VAR = "gpufleet_fleet"
 # The order cells move in within a ring: the least valuable first, training cells (multi-week runs) last.
 KINDS = ("canary", "dev", "staging", "inference", "training")
-NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")  # a DNS label: cells and rings become AWX names, paths
+# a DNS label, whole (fullmatch) and ASCII ([a-z0-9] without IGNORECASE): cells and rings become AWX names, paths
+NAME = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")
+NUMBER = re.compile(r"[-+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][-+]?[0-9]+)?")  # a number as a string: ASCII, no "_"
 
 _POOL = {
     "name": {"type": "str", "required": True},
@@ -96,16 +107,81 @@ HALT_SPEC: Dict[str, Any] = {
     "max_nccl_regression": {"type": "float", "default": 0.1},             # bus bandwidth, fraction under before
     "max_jobset_restarts_increase": {"type": "int", "default": 0},
     "max_inference_p99_regression": {"type": "float", "default": 0.2},    # fraction over before
+    # threshold -> why it is switched off: the reason each threshold that switches its halt off (OFF_AT) needs
+    "disabled": {"type": "dict", "default": {}},
+}
+THRESHOLDS = tuple(k for k in HALT_SPEC if k != "disabled")
+# Where a threshold switches its halt off: (at or under / at or over, the value, why). A floor, a drop and the p99
+# floor can never trigger past theirs; a rise past the ones here is past any real one (101 times a p99, 100,000 more
+# 429s a minute, 1,000 more restarts in a soak). max_not_ready_nodes is judged against each cell's nodes.
+OFF_AT: Dict[str, Any] = {
+    "min_gpu_allocatable_fraction": ("<=", 0, "a fraction is never below 0"),
+    "max_nccl_regression": (">=", 1, "a bandwidth never falls by 100 % or more"),
+    "apiserver_p99_floor_seconds": (">=", 60, "the apiserver's latency histogram ends at 60 s: no p99 is read above "
+                                              "it"),
+    "max_latency_regression": (">=", 100, "a p99 100 times its reading before is past any real regression"),
+    "max_inference_p99_regression": (">=", 100, "a p99 100 times its reading before is past any real regression"),
+    "max_429_per_minute_increase": (">=", 100000, "100000 more 429s a minute is past any real rise"),
+    "max_jobset_restarts_increase": (">=", 1000, "1000 more restarts is past any real rise"),
 }
 
 
-def parse_halt_policy(value: Any) -> Dict[str, Any]:
-    """policy.halt with every default filled in; a negative threshold is refused."""
-    out = _validate(HALT_SPEC, value or {}, VAR + ".policy.halt")
-    for key, number in out.items():
-        if number < 0:
-            raise InputError("gpufleet_fleet.policy.halt.%s: %s; give 0 or more" % (key, number))
+def _shown(value: Any) -> str:
+    return "%d" % value if float(value).is_integer() else "%s" % value
+
+
+def parse_halt_policy(value: Any, cell_nodes: Optional[Mapping[str, int]] = None) -> Dict[str, Any]:
+    """policy.halt with every default filled in; a negative threshold, a GPU floor above 1, and a threshold that
+    switches its halt off (OFF_AT; ``max_not_ready_nodes`` at least the nodes of a cell in ``cell_nodes``, the
+    cells that read it with their declared pool nodes) without its reason in ``disabled`` are refused, as is a
+    reason for a halt that is on."""
+    where = VAR + ".policy.halt"
+    if isinstance(value, Mapping) and value.get("disabled") is not None and not isinstance(value["disabled"], Mapping):
+        raise InputError("%s.disabled: expected a mapping of threshold to reason, such as {min_gpu_allocatable_"
+                         "fraction: \"CHG-1234: pool h100 is being repartitioned\"}" % where)
+    out = _validate(HALT_SPEC, value or {}, where)
+    for key in THRESHOLDS:
+        if out[key] < 0:
+            raise InputError("%s.%s: %s; give 0 or more" % (where, key, out[key]))
+    if out["min_gpu_allocatable_fraction"] > 1:
+        raise InputError("%s.min_gpu_allocatable_fraction: %s is above 1: every reading would halt (a fraction is "
+                         "at most 1); give a fraction from 0 to 1" % (where, out["min_gpu_allocatable_fraction"]))
+    reasons = out["disabled"]
+    for key, reason in reasons.items():
+        if key not in THRESHOLDS:
+            raise InputError("%s.disabled: %s is not a threshold; give one of %s" % (where, key, ", ".join(THRESHOLDS)))
+        if not isinstance(reason, str) or not reason.strip() or len(reason) > 300 or \
+                any(ord(c) < 32 or ord(c) == 127 for c in reason):
+            raise InputError("%s.disabled.%s: give the reason as a line of text (up to 300 characters), such as "
+                             "the change record that switches the halt off" % (where, key))
+    for key in THRESHOLDS:
+        why = _switches_off(key, out[key], cell_nodes)
+        if why and key not in reasons:
+            raise InputError("%s.%s: %s switches its halt off (%s); give a threshold that can halt, or say why in "
+                             "policy.halt.disabled.%s: \"REASON\"" % (where, key, _shown(out[key]), why, key))
+        if not why and key in reasons and (key != "max_not_ready_nodes" or cell_nodes is not None):
+            raise InputError("%s.disabled.%s: its threshold %s does not switch the halt off; remove the entry (a "
+                             "reason for a halt that is on would mislead the report)" % (where, key,
+                                                                                        _shown(out[key])))
+    out["disabled"] = {k: reasons[k].strip() for k in THRESHOLDS if k in reasons}
     return out
+
+
+def _switches_off(key: str, value: float, cell_nodes: Optional[Mapping[str, int]]) -> Optional[str]:
+    """Why ``value`` switches the halt of threshold ``key`` off; None when it can still halt."""
+    if key == "max_not_ready_nodes":
+        full = sorted((n, c) for c, n in (cell_nodes or {}).items() if n and value >= n)
+        return "at least cell %s's %d nodes: all of them could be NotReady" % (full[0][1], full[0][0]) if full else None
+    if key not in OFF_AT:
+        return None
+    how, at, why = OFF_AT[key]
+    return why if (value <= at if how == "<=" else value >= at) else None
+
+
+def disabled_halts(halt: Mapping[str, Any]) -> List[Dict[str, Any]]:
+    """Each switched-off halt of a parsed policy.halt: ``[{threshold, value, reason}]``, for the run's output and the
+    report."""
+    return [{"threshold": k, "value": halt[k], "reason": r} for k, r in (halt.get("disabled") or {}).items()]
 
 
 def _validate(spec: Mapping[str, Any], value: Any, where: str) -> Dict[str, Any]:
@@ -122,6 +198,8 @@ def _validate(spec: Mapping[str, Any], value: Any, where: str) -> Dict[str, Any]
         if rule["type"] in ("int", "float") and item is not None:
             if isinstance(item, bool) or not isinstance(item, (int, float, str)):
                 raise InputError("%s.%s: expected a number, got %r" % (where, key, item))
+            if isinstance(item, str) and not NUMBER.fullmatch(item):  # float() takes "1_6", " 16\n", full-width
+                raise InputError("%s.%s: %r is not a number (ASCII digits)" % (where, key, item))
             try:
                 number = float(item)
             except ValueError:
@@ -168,13 +246,14 @@ def parse_fleet(value: Any, name: str = VAR) -> Dict[str, Any]:
         if not target:
             raise InputError("%s (%s).target: no target for this ring and no policy.target; give one of them" % (
                 where, ring["name"]))
-        ring["target"] = str(parse_release(target, "%s (%s).target" % (where, ring["name"])))
+        ring["target"] = str(parse_release(_ascii(target, "%s (%s).target" % (where, ring["name"])),
+                                           "%s (%s).target" % (where, ring["name"])))
         rings[ring["name"]] = ring
     policy["rings"] = list(rings.values())
     if policy["target"]:
-        policy["target"] = str(parse_release(policy["target"], "%s.policy.target" % name))
+        policy["target"] = str(parse_release(_ascii(policy["target"], "%s.policy.target" % name),
+                                             "%s.policy.target" % name))
     policy["hop_versions"] = _hop_versions(policy["hop_versions"], "%s.policy.hop_versions" % name)
-    policy["halt"] = parse_halt_policy(policy["halt"])
     for key in ("halt_check_seconds", "metrics_window_seconds", "cell_timeout_seconds"):
         if policy[key] < 1:
             raise InputError("%s.policy.%s: %d; give 1 or more seconds" % (name, key, policy[key]))
@@ -216,6 +295,9 @@ def parse_fleet(value: Any, name: str = VAR) -> Dict[str, Any]:
                              "the plan can keep them within the skew policy" % where)
         cells[cell["name"]] = cell
     _check_pairs(cells, name)
+    policy["halt"] = parse_halt_policy(policy["halt"], {
+        c["name"]: sum(p["nodes"] for p in c["pools"]) for c in cells.values()
+        if "not_ready_nodes" in c["halt_readings"]})
     total = sum(c["gpus"] for c in cells.values())
     cap = gpu_cap(policy["max_gpu_fraction_in_flight"], total)
     for cell in cells.values():
@@ -243,7 +325,7 @@ def _nccl_hosts(value: Optional[List[str]], where: str) -> Optional[List[str]]:
     if not value:
         raise InputError("%s: empty; name the inventory hosts all_reduce_perf runs on, or leave it out" % where)
     # each is a play's host pattern: "all", "gpu-*", "!x" or "a:b" would run all_reduce_perf on other hosts
-    bad = [h for h in value if not isinstance(h, str) or not re.match(r"^[A-Za-z0-9_][A-Za-z0-9._-]*$", h)]
+    bad = [h for h in value if not isinstance(h, str) or not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9._-]*", h)]
     if bad:
         raise InputError("%s: %r is not a host name (letters, digits, '.', '_', '-'; no patterns, groups or "
                          "wildcards); give the cell's inventory host names one by one" % (where, bad[0]))
@@ -279,7 +361,7 @@ def _inference(value: Any, where: str) -> Dict[str, Any]:
         raise InputError("%s.metrics_url: not an http(s) endpoint (scheme, host, port or path; the path may hold "
                          "letters, digits and . _ ~ %% + , : / - only); give the service's metrics endpoint as "
                          "http(s)://HOST:PORT/PATH" % where)
-    if not re.match(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$", out["histogram"]):
+    if not re.fullmatch(r"[a-zA-Z_:][a-zA-Z0-9_:]*", out["histogram"]):
         raise InputError("%s.histogram: %r is not a Prometheus metric name; give the request latency histogram's "
                          "name without _bucket" % (where, out["histogram"]))
     if out["histogram"].endswith("_bucket"):
@@ -320,9 +402,9 @@ def _hop_versions(value: Mapping[str, Any], where: str) -> Dict[str, str]:
     out = {}
     for minor, release in value.items():
         key = str(minor).lstrip("v")
-        if not re.match(r"^\d+\.\d+$", key):
+        if not re.fullmatch(r"[0-9]+\.[0-9]+", key):  # \d and $ would take other digits and a trailing newline
             raise InputError("%s: key %r is not a minor; give it as \"1.36\"" % (where, minor))
-        version = parse_release(release, "%s[%s]" % (where, key))
+        version = parse_release(_ascii(release, "%s[%s]" % (where, key)), "%s[%s]" % (where, key))
         if version.minor_str != key:
             raise InputError("%s[%s]: %s is not a release of %s; each intermediate hop takes a release of its own "
                              "minor" % (where, key, version, key))
@@ -332,15 +414,22 @@ def _hop_versions(value: Mapping[str, Any], where: str) -> Dict[str, str]:
 
 def _running(value: Any, where: str) -> str:
     """A running version as the cluster reports it (vendor suffixes kept), with its patch: the plan needs it."""
-    version = parse_version(value, where)
+    version = parse_version(_ascii(value, where), where)
     if version.patch is None:
         raise InputError("%s: %r names a minor, not the running release; give it as the cluster reports it, such "
                          "as v%s.4" % (where, value, version.minor_str))
     return str(version)
 
 
+def _ascii(value: Any, where: str) -> Any:
+    """A version as given, refused when it is not ASCII (the version parser's \\d takes other scripts' digits)."""
+    if isinstance(value, str) and not value.isascii():
+        raise InputError("%s: %r is not ASCII; give the version as v1.36.3" % (where, value))
+    return value
+
+
 def _label(value: str, where: str) -> None:
-    if not NAME.match(value or ""):
+    if not isinstance(value, str) or not NAME.fullmatch(value):
         raise InputError("%s: %r is not a DNS label (lower-case letters, digits and '-', up to 63)" % (where, value))
 
 
@@ -469,7 +558,7 @@ def plan_fleet(value: Any, name: str = VAR) -> Dict[str, Any]:
         "fleet": fleet["name"], "rings": rings, "cells": cells_out,
         "caps": caps,
         "run": {k: policy[k] for k in ("halt_check_seconds", "metrics_window_seconds", "cell_timeout_seconds")},
-        "halt_policy": policy["halt"],
+        "halt_policy": policy["halt"], "disabled_halts": disabled_halts(policy["halt"]),
         "gpus": fleet["gpus"], "nodes": nodes,
         "node_upgrade_before_next_hop": needing,
         "summary": "%d cells (%d nodes, %d GPUs) in %d rings: %d batches; %d cells at target; %d need a node upgrade "

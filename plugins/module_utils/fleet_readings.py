@@ -10,12 +10,21 @@ objects). fleet_run.halts judges them against the readings taken before the cell
   merged (``apiserver_request_duration_seconds``), long-running verbs (WATCH, CONNECT) left out as the apiserver's
   own SLO metrics do; the quantile is interpolated within its bucket the way Prometheus' histogram_quantile does.
 - ``not_ready_nodes``: Nodes whose Ready condition is not True (Unknown and missing count).
-- ``gpu_allocatable_fraction``: allocatable ``nvidia.com/gpu`` on Ready nodes over the GPUs the fleet expects of
-  the cell (its ``gpus``), or over what a pool should have (its nodes times its baseline's GPUs) when a pool's is
-  lower: the lowest fraction, each pool's in ``gpu_allocatable_by_pool``.
+- ``gpu_allocatable_fraction``: allocatable ``nvidia.com/gpu`` on Ready nodes, judged node by node against the GPUs
+  per node of the node's pool (``pool_expectations``: its baseline's ``node.allocatable_gpus``), over the GPUs the
+  fleet expects of the cell (its ``gpus``), or over what a pool should have (its nodes times its GPUs per node) when
+  a pool's is lower: the lowest fraction, each pool's in ``gpu_allocatable_by_pool``. Each node counts at most its
+  pool's GPUs per node, so one node reporting 56 (a MIG layout change) cannot hide three reporting 0 in a sum; every
+  pool node that does not count exactly that - above it, below it, NotReady, or with no Node - is named in
+  ``gpu_allocatable_off_baseline`` (``{node: {pool, allocatable, expected, counted, state}}``, state ``above``,
+  ``below``, ``not ready`` or ``no node``). A node above its baseline leaves the fraction whole and is no less wrong
+  than one below: fleet_run.halts halts on any node ``above``, whatever the floor (unless the GPU halt is switched
+  off with a reason). Nodes outside every pool count nothing (``gpu_nodes_outside_pools`` lists those with GPUs).
 - ``jobset_restarts``: the sum of every JobSet's ``status.restarts`` (the JobSet controller counts each restart of
-  a gang under its failure policy); each JobSet's count by uid is kept too, and fleet_run.halts judges the rise
-  JobSet by JobSet (one deleted, or made again under its name, hides nothing).
+  a gang under its failure policy); each JobSet's count by uid is kept too (``jobset_restart_counts``), and
+  fleet_run.halts judges the rise JobSet by JobSet (one deleted, or made again under its name, hides nothing). A
+  count that is not a whole number 0 or more (a string, NaN, an infinity, a list) is an InputError naming the
+  JobSet.
 
 Two more, for a cell that names their source (the fleet's ``cells[].nccl_hosts`` and ``cells[].inference``):
 
@@ -35,7 +44,8 @@ as Prometheus' rate() does. A window in which an apiserver served no request has
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+import re
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, TypeGuard
 
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import GpufleetError, InputError
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.versions import parse_version
@@ -48,6 +58,15 @@ API_READINGS = ("apiserver_429_per_minute", "apiserver_p99_seconds", "not_ready_
                 "jobset_restarts")
 # the readings that need a source the cell names: reading -> the fleet cell's field that gives it
 SOURCED_READINGS = {"nccl_busbw_gbps": "nccl_hosts", "inference_p99_ms": "inference"}
+# a control-plane host's own apiserver (cell.py's gpufleet_apiserver_url), whole and ASCII
+APISERVER_URL = re.compile(r"https://[A-Za-z0-9.\[\]:_-]+(:[0-9]{1,5})?/?")
+# where a pool node stands against its pool's GPUs per node (gpu_allocatable_off_baseline)
+NODE_STATES = ("above", "below", "not ready", "no node")
+
+
+def _whole(value: Any) -> TypeGuard[int]:
+    """A whole number 0 or more, as JSON gives one (a boolean is not one)."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def check_inputs(cell: str, urls: Sequence[str], expected_gpus: int, window: float, timeout: float) -> None:
@@ -56,6 +75,10 @@ def check_inputs(cell: str, urls: Sequence[str], expected_gpus: int, window: flo
     expected GPUs 0 or more."""
     if not urls:
         raise InputError("apiserver_urls: empty; give every apiserver of cell %s, each its own URL" % cell)
+    for url in urls:  # fullmatch: "$" lets a trailing newline through; [0-9] and the letters are ASCII only
+        if not isinstance(url, str) or not APISERVER_URL.fullmatch(url):
+            raise InputError("apiserver_urls: %r is not an apiserver URL; give each apiserver of cell %s as "
+                             "https://HOST[:PORT] (gpufleet_apiserver_url)" % (url, cell))
     twice = sorted({u for u in urls if list(urls).count(u) > 1})
     if twice:
         raise InputError("apiserver_urls: %s listed more than once; give each apiserver of cell %s its own URL "
@@ -64,8 +87,8 @@ def check_inputs(cell: str, urls: Sequence[str], expected_gpus: int, window: flo
     for name, value in (("window_seconds", window), ("request_timeout", timeout)):
         if not value > 0 or not math.isfinite(value):
             raise InputError("%s: %s; give seconds above 0" % (name, value))
-    if expected_gpus < 0:
-        raise InputError("expected_gpus: %d; give the GPUs cell %s should have (0 or more)" % (expected_gpus, cell))
+    if not _whole(expected_gpus):
+        raise InputError("expected_gpus: %r; give the GPUs cell %s should have (0 or more)" % (expected_gpus, cell))
 
 
 def _families(text: str) -> Iterable[Any]:
@@ -260,72 +283,153 @@ def apiserver_readings(first: Mapping[str, Mapping[str, Any]], second: Mapping[s
             "apiserver_p99_seconds": None if p99 is None else round(p99, 4), "apiservers": per}
 
 
-def _ready(node: Mapping[str, Any]) -> bool:
-    return any(c.get("type") == "Ready" and c.get("status") == "True"
-               for c in ((node.get("status") or {}).get("conditions") or []))
+def _mapping(value: Any, where: str) -> Mapping[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise InputError("%s is not an object (%s); the API's answer is not a Node list" % (
+            where, type(value).__name__))
+    return value
+
+
+def _ready(conditions: Any, where: str) -> bool:
+    if conditions is None:
+        return False
+    if not isinstance(conditions, list) or not all(isinstance(c, Mapping) for c in conditions):
+        raise InputError("%s: status.conditions is %r, not a list of conditions; the API's answer is not a Node list"
+                         % (where, conditions))
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
 
 def _quantity(value: Any, where: str) -> int:
-    try:
-        return int(str(value))
-    except ValueError:
-        raise InputError("%s: allocatable %s is %r, not a whole number of GPUs" % (where, GPU, value)) from None
+    """An extended resource's quantity: a whole number, as the API gives it (a string of ASCII digits; int() would
+    also take full-width digits, a sign, spaces and underscores)."""
+    if _whole(value):
+        return int(value)
+    if isinstance(value, str) and re.fullmatch(r"[0-9]{1,9}", value):
+        return int(value)
+    raise InputError("%s: allocatable %s is %r, not a whole number of GPUs" % (where, GPU, value))
 
 
 def pool_expectations(pools: Mapping[str, Any]) -> Dict[str, Dict[str, Any]]:
-    """``{pool: {"nodes": [...], "gpus": expected}}`` from the cell's pools (the ``cell`` module's ``pools``:
-    each with its ``nodes`` and ``gpus``, its nodes times its baseline's GPUs per node), refused when either is
-    missing: a pool whose expectation is unknown cannot be judged."""
+    """``{pool: {"nodes": [...], "gpus": expected, "per_node": GPUs per node}}`` from the cell's pools (the ``cell``
+    module's ``pools``: each with its ``nodes``, its ``gpus`` - its nodes times its baseline's GPUs per node - and its
+    ``baseline``). The GPUs per node are the pool's ``gpus_per_node`` when given, else its baseline's
+    ``node.allocatable_gpus`` (what one Node offers: ``gpu.count``, or more on a MIG pool), else ``gpu.count``:
+    carried, not divided out of ``gpus``, and ``gpus`` must be the nodes times it. Refused when any is missing or
+    they disagree, when a node is listed twice or in two pools: a pool whose expectation is unknown cannot be
+    judged."""
     out: Dict[str, Dict[str, Any]] = {}
+    owner: Dict[str, str] = {}
+    if not isinstance(pools, Mapping):
+        raise InputError("pools: expected the cell module's pools (a mapping of pool to its nodes, gpus and baseline)")
     for pool, value in sorted(pools.items()):
         nodes = value.get("nodes") if isinstance(value, Mapping) else None
         gpus = value.get("gpus") if isinstance(value, Mapping) else None
-        if not isinstance(nodes, list) or not all(isinstance(n, str) for n in nodes) or \
-                not isinstance(gpus, int) or isinstance(gpus, bool) or gpus < 0:
+        if not isinstance(nodes, list) or not all(isinstance(n, str) for n in nodes) or not _whole(gpus):
             raise InputError("pools.%s: needs its nodes (a list of names) and gpus (the GPUs it should have, 0 or "
                              "more); give the cell module's pools" % pool)
-        out[pool] = {"nodes": list(nodes), "gpus": gpus}
+        per_node = _per_node(value)
+        if per_node is None:
+            raise InputError("pools.%s: no GPUs per node (gpus_per_node, or its baseline's node.allocatable_gpus or "
+                             "gpu.count); give the cell module's pools, each with its baseline" % pool)
+        if not _whole(per_node):
+            raise InputError("pools.%s: gpus_per_node %r is not a whole number 0 or more" % (pool, per_node))
+        each = int(per_node)
+        if gpus != each * len(nodes):
+            raise InputError("pools.%s: gpus %d is not its %d nodes times %d GPUs per node (%d); give the cell "
+                             "module's pools as it made them" % (pool, gpus, len(nodes), each, each * len(nodes)))
+        for node in nodes:
+            if node in owner:
+                raise InputError("pools.%s: node %s %s" % (pool, node, "listed twice" if owner[node] == pool else
+                                                           "is in pool %s too" % owner[node]))
+            owner[node] = pool
+        out[pool] = {"nodes": list(nodes), "gpus": gpus, "per_node": each}
+    return out
+
+
+def _per_node(pool: Mapping[str, Any]) -> Any:
+    """A pool's GPUs per node: its own ``gpus_per_node``, else its baseline's (cell.py's rule); None: not given."""
+    if "gpus_per_node" in pool:
+        return pool["gpus_per_node"]
+    baseline = pool.get("baseline")
+    if not isinstance(baseline, Mapping):
+        return None
+    node = baseline.get("node")
+    if isinstance(node, Mapping) and node.get("allocatable_gpus") is not None:
+        return node["allocatable_gpus"]
+    gpu = baseline.get("gpu")
+    return gpu.get("count") if isinstance(gpu, Mapping) else None
+
+
+def _nodes(nodes: Sequence[Any]) -> Dict[str, Tuple[bool, Optional[int]]]:
+    """Each Node by name: (Ready, its allocatable GPUs or None without the resource). A list that is not the API's
+    Node list - an entry that is not an object, without a name, a name twice, a status of the wrong shape - is
+    refused."""
+    if not isinstance(nodes, (list, tuple)):
+        raise InputError("the cell's Node list is %s, not a list" % type(nodes).__name__)
+    out: Dict[str, Tuple[bool, Optional[int]]] = {}
+    for i, node in enumerate(nodes):
+        if not isinstance(node, Mapping):
+            raise InputError("Node #%d: not an object (%r); the API's answer is not a Node list" % (i, node))
+        name = _mapping(node.get("metadata"), "Node #%d: metadata" % i).get("name")
+        if not isinstance(name, str) or not name:
+            raise InputError("Node #%d: no metadata.name; the API's answer is not a Node list" % i)
+        if name in out:
+            raise InputError("node %s is listed twice; the API's answer is not a Node list" % name)
+        where = "node %s" % name
+        status = _mapping(node.get("status"), where + ": status")
+        alloc = _mapping(status.get("allocatable"), where + ": status.allocatable").get(GPU)
+        out[name] = (_ready(status.get("conditions"), where), None if alloc is None else _quantity(alloc, where))
     return out
 
 
 def node_readings(nodes: Sequence[Mapping[str, Any]], expected_gpus: int,
                   pools: Optional[Mapping[str, Mapping[str, Any]]] = None) -> Dict[str, Any]:
-    """NotReady nodes and the fraction of the expected GPUs allocatable on Ready nodes: the lowest of the cell's
-    (over the fleet's ``gpus`` for it) and each pool's (``pool_expectations``), so a pool that lost its GPUs
-    halts even when the cell's other pools hide it in the total."""
-    if expected_gpus < 0:
-        raise InputError("expected_gpus: %d; give the GPUs the cell should have (0 or more)" % expected_gpus)
-    not_ready: List[str] = []
-    gpus = 0
-    by_node: Dict[str, int] = {}
-    listed = set()
-    for node in nodes:
-        name = (node.get("metadata") or {}).get("name", "?")
-        listed.add(name)
-        if not _ready(node):
-            not_ready.append(name)
-            continue
-        alloc = ((node.get("status") or {}).get("allocatable") or {}).get(GPU)
-        if alloc is not None:
-            by_node[name] = _quantity(alloc, "node %s" % name)
-            gpus += by_node[name]
-    if not nodes:
+    """NotReady nodes and the fraction of the expected GPUs allocatable on Ready nodes, each node judged against its
+    pool's GPUs per node (``pool_expectations``) and counting at most that: the lowest of the cell's fraction (over
+    the fleet's ``gpus`` for it) and each pool's, so neither a pool that lost its GPUs nor a node that lost them
+    hides behind another's spare ones. Every pool node off its expected count is named
+    (``gpu_allocatable_off_baseline``). A cell that should have GPUs needs its pools."""
+    if not _whole(expected_gpus):
+        raise InputError("expected_gpus: %r; give the GPUs the cell should have (0 or more)" % (expected_gpus,))
+    if expected_gpus and not pools:
+        raise InputError("pools: none given for a cell that should have %d GPUs; each node is judged against its "
+                         "pool's GPUs per node: give the cell module's pools" % expected_gpus)
+    found = _nodes(nodes)
+    if not found:
         raise InputError("the cell's API lists no Node: nothing to read (wrong cluster?)")
-    fraction = 1.0 if expected_gpus == 0 else gpus / float(expected_gpus)
+    not_ready = sorted(n for n, (ready, _gpus) in found.items() if not ready)
     by_pool: Dict[str, Dict[str, Any]] = {}
+    off: Dict[str, Dict[str, Any]] = {}
     absent: List[str] = []
+    counted_all = 0
     for pool, want in sorted((pools or {}).items()):
-        have = sum(by_node.get(n, 0) for n in want["nodes"])
+        per, have = want["per_node"], 0
+        for name in want["nodes"]:
+            ready, gpus = found.get(name, (False, None))
+            counted = min(gpus or 0, per) if ready else 0
+            have += counted
+            state = ("no node" if name not in found else "not ready" if not ready else
+                     "above" if (gpus or 0) > per else "below" if (gpus or 0) < per else None)
+            if state:
+                off[name] = {"pool": pool, "allocatable": gpus, "expected": per, "counted": counted, "state": state}
+        counted_all += have
         share = 1.0 if want["gpus"] == 0 else have / float(want["gpus"])
-        by_pool[pool] = {"allocatable": have, "expected": want["gpus"], "fraction": round(share, 4)}
-        fraction = min(fraction, share)
-        gone = [n for n in want["nodes"] if n not in listed]
+        by_pool[pool] = {"allocatable": have, "expected": want["gpus"], "fraction": round(share, 4),
+                         "per_node": per, "nodes": len(want["nodes"])}
+        gone = [n for n in want["nodes"] if n not in found]
         if gone:
             absent.append("pool %s: %s" % (pool, ", ".join(gone)))
+    fraction = 1.0 if expected_gpus == 0 else min(1.0, counted_all / float(expected_gpus))
+    fraction = min([fraction] + [p["allocatable"] / float(p["expected"]) for p in by_pool.values() if p["expected"]])
+    pooled = {n for want in (pools or {}).values() for n in want["nodes"]}
+    outside = {n: gpus for n, (ready, gpus) in sorted(found.items()) if n not in pooled and gpus}
     unmeasured: Dict[str, str] = {}
-    out: Dict[str, Any] = {"not_ready_nodes": len(not_ready), "not_ready": sorted(not_ready), "gpus_allocatable": gpus,
-                           "gpu_allocatable_fraction": round(fraction, 4), "gpu_allocatable_by_pool": by_pool,
-                           "unmeasured": unmeasured}
+    out: Dict[str, Any] = {"not_ready_nodes": len(not_ready), "not_ready": not_ready, "gpus_allocatable": counted_all,
+                           "gpus_expected": expected_gpus, "gpu_allocatable_fraction": round(fraction, 4),
+                           "gpu_allocatable_by_pool": by_pool, "gpu_allocatable_off_baseline": off,
+                           "gpu_nodes_outside_pools": outside, "unmeasured": unmeasured}
     if absent:  # a Node the API does not list: deleted, never registered, or named otherwise than its inventory host
         out["gpu_allocatable_fraction"] = None
         unmeasured["gpu_allocatable_fraction"] = (
@@ -334,19 +438,35 @@ def node_readings(nodes: Sequence[Mapping[str, Any]], expected_gpus: int,
     return out
 
 
+def _restarts(value: Any, name: str) -> int:
+    """A JobSet's ``status.restarts``: a whole number 0 or more (none yet: 0). The JobSet controller writes an
+    integer; a string, NaN, an infinity (1e400 in JSON), a list or a boolean is refused naming the JobSet."""
+    if value is None:
+        return 0
+    if _whole(value):
+        return int(value)
+    raise InputError("JobSet %s: status.restarts is %r, not a whole number 0 or more (the JobSet controller counts "
+                     "restarts as an integer); is this a JobSet of the jobset.x-k8s.io API?" % (name, value))
+
+
 def jobset_restarts(jobsets: Sequence[Mapping[str, Any]]) -> Tuple[int, Dict[str, int], Dict[str, Dict[str, Any]]]:
     """The sum of the JobSets' ``status.restarts``, the non-zero ones by namespace/name, and every JobSet's count
     by its uid (``{uid: {"name", "restarts"}}``): a JobSet deleted and made again under the same name is another
     JobSet, and fleet_run.halts counts each one's rise on its own."""
     per: Dict[str, int] = {}
     by_uid: Dict[str, Dict[str, Any]] = {}
-    for js in jobsets:
-        meta = js.get("metadata") or {}
+    for i, js in enumerate(jobsets):
+        if not isinstance(js, Mapping):
+            raise InputError("JobSet #%d: not an object (%r); the API's answer is not a JobSet list" % (i, js))
+        meta = _mapping(js.get("metadata"), "JobSet #%d: metadata" % i)
         name = "%s/%s" % (meta.get("namespace"), meta.get("name"))
-        count = int((js.get("status") or {}).get("restarts") or 0)
+        count = _restarts(_mapping(js.get("status"), "JobSet %s: status" % name).get("restarts"), name)
         if count:
-            per[name] = count
-        by_uid[str(meta.get("uid") or name)] = {"name": name, "restarts": count}
+            per[name] = per.get(name, 0) + count
+        uid = str(meta.get("uid") or name)
+        if uid in by_uid:
+            raise InputError("JobSet %s: uid %s is listed twice; the API's answer is not a JobSet list" % (name, uid))
+        by_uid[uid] = {"name": name, "restarts": count}
     return sum(per.values()), per, by_uid
 
 

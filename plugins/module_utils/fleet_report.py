@@ -8,6 +8,9 @@ rendered as Markdown and as a static HTML page with a chart (inline SVG, no scri
 Fails closed: a cell with no reading, a minor missing from the release calendar or from ``latest_patches``, or a
 version that does not parse is an alert, never a silent pass. The latest patch of each minor is an input: the
 release calendar (data_releases.py) has no patch dates, and a stale "latest" would hide a cell that is behind.
+
+Each halt the fleet's policy switches off is shown with its reason (``disabled_halts``; fleet.parse_halt_policy
+refuses one without a reason): not an alert, since the policy says why, but never out of sight.
 """
 from __future__ import annotations
 
@@ -18,7 +21,7 @@ import os
 from typing import Any, Dict, List, Mapping, Optional
 
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import GpufleetError, InputError
-from ansible_collections.gpufleet.upgrade.plugins.module_utils.fleet import parse_fleet
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.fleet import disabled_halts, parse_fleet
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.fleet_run import check_ledger
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.variables import DEFAULT_PATCH_SLO_DAYS
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.support_calendar import OUT_OF_SUPPORT, UNKNOWN, \
@@ -193,6 +196,7 @@ def build_report(fleet: Any, readings: Optional[Mapping[str, Any]], latest_patch
                       "states": {k: v for k, v in counts.items() if v}})
     alerts = [a for r in rows for a in r["alerts"]]
     return {"fleet": parsed["name"], "today": str(day), "patch_slo_days": patch_slo_days, "cells": rows,
+            "disabled_halts": disabled_halts(parsed["policy"]["halt"]),
             "version_spread": dict(sorted(spread.items(), key=lambda kv: _spread_key(kv[0]))), "rings": rings,
             "alerts": alerts,
             "summary": "%d cells in %d rings, %d control-plane versions; %d alert(s)" % (
@@ -206,10 +210,17 @@ def _spread_key(version: str) -> Any:
         return (1,)
 
 
+def _disabled(entry: Mapping[str, Any]) -> str:
+    value = entry["value"]
+    return "%s: %s (%s)" % (entry["threshold"], "%d" % value if float(value).is_integer() else value, entry["reason"])
+
+
 def markdown(report: Mapping[str, Any]) -> str:
     lines = ["# Fleet %s on %s" % (report["fleet"], report["today"]), "", report["summary"], ""]
     if report["alerts"]:
         lines += ["## Alerts", ""] + ["- %s" % a for a in report["alerts"]] + [""]
+    if report.get("disabled_halts"):
+        lines += ["## Halts switched off", ""] + ["- %s" % _disabled(d) for d in report["disabled_halts"]] + [""]
     lines += ["## Rings", "", "| ring | target | cells | states |", "|---|---|---|---|"]
     for ring in report["rings"]:
         lines.append("| %s | %s | %d | %s |" % (ring["ring"], ring["target"], ring["cells"],
@@ -260,6 +271,8 @@ def html_page(report: Mapping[str, Any]) -> str:
                                    for s, n in r["states"].items()]) for r in report["rings"]])
     legend = " ".join('<span style="color:%s">&#9632; %s</span>' % (c, s) for s, c in _COLORS.items())
     alerts = "".join('<li class="alert">%s</li>' % esc(a) for a in report["alerts"]) or "<li>none</li>"
+    disabled = "".join("<li>%s</li>" % esc(_disabled(d)) for d in report.get("disabled_halts") or []) or \
+        "<li>none</li>"
     rows = []
     for row in report["cells"]:
         pools = "<br>".join(esc("%s %s..%s (%d behind)" % (p["pool"], p["oldest"], p["newest"], p["minors_behind"]))
@@ -280,6 +293,7 @@ li.alert{color:#c62828}
 <h1>Fleet %(fleet)s on %(today)s</h1>
 <p id="summary">%(summary)s</p>
 <h2>Alerts</h2><ul id="alerts">%(alerts)s</ul>
+<h2>Halts switched off</h2><ul id="disabled-halts">%(disabled)s</ul>
 <h2>Control-plane versions</h2><div id="spread">%(spread)s</div>
 <h2>Ring progress</h2><div id="progress">%(progress)s</div><p>%(legend)s</p>
 <h2>Cells</h2>
@@ -288,7 +302,8 @@ li.alert{color:#c62828}
 %(rows)s
 </table></body></html>
 """ % {"fleet": esc(report["fleet"]), "today": esc(report["today"]), "summary": esc(report["summary"]),
-       "alerts": alerts, "spread": spread, "progress": progress, "legend": legend, "rows": "\n".join(rows)}
+       "alerts": alerts, "disabled": disabled, "spread": spread, "progress": progress, "legend": legend,
+       "rows": "\n".join(rows)}
 
 
 def write_files(dest: str, report: Mapping[str, Any]) -> Dict[str, Any]:

@@ -10,6 +10,20 @@ stops and names it, and only a typed confirmation naming the fleet and the cell 
 
 Halt conditions compare each cell's readings after its upgrade (and during the ring's soak) with the readings
 before, against thresholds from the fleet policy. A reading that is missing is a halt, never a pass.
+
+A readings file is checked where it is read (``check_reading``): counts are whole numbers 0 or more, fractions
+finite and within [0, 1], latencies and rates finite and 0 or more; ``jobset_restarts`` comes with its per-JobSet
+``jobset_restart_counts`` (and ``jobset_api``) and is their sum; ``not_ready_nodes`` is the length of ``not_ready``;
+``gpu_allocatable_fraction`` comes with its breakdowns (fleet_readings.node_readings: ``gpus_allocatable``,
+``gpus_expected``, ``gpu_allocatable_by_pool``, ``gpu_allocatable_off_baseline``), and they give it. A reading that
+does not hold together is refused: not measured, with why (``refused: ...``), so the fleet halts naming it - before
+the upgrade as after it - never a pass and never a crash. Each wanted reading must be measured and whole both
+before and after.
+
+The GPU condition halts when the fraction is under its floor, and also on any node ``above`` its pool's GPUs per
+node (``gpu_allocatable_off_baseline``): such a node counts only its expected GPUs in the fraction, so it can never
+make up for another node's loss, and it is a change (a MIG layout, a device plugin's config) that no floor lets
+pass. Only a GPU halt switched off with a reason (``policy.halt.disabled.min_gpu_allocatable_fraction``) skips it.
 """
 from __future__ import annotations
 
@@ -47,14 +61,15 @@ def halts(cell: str, before: Optional[Mapping[str, Any]], after: Optional[Mappin
     if unknown:
         raise InputError("halt readings of %s: unknown %s; known: %s" % (
             cell, ", ".join(unknown), ", ".join(c[0] for c in CONDITIONS)))
+    before, after = check_reading(cell, "before", before), check_reading(cell, "after", after)
+    disabled = policy.get("disabled") or {}
     for name, limit_key, how in CONDITIONS:
         if name not in names:
             continue
         limit = policy[limit_key]
         old = (before or {}).get(name)
         new = (after or {}).get(name)
-        needs_before = how in ("increase", "regression", "drop")
-        if new is None or (needs_before and old is None):
+        if new is None or old is None:  # each wanted reading, measured and whole, before and after
             why = ((after if new is None else before) or {}).get("unmeasured") or {}
             out.append({"cell": cell, "condition": name, "before": old, "after": new, "threshold": limit,
                         "message": "%s: %s was not measured %s%s; a halt condition that cannot be read halts" % (
@@ -96,6 +111,12 @@ def halts(cell: str, before: Optional[Mapping[str, Any]], after: Optional[Mappin
             held, text = new_f < limit, "is %g (at least %g)" % (new_f, limit)
         if held and name == "gpu_allocatable_fraction":
             text += _pools_under((after or {}).get("gpu_allocatable_by_pool"), limit)
+            text += _nodes_below((after or {}).get("gpu_allocatable_off_baseline"))
+        if name == "gpu_allocatable_fraction" and limit_key not in disabled:
+            above = _nodes_above((after or {}).get("gpu_allocatable_off_baseline"))
+            if above:
+                held = True
+                text += above
         if held and name == "nccl_busbw_gbps":
             text += _probes_under((after or {}).get("nccl_busbw_by_host"), old_f * (1 - limit))
         if held:
@@ -114,11 +135,175 @@ def _number(value: Any) -> float:
     return out
 
 
+def _count(value: Any) -> int:
+    """A whole number 0 or more; ValueError otherwise (a boolean, a float, a string, NaN, an infinity)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return int(value)
+    raise ValueError("not a whole number 0 or more")
+
+
+def _what(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _rule(doc: Mapping[str, Any], key: str, how: str) -> Any:
+    """``doc[key]`` checked as ``how`` (count, fraction, number: finite and 0 or more, flag, mapping); ValueError
+    naming the field and its value."""
+    value = doc.get(key)
+    if how == "count":
+        try:
+            return _count(value)
+        except ValueError:
+            raise ValueError("%s is %s, not a whole number 0 or more" % (key, _what(value))) from None
+    if how == "flag":
+        if not isinstance(value, bool):
+            raise ValueError("%s is %s, not true or false" % (key, _what(value)))
+        return value
+    if how == "mapping":
+        if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
+            raise ValueError("%s is %s, not a mapping" % (key, _what(value)))
+        return value
+    number = float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
+    ok = math.isfinite(number) and number >= 0
+    if how == "fraction" and not (ok and number <= 1):
+        raise ValueError("%s is %s, not a fraction (a number from 0 to 1)" % (key, _what(value)))
+    if not ok:
+        raise ValueError("%s is %s, not a finite number 0 or more" % (key, _what(value)))
+    return number
+
+
+# each reading checked by check_reading: how its value is judged; the breakdowns it must come with are checked by
+# the functions below
+READING_RULES = {"apiserver_429_per_minute": "number", "apiserver_p99_seconds": "number", "not_ready_nodes": "count",
+                 "gpu_allocatable_fraction": "fraction", "nccl_busbw_gbps": "number", "jobset_restarts": "count",
+                 "inference_p99_ms": "number"}
+
+
+def _check_not_ready(doc: Mapping[str, Any]) -> None:
+    count = _rule(doc, "not_ready_nodes", "count")
+    names = doc.get("not_ready")
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names) or len(set(names)) != len(names):
+        raise ValueError("not_ready is %s, not the list of NotReady nodes' names" % _what(names))
+    if len(names) != count:
+        raise ValueError("not_ready names %d node(s), not not_ready_nodes %d" % (len(names), count))
+
+
+def _check_jobsets(doc: Mapping[str, Any]) -> None:
+    total = _rule(doc, "jobset_restarts", "count")
+    if "jobset_restart_counts" not in doc:
+        raise ValueError("jobset_restarts comes without jobset_restart_counts (each JobSet's count by uid), so its "
+                         "rise cannot be judged JobSet by JobSet")
+    counts = _rule(doc, "jobset_restart_counts", "mapping")
+    _rule(doc, "jobset_api", "flag")
+    seen = 0
+    for uid, entry in counts.items():
+        if not isinstance(entry, Mapping) or not isinstance(entry.get("name"), str):
+            raise ValueError("jobset_restart_counts.%s is %s, not {name, restarts}" % (uid, _what(entry)))
+        try:
+            seen += _count(entry.get("restarts"))
+        except ValueError:
+            raise ValueError("jobset_restart_counts.%s (JobSet %s).restarts is %s, not a whole number 0 or more" % (
+                uid, entry["name"], _what(entry.get("restarts")))) from None
+    if seen != total:
+        raise ValueError("jobset_restart_counts add up to %d, not jobset_restarts %d" % (seen, total))
+
+
+def _check_gpus(doc: Mapping[str, Any]) -> None:
+    """The GPU fraction and its breakdowns (fleet_readings.node_readings) hold together: each pool's GPUs are its
+    expected ones less what its nodes off the baseline miss, the cell's are the pools' sum, and the fraction is the
+    lowest of the cell's and each pool's."""
+    fraction = _rule(doc, "gpu_allocatable_fraction", "fraction")
+    have, want = _rule(doc, "gpus_allocatable", "count"), _rule(doc, "gpus_expected", "count")
+    by_pool, off = _rule(doc, "gpu_allocatable_by_pool", "mapping"), _rule(doc, "gpu_allocatable_off_baseline",
+                                                                          "mapping")
+    missing: Dict[str, int] = {pool: 0 for pool in by_pool}
+    listed: Dict[str, int] = {pool: 0 for pool in by_pool}
+    for node, entry in off.items():
+        where = "gpu_allocatable_off_baseline.%s" % node
+        if not isinstance(entry, Mapping) or entry.get("pool") not in by_pool or \
+                entry.get("state") not in ("above", "below", "not ready", "no node"):
+            raise ValueError("%s is %s, not {pool, allocatable, expected, counted, state} of a pool of the reading" % (
+                where, _what(entry)))
+        pool = by_pool[entry["pool"]]
+        expected, counted = _rule(entry, "expected", "count"), _rule(entry, "counted", "count")
+        gpus = None if entry.get("allocatable") is None else _rule(entry, "allocatable", "count")
+        if not isinstance(pool, Mapping) or expected != pool.get("per_node"):
+            raise ValueError("%s.expected is %d, not its pool's GPUs per node" % (where, expected))
+        ready = entry["state"] in ("above", "below")
+        if counted != (min(gpus or 0, expected) if ready else 0) or \
+                (entry["state"] == "above") != ((gpus or 0) > expected) or \
+                (entry["state"] == "below" and (gpus or 0) >= expected):
+            raise ValueError("%s: %s GPUs allocatable, %d counted, is not %s" % (where, gpus, counted, entry["state"]))
+        if entry["state"] == "no node":
+            raise ValueError("%s: the API lists no Node for it, yet the fraction is %g" % (where, fraction))
+        missing[entry["pool"]] += expected - counted
+        listed[entry["pool"]] += 1
+    lowest = 1.0 if want == 0 else min(1.0, have / float(want))
+    total = 0
+    for name, pool in by_pool.items():
+        where = "gpu_allocatable_by_pool.%s" % name
+        if not isinstance(pool, Mapping):
+            raise ValueError("%s is %s, not {allocatable, expected, fraction, per_node, nodes}" % (where, _what(pool)))
+        gpus, expected = _rule(pool, "allocatable", "count"), _rule(pool, "expected", "count")
+        per_node, nodes = _rule(pool, "per_node", "count"), _rule(pool, "nodes", "count")
+        share = _rule(pool, "fraction", "fraction")
+        if expected != per_node * nodes or listed[name] > nodes:
+            raise ValueError("%s: expected %d is not its %d nodes times %d GPUs per node" % (
+                where, expected, nodes, per_node))
+        if gpus != expected - missing[name]:
+            raise ValueError("%s: %d of %d GPUs, but its nodes off the baseline account for %d missing" % (
+                where, gpus, expected, missing[name]))
+        exact = 1.0 if expected == 0 else gpus / float(expected)
+        if abs(share - exact) > 1e-4:
+            raise ValueError("%s.fraction is %g, not its %d of %d" % (where, share, gpus, expected))
+        lowest = min(lowest, exact)
+        total += gpus
+    if total != have:
+        raise ValueError("gpus_allocatable is %d, not the pools' %d" % (have, total))
+    if want and not by_pool:
+        raise ValueError("gpu_allocatable_by_pool is empty for %d GPUs expected: no node was judged" % want)
+    if abs(fraction - lowest) > 1e-4:
+        raise ValueError("gpu_allocatable_fraction is %g, not the lowest of the cell's and each pool's (%g)" % (
+            fraction, round(lowest, 4)))
+
+
+_BREAKDOWNS = {"not_ready_nodes": _check_not_ready, "jobset_restarts": _check_jobsets,
+               "gpu_allocatable_fraction": _check_gpus}
+
+
+def check_reading(cell: str, which: str, doc: Any) -> Optional[Dict[str, Any]]:
+    """A cell's readings file (``which``: before or after) checked where it is read: None when it is not a mapping
+    (no reading); otherwise a copy in which each reading that does not hold together (its value, or its breakdowns:
+    READING_RULES, _check_not_ready, _check_jobsets, _check_gpus) is None - not measured - with why in
+    ``unmeasured`` (``refused: ...``) and its name in ``refused``. A reading that is absent or None stays so (the
+    judgement halts on it). Reading it again gives the same."""
+    if not isinstance(doc, Mapping):
+        return None
+    out = dict(doc)
+    why = doc.get("unmeasured")
+    out["unmeasured"] = {str(k): str(v) for k, v in why.items()} if isinstance(why, Mapping) else {}
+    refused = doc.get("refused")
+    out["refused"] = sorted({str(r) for r in refused}) if isinstance(refused, list) else []
+    for name, how in READING_RULES.items():
+        if doc.get(name) is None:
+            continue
+        try:
+            _rule(doc, name, how)
+            if name in _BREAKDOWNS:
+                _BREAKDOWNS[name](doc)
+        except ValueError as exc:
+            out[name] = None
+            out["unmeasured"][name] = "refused: %s" % exc
+            out["refused"] = sorted(set(out["refused"]) | {name})
+    return out
+
+
 def _jobset_rise(before: Optional[Mapping[str, Any]],
                  after: Optional[Mapping[str, Any]]) -> Optional[Tuple[int, str]]:
     """The JobSets' restarts since ``before``, each JobSet (by uid) on its own: one that is new counts whole, one
-    that is gone counts nothing (a sum would let a deleted JobSet's restarts hide another's). None when either
-    reading has no per-JobSet counts (a ledger from before they were kept): the totals are compared then."""
+    that is gone counts nothing (a sum would let a deleted JobSet's restarts hide another's). Both readings come
+    through check_reading, which refuses a total without its per-JobSet counts; None only when either has none."""
     old = (before or {}).get("jobset_restart_counts")
     new = (after or {}).get("jobset_restart_counts")
     if not isinstance(old, Mapping) or not isinstance(new, Mapping):
@@ -126,7 +311,7 @@ def _jobset_rise(before: Optional[Mapping[str, Any]],
     rise, named = 0, []
     for uid, js in sorted(new.items(), key=lambda kv: str(kv[1].get("name"))):
         was = old.get(uid)
-        more = max(int(_number(js.get("restarts") or 0)) - (int(_number(was.get("restarts") or 0)) if was else 0), 0)
+        more = max(_count(js.get("restarts")) - (_count(was.get("restarts")) if was else 0), 0)
         if more:
             rise += more
             named.append("%s +%d%s" % (js.get("name"), more, "" if was else " (new since the reading before)"))
@@ -140,6 +325,29 @@ def _pools_under(by_pool: Any, limit: float) -> str:
     low = ["%s %s of %s" % (pool, v.get("allocatable"), v.get("expected")) for pool, v in sorted(by_pool.items())
            if isinstance(v, Mapping) and isinstance(v.get("fraction"), (int, float)) and v["fraction"] < limit]
     return " (pool %s)" % ", ".join(low) if low else ""
+
+
+def _nodes_below(off: Any) -> str:
+    """The pool nodes counting fewer GPUs than their pool's per node, for the GPU halt's message."""
+    if not isinstance(off, Mapping):
+        return ""
+    low = ["%s %s of %s%s" % (node, v["counted"], v["expected"], "" if v["state"] == "below" else " (%s)" % v["state"])
+           for node, v in sorted(off.items()) if isinstance(v, Mapping) and v.get("state") != "above"]
+    return " (node %s)" % ", ".join(low) if low else ""
+
+
+def _nodes_above(off: Any) -> str:
+    """The pool nodes offering more GPUs than their pool's per node: the GPU halt holds on each."""
+    if not isinstance(off, Mapping):
+        return ""
+    high = sorted(node for node, v in off.items() if isinstance(v, Mapping) and v.get("state") == "above")
+    if not high:
+        return ""
+    return ", but node %s %s more GPUs than %s pool's baseline (%s): a node above its baseline is a change (a MIG " \
+        "layout?), never a pass" % (", ".join(high), "offers" if len(high) == 1 else "offer",
+                                    "its" if len(high) == 1 else "their", ", ".join(
+                                        "%s %s of %s in pool %s" % (n, off[n]["allocatable"], off[n]["expected"],
+                                                                    off[n]["pool"]) for n in high))
 
 
 def _probes_under(by_host: Any, floor: float) -> str:
@@ -395,8 +603,8 @@ def unread_before(plan: Mapping[str, Any], cells: List[str], before: Mapping[str
     such a cell is not upgraded (every later judgement of it would halt on the gap, after the change)."""
     out: Dict[str, str] = {}
     for cell in cells:
-        reading = before.get(cell)
-        if not isinstance(reading, Mapping):
+        reading = check_reading(cell, "before", before.get(cell))
+        if reading is None:
             out[cell] = "no reading (the reading's output above says why)"
             continue
         why: Mapping[str, Any] = reading.get("unmeasured") or {}

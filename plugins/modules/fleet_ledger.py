@@ -22,12 +22,17 @@ description:
     still alive on this controller (its ansible-playbook process, by pid and start time) is not broken.
   - Taking, breaking and releasing the lock are atomic (O_EXCL to create it; a rename aside to break or release
     it, so of two runs that break or release at once one wins, and neither removes a lock it does not hold).
+  - Each readings file is checked as it is read - counts whole numbers 0 or more, fractions within [0, 1], latencies
+    and rates finite and 0 or more, C(jobset_restarts) with its per-JobSet C(jobset_restart_counts) adding up to it,
+    the GPU fraction with breakdowns that give it; a reading that does not hold together is not measured, naming
+    why, so it halts (never a pass, never a crash).
   - C(before) refuses a batch whose cells were not read whole before their upgrade, naming each gap, and drops
     those readings so the next run takes them again.
   - C(judge) compares the readings of O(cells) - by default, for a soak, every cell of O(ring) with a reading
     before its upgrade, and never none - (files C(CELL-TARGET-before.json) and C(CELL-TARGET-after.json) in
     O(readings_dir), as C(playbooks/fleet_readings.yml) writes them) with the fleet policy's thresholds. A
-    condition that holds, or a reading that is missing, halts the fleet - the halt is written to the ledger with
+    condition that holds (the GPU condition also on any node above its pool's GPUs per node), or a reading that is
+    missing or refused, before or after, halts the fleet - the halt is written to the ledger with
     the cell, the condition and the readings, and the task fails naming them.
   - C(resume) is C(judge) for a halted fleet's cells - clean readings clear the halt (the ring's soak starts
     over), otherwise the fleet stays halted.
@@ -353,15 +358,17 @@ def _lock(module, plan, ledger, path, now):
 
 
 def _readings(folder, plan, cells, which):
+    """The cells' readings files, each checked as it is read (fleet_run.check_reading: a reading that does not hold
+    together is not measured, with why)."""
     out = {}
     for cell in cells:
         path = fleet_run.readings_file(folder, cell, plan["cells"][cell]["target"], which)
         try:
-            out[cell] = _read_json(path)
+            found = fleet_run.check_reading(cell, which, _read_json(path))
         except ValueError:  # a torn or hand-edited reading is no reading: judged as not measured
-            out[cell] = None
-        if not isinstance(out[cell], dict):  # none, or JSON that is not a reading: not measured
-            del out[cell]
+            found = None
+        if found is not None:  # none, or JSON that is not a reading: not measured
+            out[cell] = found
     return out
 
 

@@ -97,6 +97,17 @@ paths:
     (the fleet report's directory).
   returned: success
   type: dict
+halt_policy:
+  description: The halt conditions' thresholds as applied, with C(disabled) (threshold to the reason it is switched
+    off).
+  returned: success
+  type: dict
+disabled_halts:
+  description: Each halt the policy switches off (C(threshold), C(value), C(reason)); a threshold that switches its
+    halt off without a reason in C(policy.halt.disabled) is refused.
+  returned: success
+  type: list
+  elements: dict
 run:
   description: The fleet run's settings - C(halt_check_seconds), C(metrics_window_seconds), C(cell_timeout_seconds),
     C(max_steps) (the playbook's bound on its steps), C(working_dir) (where the cells' runs start),

@@ -11,8 +11,11 @@ description:
   - Scrapes every apiserver of the cell (O(apiserver_urls), with the connection's credentials) twice,
     O(window_seconds) apart, and reports the 429 answers per minute and the p99 request latency over the window
     (C(apiserver_request_total), C(apiserver_request_duration_seconds); WATCH and CONNECT left out).
-  - Reads the Nodes (C(not_ready_nodes); C(gpu_allocatable_fraction), allocatable C(nvidia.com/gpu) on Ready nodes
-    over O(expected_gpus)) and the JobSets (C(jobset_restarts), the sum of C(status.restarts)).
+  - Reads the Nodes (C(not_ready_nodes); C(gpu_allocatable_fraction), allocatable C(nvidia.com/gpu) on Ready nodes,
+    each node counting at most its pool's GPUs per node, over O(expected_gpus) and each pool's) and the JobSets
+    (C(jobset_restarts), the sum of C(status.restarts)). A Node list or JobSet of the wrong shape, a GPU count or
+    restart count that is not a whole number (full-width digits, NaN, an infinity, a list), fails the task naming
+    the node or JobSet and the field.
   - The readings are judged by M(gpufleet.upgrade.fleet_ledger) against the ones taken before the cell's upgrade;
     this module judges nothing. An apiserver that does not answer, or metrics without the two series, fail the task -
     a reading that could not be taken is never a pass.
@@ -48,8 +51,13 @@ options:
   pools:
     description:
       - The cell's pools (C(pools) from M(gpufleet.upgrade.cell)), each with its C(nodes) and C(gpus) (its nodes
-        times its baseline's GPUs per node). With them C(gpu_allocatable_fraction) is the lowest of the cell's and
-        each pool's fraction, and C(gpu_allocatable_by_pool) gives each pool's. A pool without either is refused.
+        times its baseline's GPUs per node) and its C(baseline) (whose C(node.allocatable_gpus), else C(gpu.count),
+        is the GPUs one node of the pool should offer; C(gpus_per_node) overrides it). Each node is judged against
+        it and counts at most it, C(gpu_allocatable_fraction) is the lowest of the cell's and each pool's fraction,
+        C(gpu_allocatable_by_pool) gives each pool's, and C(gpu_allocatable_off_baseline) names each pool node that
+        does not count exactly it (C(above), C(below), C(not ready), C(no node)). A pool without its nodes, GPUs or
+        GPUs per node, or whose GPUs are not its nodes times its GPUs per node, is refused; so is a cell with
+        O(expected_gpus) and no pools.
     type: dict
     default: {}
   nccl_hosts:
@@ -109,7 +117,9 @@ readings:
   description:
     - C(apiserver_429_per_minute), C(apiserver_p99_seconds) (null when no request was served in the window),
       C(not_ready_nodes), C(gpu_allocatable_fraction), C(jobset_restarts), and what they come from
-      (C(apiservers), C(not_ready), C(gpus_allocatable), C(jobsets_restarted)).
+      (C(apiservers), C(not_ready), C(gpus_allocatable), C(gpus_expected), C(gpu_allocatable_by_pool),
+      C(gpu_allocatable_off_baseline), C(gpu_nodes_outside_pools), C(jobsets_restarted), C(jobset_restart_counts),
+      C(jobset_api)).
     - With O(nccl_hosts), C(nccl_busbw_gbps) and C(nccl_busbw_by_host); with O(inference_metrics_url),
       C(inference_p99_ms) and C(inference_requests). C(unmeasured) says why a reading is null.
     - With O(versions_only), only C(versions) - C(control_plane) (the oldest apiserver's version), C(apiservers)

@@ -95,7 +95,8 @@ RETURN = r"""
 report:
   description: The report - fleet, today, patch_slo_days, cells (cell, ring, kind, region, state, control_plane,
     pools with pool/oldest/newest/nodes/minors_behind, support, days_to_eol, eol, latest_patch,
-    days_behind_latest_patch, change_record, alerts), version_spread, rings (ring, target, cells, states), alerts.
+    days_behind_latest_patch, change_record, alerts), version_spread, rings (ring, target, cells, states), alerts,
+    disabled_halts (each halt the fleet's policy switches off, with its threshold, value and reason).
   returned: always
   type: dict
 files:

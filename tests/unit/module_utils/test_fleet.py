@@ -3,6 +3,7 @@ under the caps, per-cell paths and the pools that must move before a hop."""
 from __future__ import annotations
 
 import copy
+import re
 
 import pytest
 
@@ -327,3 +328,96 @@ def test_a_cell_that_names_its_nccl_probes_and_inference_endpoint_is_judged_on_t
         bad["cells"][0][field] = value
         with pytest.raises(InputError, match=r"cells\[0\] \(canary-1\)." + message):
             plan_fleet(bad)
+
+
+# -- issue 33: a threshold that switches its halt off needs a reason; names are whole ASCII DNS labels ----------------
+@pytest.mark.parametrize("key, value, shown, why", [
+    ("min_gpu_allocatable_fraction", 0, "0", "a fraction is never below 0"),
+    ("min_gpu_allocatable_fraction", -0.0, "0", "a fraction is never below 0"),
+    ("max_nccl_regression", 1, "1", "a bandwidth never falls by 100 % or more"),
+    ("max_nccl_regression", 5.0, "5", "a bandwidth never falls by 100 % or more"),
+    ("apiserver_p99_floor_seconds", 60, "60",
+     "the apiserver's latency histogram ends at 60 s: no p99 is read above it"),
+    ("max_latency_regression", 100, "100", "a p99 100 times its reading before is past any real regression"),
+    ("max_inference_p99_regression", 1e9, "1000000000", "a p99 100 times its reading before is past any real "
+                                                         "regression"),
+    ("max_429_per_minute_increase", 100000, "100000", "100000 more 429s a minute is past any real rise"),
+    ("max_jobset_restarts_increase", 1000, "1000", "1000 more restarts is past any real rise"),
+    ("max_not_ready_nodes", 2, "2", "at least cell canary-1's 2 nodes: all of them could be NotReady"),
+])
+def test_a_threshold_that_switches_its_halt_off_is_refused_without_a_reason(key, value, shown, why):
+    doc = fleet(halt={key: value})
+    with pytest.raises(InputError, match=r"gpufleet_fleet.policy.halt.%s: %s switches its halt off \(%s\); give a "
+                                         r"threshold that can halt, or say why in policy.halt.disabled.%s" % (
+                                             key, shown, re.escape(why), key)):
+        plan_fleet(doc)
+    doc = fleet(halt={key: value, "disabled": {key: "CHG-1234: the H100 pool is being repartitioned to MIG"}})
+    plan = plan_fleet(doc)
+    assert plan["disabled_halts"] == [{"threshold": key, "value": value, "reason": "CHG-1234: the H100 pool is being "
+                                                                                   "repartitioned to MIG"}]
+    assert plan["halt_policy"]["disabled"] == {key: "CHG-1234: the H100 pool is being repartitioned to MIG"}
+
+
+@pytest.mark.parametrize("halt, message", [
+    ({"disabled": {"max_nccl_regression": "not needed"}},
+     r"policy.halt.disabled.max_nccl_regression: its threshold 0.1 does not switch the halt off; remove the entry"),
+    ({"max_nccl_regression": 1, "disabled": {"max_nccl_regression": " "}},
+     r"policy.halt.disabled.max_nccl_regression: give the reason as a line of text"),
+    ({"max_nccl_regression": 1, "disabled": {"max_nccl_regression": "a\nb"}},
+     r"policy.halt.disabled.max_nccl_regression: give the reason as a line of text"),
+    ({"max_nccl_regression": 1, "disabled": {"max_nccl_regression": 3}},
+     r"policy.halt.disabled.max_nccl_regression: give the reason as a line of text"),
+    ({"disabled": {"max_errors": "x"}}, r"policy.halt.disabled: max_errors is not a threshold"),
+    ({"disabled": ["max_nccl_regression"]}, r"policy.halt.disabled: expected a mapping of threshold to reason"),
+    ({"min_gpu_allocatable_fraction": 1.5}, r"policy.halt.min_gpu_allocatable_fraction: 1.5 is above 1"),
+])
+def test_a_disabled_halts_reason_is_checked(halt, message):
+    with pytest.raises(InputError, match=message):
+        plan_fleet(fleet(halt=halt))
+
+
+def test_max_not_ready_nodes_is_judged_against_each_cell_that_reads_it():
+    plan = plan_fleet(fleet(halt={"max_not_ready_nodes": 1}))  # under every cell's nodes (canary-1 has 2)
+    assert plan["disabled_halts"] == []
+    doc = fleet(halt={"max_not_ready_nodes": 2})
+    for c in doc["cells"]:
+        if c["name"] in ("canary-1", "dev-1"):
+            c["halt_readings"] = ["jobset_restarts"]  # they do not read it
+    assert plan_fleet(doc)["halt_policy"]["max_not_ready_nodes"] == 2
+    doc["policy"]["halt"]["disabled"] = {"max_not_ready_nodes": "x"}
+    with pytest.raises(InputError, match=r"disabled.max_not_ready_nodes: its threshold 2 does not switch the halt off"):
+        plan_fleet(doc)
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda d: d.__setitem__("name", "prod\n"), r"gpufleet_fleet.name: 'prod\\n' is not a DNS label"),
+    (lambda d: d["cells"][1].__setitem__("name", "dev-1\n"), r"cells\[1\]\.name: 'dev-1\\n' is not a DNS label"),
+    (lambda d: d["cells"][1].__setitem__("name", "\uff44\uff45\uff56-1"),
+     r"cells\[1\]\.name: '\uff44\uff45\uff56-1' is not a DNS label"),
+    (lambda d: d["cells"][1].__setitem__("name", "dev-\u0661"), r"cells\[1\]\.name: 'dev-\u0661' is not a DNS label"),
+    (lambda d: d["policy"]["rings"][0].__setitem__("name", "ring0\n"), r"rings\[0\]\.name: 'ring0\\n' is not a DNS"),
+    (lambda d: d["cells"][2]["pools"][0].__setitem__("name", "h100\n"), r"pools\[0\]\.name: 'h100\\n' is not a DNS"),
+    (lambda d: d["cells"][0].__setitem__("nccl_hosts", ["gpu-a1\n"]), r"nccl_hosts: 'gpu-a1\\n' is not a host name"),
+    (lambda d: d["cells"][0].__setitem__("nccl_hosts", ["gpu-\uff411"]),
+     r"nccl_hosts: 'gpu-\uff411' is not a host name"),
+    (lambda d: d["cells"][0].__setitem__("inference", {"metrics_url": "http://s/metrics", "histogram": "h\n"}),
+     r"inference.histogram: 'h\\n' is not a Prometheus metric name"),
+    (lambda d: d["policy"].__setitem__("hop_versions", {"1.36\n": "v1.36.3"}), r"key '1.36\\n' is not a minor"),
+    (lambda d: d["policy"].__setitem__("hop_versions", {"1.\uff136": "v1.36.3"}), r"key '1.\uff136' is not a minor"),
+    (lambda d: d["policy"].__setitem__("hop_versions", {"1.36": "v1.3\uff16.3"}),
+     r"hop_versions\[1.36\]: 'v1.3\uff16.3' is not ASCII"),
+    (lambda d: d["policy"].__setitem__("target", "v1.3\uff16.3"), r"target: 'v1.3\uff16.3' is not ASCII"),
+    (lambda d: d["cells"][0].__setitem__("control_plane", "v1.3\uff15.4"),
+     r"control_plane: 'v1.3\uff15.4' is not ASCII"),
+    (lambda d: d["cells"][0]["pools"][0].__setitem__("kubelet", "v1.3\uff15.4"),
+     r"kubelet: 'v1.3\uff15.4' is not ASCII"),
+    (lambda d: d["cells"][0].__setitem__("gpus", "\uff11\uff16"),
+     r"cells\[0\] \(canary-1\)\.gpus: '\uff11\uff16' is not a number"),
+    (lambda d: d["cells"][0].__setitem__("gpus", "1_6"), r"cells\[0\] \(canary-1\)\.gpus: '1_6' is not a number"),
+    (lambda d: d["policy"].__setitem__("max_cells_in_flight", "2\n"), r"max_cells_in_flight: '2\\n' is not a number"),
+])
+def test_names_and_numbers_are_whole_and_ascii(edit, message):
+    doc = fleet()
+    edit(doc)
+    with pytest.raises(InputError, match=message):
+        plan_fleet(doc)

@@ -23,6 +23,15 @@ def node(name, ready="True", gpus="8"):
     return {"metadata": {"name": name}, "status": status}
 
 
+def cell_pools(**pools):
+    """The cell module's ``pools`` (each pool's nodes, its GPUs, its baseline), for pool_expectations."""
+    out = {}
+    for name, (nodes, per_node) in pools.items():
+        out[name] = {"nodes": list(nodes), "gpus": per_node * len(nodes), "skip_level": True,
+                     "baseline": {"name": name, "gpu": {"count": 8}, "node": {"allocatable_gpus": per_node}}}
+    return out
+
+
 def test_a_real_apiserver_scrape_reduces_to_throttled_requests_and_a_latency_histogram():
     first, second = (fr.scrape(text, "cp-1") for text in WINDOW)
     assert first["throttled"] == 1  # the LIST of jobsets answered 429 while the CRD was being established
@@ -104,40 +113,47 @@ def test_metrics_that_are_not_an_apiservers_are_refused(text, message):
 def test_nodes_not_ready_and_gpus_allocatable_on_ready_nodes_only():
     nodes = [node("a"), node("b", gpus="7"), node("c", ready="Unknown"), node("d", ready="False"),
              {"metadata": {"name": "e"}, "status": {}}, node("cp-1", gpus=None)]
-    out = fr.node_readings(nodes, 32)
+    pools = fr.pool_expectations(cell_pools(h100=(["a", "b", "c", "d"], 8)))
+    out = fr.node_readings(nodes, 32, pools)
     assert out["not_ready_nodes"] == 3 and out["not_ready"] == ["c", "d", "e"]
     assert out["gpus_allocatable"] == 15 and out["gpu_allocatable_fraction"] == round(15 / 32, 4)
+    assert out["gpus_expected"] == 32 and out["gpu_nodes_outside_pools"] == {}
     assert fr.node_readings([node("cp-1", gpus=None)], 0)["gpu_allocatable_fraction"] == 1.0
     with pytest.raises(InputError, match="lists no Node"):
-        fr.node_readings([], 8)
+        fr.node_readings([], 8, pools)
     with pytest.raises(InputError, match="not a whole number"):
-        fr.node_readings([node("a", gpus="8Gi")], 8)
+        fr.node_readings([node("a", gpus="8Gi")], 8, pools)
     with pytest.raises(InputError, match="expected_gpus"):
         fr.node_readings([node("a")], -1)
 
 
 def test_a_pool_that_lost_its_gpus_sets_the_fraction_even_when_the_cells_total_hides_it():
-    pools = fr.pool_expectations({"h100": {"nodes": ["a", "b"], "gpus": 16, "baseline": {}},
-                                  "l40s": {"nodes": ["c", "d"], "gpus": 16}})
-    # h100 has 10 of its 16 (b lost 6), l40s 20 of its 16: the total, 30 of 32, hides the pool
+    pools = fr.pool_expectations(cell_pools(h100=(["a", "b"], 8), l40s=(["c", "d"], 8)))
+    # h100 has 10 of its 16 (b lost 6); l40s's nodes report 10 each, 2 over their 8: each counts its 8 and is named
     nodes = [node("a"), node("b", gpus="2"), node("c", gpus="10"), node("d", gpus="10")]
     out = fr.node_readings(nodes, 32, pools)
-    assert out["gpus_allocatable"] == 30 and out["gpu_allocatable_by_pool"] == {
-        "h100": {"allocatable": 10, "expected": 16, "fraction": 0.625},
-        "l40s": {"allocatable": 20, "expected": 16, "fraction": 1.25}}
-    assert out["gpu_allocatable_fraction"] == 0.625  # the cell's own 30 of 32 (0.9375) would pass a 0.9 floor
-    assert fr.node_readings(nodes, 32)["gpu_allocatable_fraction"] == 0.9375  # without pools: the cell's alone
-    empty = fr.node_readings(nodes, 32, fr.pool_expectations({"cpu": {"nodes": [], "gpus": 0}}))
-    assert empty["gpu_allocatable_by_pool"]["cpu"]["fraction"] == 1.0
+    assert out["gpus_allocatable"] == 26 and out["gpu_allocatable_by_pool"] == {
+        "h100": {"allocatable": 10, "expected": 16, "fraction": 0.625, "per_node": 8, "nodes": 2},
+        "l40s": {"allocatable": 16, "expected": 16, "fraction": 1.0, "per_node": 8, "nodes": 2}}
+    assert out["gpu_allocatable_fraction"] == 0.625
+    assert sorted((n, e["state"]) for n, e in out["gpu_allocatable_off_baseline"].items()) == [
+        ("b", "below"), ("c", "above"), ("d", "above")]
+    # a node outside every pool counts nothing (its GPUs are no pool's), and is listed
+    stray = fr.node_readings(nodes + [node("x", gpus="8")], 32, pools)
+    assert stray["gpus_allocatable"] == 26 and stray["gpu_nodes_outside_pools"] == {"x": 8}
+    empty = fr.node_readings(nodes, 0, fr.pool_expectations({"cpu": {"nodes": [], "gpus": 0, "gpus_per_node": 0}}))
+    assert empty["gpu_allocatable_by_pool"]["cpu"]["fraction"] == 1.0 and empty["gpu_allocatable_fraction"] == 1.0
 
 
 def test_a_pool_node_the_api_does_not_list_leaves_the_gpu_reading_unmeasured_naming_it():
     """An inventory host that is no Node (named otherwise, deleted, never registered) would read as 0 GPUs, and the
     halt would blame the upgrade; the reading is not taken instead, and says which hosts."""
-    pools = fr.pool_expectations({"h100": {"nodes": ["a", "b.lab"], "gpus": 16}})
+    pools = fr.pool_expectations(cell_pools(h100=(["a", "b.lab"], 8)))
     out = fr.node_readings([node("a"), node("b")], 16, pools)
     assert out["gpu_allocatable_fraction"] is None
     assert out["unmeasured"]["gpu_allocatable_fraction"].startswith("the API lists no Node for pool h100: b.lab (")
+    assert out["gpu_allocatable_off_baseline"]["b.lab"] == {"pool": "h100", "allocatable": None, "expected": 8,
+                                                            "counted": 0, "state": "no node"}
     whole = fr.node_readings([node("a"), node("b.lab", ready="False")], 16, pools)  # NotReady is listed: a reading
     assert whole["gpu_allocatable_fraction"] == 0.5 and whole["unmeasured"] == {}
 
@@ -146,6 +162,9 @@ def test_a_pool_node_the_api_does_not_list_leaves_the_gpu_reading_unmeasured_nam
                                    {"h100": {"nodes": ["a"], "gpus": "8"}}, {"h100": {"nodes": ["a"], "gpus": -1}},
                                    {"h100": {"nodes": "a", "gpus": 8}}])
 def test_a_pool_without_its_nodes_or_gpus_is_refused(pools):
+    for value in pools.values():
+        if isinstance(value, dict):
+            value["gpus_per_node"] = 8
     with pytest.raises(InputError, match=r"pools.h100: needs its nodes \(a list of names\) and gpus"):
         fr.pool_expectations(pools)
 
@@ -162,11 +181,12 @@ def test_jobset_restarts_are_summed():
                       "ml/new": {"name": "ml/new", "restarts": 0}}
     jobsets[0]["metadata"]["uid"] = "5f0c"
     assert fr.jobset_restarts(jobsets)[2]["5f0c"] == {"name": "training/llm", "restarts": 2}
+    pools = fr.pool_expectations(cell_pools(h100=(["a"], 8)))
     out = fr.readings({"cp-1": fr.scrape(WINDOW[0], "a")}, {"cp-1": fr.scrape(WINDOW[1], "a")}, 10.0,
-                      [node("a")], 8, jobsets)
+                      [node("a")], 8, jobsets, pools)
     assert set(fr.API_READINGS) <= set(out) and out["jobset_restarts"] == 2
     assert fr.readings({"cp-1": fr.scrape(WINDOW[0], "a")}, {"cp-1": fr.scrape(WINDOW[1], "a")}, 10.0,
-                       [node("a")], 8, None)["jobset_api"] is False
+                       [node("a")], 8, None, pools)["jobset_api"] is False
 
 
 @pytest.mark.parametrize("urls, gpus, window, timeout, message", [
@@ -333,3 +353,97 @@ def test_sourced_readings_merge_into_the_cells_readings_with_their_reasons():
     assert list(out["unmeasured"]) == ["nccl_busbw_gbps"] and out["not_ready_nodes"] == 0
     with pytest.raises(InputError, match="nccl_hosts: empty"):
         fr.nccl_reading([], {})
+
+
+# -- issue 33: fail closed, round two ---------------------------------------------------------------------------------
+def test_a_node_above_its_pools_gpus_per_node_is_not_hidden_in_the_sum():
+    """One node reporting 56 GPUs (a MIG layout change) and three reporting 0 summed to 56 of 32 (1.75): each node
+    now counts at most its pool's GPUs per node, and each node off it is named with its count and the expected."""
+    pools = fr.pool_expectations(cell_pools(h100=(["a", "b", "c", "d"], 8)))
+    assert pools["h100"]["per_node"] == 8
+    out = fr.node_readings([node("a", gpus="56"), node("b", gpus="0"), node("c", gpus="0"), node("d", gpus="0")],
+                           32, pools)
+    assert out["gpus_allocatable"] == 8 and out["gpu_allocatable_fraction"] == 0.25
+    assert out["gpu_allocatable_by_pool"]["h100"] == {"allocatable": 8, "expected": 32, "fraction": 0.25,
+                                                      "per_node": 8, "nodes": 4}
+    assert out["gpu_allocatable_off_baseline"] == {
+        "a": {"pool": "h100", "allocatable": 56, "expected": 8, "counted": 8, "state": "above"},
+        "b": {"pool": "h100", "allocatable": 0, "expected": 8, "counted": 0, "state": "below"},
+        "c": {"pool": "h100", "allocatable": 0, "expected": 8, "counted": 0, "state": "below"},
+        "d": {"pool": "h100", "allocatable": 0, "expected": 8, "counted": 0, "state": "below"}}
+    # one node above and every other whole: the fraction is whole, the node above is still named
+    above = fr.node_readings([node("a", gpus="9"), node("b"), node("c"), node("d")], 32, pools)
+    assert above["gpu_allocatable_fraction"] == 1.0
+    assert above["gpu_allocatable_off_baseline"] == {
+        "a": {"pool": "h100", "allocatable": 9, "expected": 8, "counted": 8, "state": "above"}}
+    # a MIG pool expects its baseline's node.allocatable_gpus per node, not gpu.count
+    mig = fr.pool_expectations(cell_pools(mig=(["m1", "m2"], 56)))
+    whole = fr.node_readings([node("m1", gpus="56"), node("m2", gpus="56")], 112, mig)
+    assert whole["gpu_allocatable_fraction"] == 1.0 and whole["gpu_allocatable_off_baseline"] == {}
+    # a NotReady node and a Ready one without the resource are named too
+    gone = fr.node_readings([node("a"), node("b", ready="False"), node("c", gpus=None), node("d")], 32, pools)
+    assert gone["gpu_allocatable_off_baseline"] == {
+        "b": {"pool": "h100", "allocatable": 8, "expected": 8, "counted": 0, "state": "not ready"},
+        "c": {"pool": "h100", "allocatable": None, "expected": 8, "counted": 0, "state": "below"}}
+    assert gone["gpu_allocatable_fraction"] == 0.5
+
+
+def test_pool_expectations_take_the_gpus_per_node_from_the_baseline_and_refuse_a_pool_that_does_not_add_up():
+    pools = cell_pools(h100=(["a", "b"], 8))
+    assert fr.pool_expectations(pools) == {"h100": {"nodes": ["a", "b"], "gpus": 16, "per_node": 8}}
+    del pools["h100"]["baseline"]["node"]  # a baseline without node.allocatable_gpus offers gpu.count
+    assert fr.pool_expectations(pools)["h100"]["per_node"] == 8
+    explicit = {"h100": {"nodes": ["a"], "gpus": 4, "gpus_per_node": 4}}
+    assert fr.pool_expectations(explicit)["h100"]["per_node"] == 4
+    for bad, message in (
+            ({"h100": {"nodes": ["a", "b"], "gpus": 16}}, r"pools.h100: no GPUs per node"),
+            ({"h100": {"nodes": ["a", "b"], "gpus": 16, "baseline": {}}}, r"pools.h100: no GPUs per node"),
+            ({"h100": {"nodes": ["a", "b"], "gpus": 15, "gpus_per_node": 8}},
+             r"pools.h100: gpus 15 is not its 2 nodes times 8 GPUs per node \(16\)"),
+            ({"h100": {"nodes": ["a"], "gpus": 8, "gpus_per_node": True}}, r"pools.h100: gpus_per_node True"),
+            ({"h100": {"nodes": ["a"], "gpus": 8, "gpus_per_node": 8}, "l40s": {"nodes": ["a"], "gpus": 8,
+                                                                           "gpus_per_node": 8}},
+             r"pools.l40s: node a is in pool h100 too"),
+            ({"h100": {"nodes": ["a", "a"], "gpus": 16, "gpus_per_node": 8}}, r"pools.h100: node a listed twice")):
+        with pytest.raises(InputError, match=message):
+            fr.pool_expectations(bad)
+
+
+def test_gpus_expected_without_the_pools_to_judge_each_node_against_is_refused():
+    with pytest.raises(InputError, match=r"pools: none given for a cell that should have 32 GPUs"):
+        fr.node_readings([node("a")], 32)
+    with pytest.raises(InputError, match=r"pools: none given"):
+        fr.node_readings([node("a")], 32, {})
+
+
+@pytest.mark.parametrize("value", ["NaN", float("inf"), float("nan"), [1], {"n": 1}, -1, True, "3", 2.5, "\uff11"])
+def test_a_jobset_restart_count_that_is_not_a_whole_number_is_a_clear_error_naming_the_jobset(value):
+    jobsets = [{"metadata": {"namespace": "training", "name": "llm", "uid": "u1"}, "status": {"restarts": value}}]
+    with pytest.raises(InputError, match=r"JobSet training/llm: status.restarts is .* not a whole number"):
+        fr.jobset_restarts(jobsets)
+
+
+@pytest.mark.parametrize("nodes, message", [
+    ([node("a", gpus="\uff18")], r"node a: allocatable nvidia.com/gpu is '\uff18', not a whole number of GPUs"),
+    ([node("a", gpus="-1")], r"node a: allocatable nvidia.com/gpu is '-1'"),
+    ([node("a", gpus=" 8")], r"node a: allocatable nvidia.com/gpu is ' 8'"),
+    ([node("a", gpus=["8"])], r"node a: allocatable nvidia.com/gpu is \['8'\]"),
+    ([node("a", gpus=8.0)], r"node a: allocatable nvidia.com/gpu is 8.0"),
+    (["a"], r"Node #0: not an object"),
+    ([{"metadata": {}, "status": {}}], r"Node #0: no metadata.name"),
+    ([{"metadata": {"name": "a"}, "status": []}], r"node a: status is not an object"),
+    ([{"metadata": {"name": "a"}, "status": {"conditions": ["Ready"]}}], r"node a: status.conditions"),
+    ([{"metadata": {"name": "a"}, "status": {"allocatable": ["8"]}}], r"node a: status.allocatable"),
+    ([node("a"), node("a")], r"node a is listed twice"),
+])
+def test_a_node_list_of_the_wrong_shape_is_a_clear_error(nodes, message):
+    with pytest.raises(InputError, match=message):
+        fr.node_readings(nodes, 8, fr.pool_expectations(cell_pools(h100=(["a"], 8))))
+
+
+@pytest.mark.parametrize("url", ["https://cp-1:6443\n", "https://\uff43\uff50-1:6443", "https://cp-1:6443/x", "http://cp-1:6443",
+                                 "https://cp-1:\uff16\uff14\uff14\uff13"])
+def test_apiserver_urls_are_checked_whole_and_ascii(url):
+    with pytest.raises(InputError, match=r"apiserver_urls: .* is not an apiserver URL"):
+        fr.check_inputs("c1", [url], 8, 5, 30)
+    fr.check_inputs("c1", ["https://cp-1:6443", "https://[fd00::1]:6443", "https://10.0.0.1"], 8, 5, 30)

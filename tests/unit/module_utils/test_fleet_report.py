@@ -215,3 +215,21 @@ def test_without_a_ledger_cells_at_their_target_are_done_and_the_others_pending(
 def test_a_ledger_of_another_fleet_or_versions_of_a_stranger_are_refused(ledger, versions, message):
     with pytest.raises(InputError, match=message):
         readings_from_ledger(plan(), ledger, versions)
+
+
+def test_each_disabled_halt_is_shown_with_its_reason():
+    fleet = example()
+    fleet["policy"]["halt"] = {"min_gpu_allocatable_fraction": 0, "disabled": {
+        "min_gpu_allocatable_fraction": "CHG-1234: pool h100 is being repartitioned to MIG <b>"}}
+    report = build_report(fleet, readings(), PATCHES, TODAY)
+    assert report["disabled_halts"] == [{"threshold": "min_gpu_allocatable_fraction", "value": 0,
+                                         "reason": "CHG-1234: pool h100 is being repartitioned to MIG <b>"}]
+    assert not report["alerts"]
+    assert "## Halts switched off\n\n- min_gpu_allocatable_fraction: 0 (CHG-1234: pool h100 is being repartitioned " \
+           "to MIG <b>)" in markdown(report)
+    page = html_page(report)
+    assert '<ul id="disabled-halts"><li>min_gpu_allocatable_fraction: 0 (CHG-1234: pool h100 is being repartitioned ' \
+           'to MIG &lt;b&gt;)</li></ul>' in page
+    plain = build_report(example(), readings(), PATCHES, TODAY)
+    assert plain["disabled_halts"] == [] and '<ul id="disabled-halts"><li>none</li></ul>' in html_page(plain)
+    assert "Halts switched off" not in markdown(plain)

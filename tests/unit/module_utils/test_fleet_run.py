@@ -8,12 +8,51 @@ import datetime
 
 import pytest
 
+from ansible_collections.gpufleet.upgrade.plugins.module_utils import fleet_readings as fr
 from ansible_collections.gpufleet.upgrade.plugins.module_utils import fleet_run as run
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import InputError
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.fleet import parse_halt_policy, plan_fleet
 from tests.unit.module_utils.test_fleet import fleet
 
 T0 = datetime.datetime(2026, 12, 1, 2, 0, 0, tzinfo=datetime.UTC)
+
+
+def clean_reading(**changes):
+    """A whole, clean reading as the fleet_readings module writes it: every API reading with its breakdowns (a cell
+    of two 8-GPU nodes in pool h100, two JobSets). Other tests (tests/unit/modules) take theirs from here."""
+    doc = {"apiserver_429_per_minute": 0.0, "apiserver_p99_seconds": 0.02, "apiservers": {},
+           "not_ready_nodes": 0, "not_ready": [],
+           "gpu_allocatable_fraction": 1.0, "gpus_allocatable": 16, "gpus_expected": 16,
+           "gpu_allocatable_by_pool": {"h100": {"allocatable": 16, "expected": 16, "fraction": 1.0, "per_node": 8,
+                                                "nodes": 2}},
+           "gpu_allocatable_off_baseline": {},
+           "jobset_restarts": 1, "jobsets_restarted": {"training/llm": 1}, "jobset_api": True,
+           "jobset_restart_counts": {"u1": {"name": "training/llm", "restarts": 1},
+                                     "u2": {"name": "training/idle", "restarts": 0}},
+           "unmeasured": {}}
+    doc.update(copy.deepcopy(changes))
+    return doc
+
+
+def node(name, gpus="8", ready="True"):
+    status = {"conditions": [{"type": "Ready", "status": ready}], "allocatable": {fr.GPU: gpus}}
+    return {"metadata": {"name": name}, "status": status}
+
+
+def with_gpus(doc, *counts):
+    """``doc`` with its GPU readings from Nodes gpu-1.. of pool h100 (8 per node) reporting ``counts``."""
+    names = ["gpu-%d" % (i + 1) for i in range(len(counts))]
+    pools = fr.pool_expectations({"h100": {"nodes": names, "gpus": 8 * len(names), "gpus_per_node": 8}})
+    out = fr.node_readings([node(n, c) for n, c in zip(names, counts)], 8 * len(names), pools)
+    return dict(doc, **{k: v for k, v in out.items() if k not in ("unmeasured", "not_ready_nodes", "not_ready")})
+
+
+def with_restarts(doc, *jobsets):
+    """``doc`` with its JobSet readings from ``jobsets`` (uid, namespace/name, restarts)."""
+    total, per, by_uid = fr.jobset_restarts([{"metadata": {"uid": u, "namespace": n.split("/")[0],
+                                                           "name": n.split("/")[1]}, "status": {"restarts": r}}
+                                             for u, n, r in jobsets])
+    return dict(doc, jobset_restarts=total, jobsets_restarted=per, jobset_restart_counts=by_uid)
 
 
 def at(seconds):
@@ -120,18 +159,27 @@ def test_a_halt_restarts_the_rings_soak():
     assert run.check_ledger(copy.deepcopy(resumed), plan)["last_halt"] == resumed["last_halt"]  # read back, kept
 
 
+def nodes_down(*names):
+    return {"not_ready_nodes": len(names), "not_ready": list(names)}
+
+
 @pytest.mark.parametrize("name, before, after, held", [
     ("apiserver_429_per_minute", 1, 6, False), ("apiserver_429_per_minute", 1, 6.5, True),
     ("apiserver_p99_seconds", 0.2, 0.3, False), ("apiserver_p99_seconds", 0.2, 0.31, True),
     ("apiserver_p99_seconds", 0.02, 0.25, False), ("apiserver_p99_seconds", 0.02, 0.26, True),  # the 0.25 s floor
-    ("not_ready_nodes", None, 0, False), ("not_ready_nodes", None, 1, True),
-    ("gpu_allocatable_fraction", None, 1.0, False), ("gpu_allocatable_fraction", None, 0.875, True),
+    ("not_ready_nodes", nodes_down(), nodes_down(), False), ("not_ready_nodes", nodes_down("a"), nodes_down("b"), True),
+    ("gpu_allocatable_fraction", with_gpus({}, "8"), with_gpus({}, "8", "8"), False),
+    ("gpu_allocatable_fraction", with_gpus({}, "8"), with_gpus({}, "8", "6"), True),
     ("nccl_busbw_gbps", 480, 432, False), ("nccl_busbw_gbps", 480, 431, True),
-    ("jobset_restarts", 3, 3, False), ("jobset_restarts", 3, 4, True),
+    ("jobset_restarts", with_restarts({"jobset_api": True}, ("u1", "t/a", 3)),
+     with_restarts({"jobset_api": True}, ("u1", "t/a", 3)), False),
+    ("jobset_restarts", with_restarts({"jobset_api": True}, ("u1", "t/a", 3)),
+     with_restarts({"jobset_api": True}, ("u1", "t/a", 4)), True),
     ("inference_p99_ms", 100, 120, False), ("inference_p99_ms", 100, 121, True),
 ])
 def test_each_halt_condition_at_its_threshold(name, before, after, held):
-    found = run.halts("inf-east", {name: before}, {name: after}, parse_halt_policy({}), [name])
+    before, after = ((dict(r) if isinstance(r, dict) else {name: r}) for r in (before, after))
+    found = run.halts("inf-east", before, after, parse_halt_policy({}), [name])
     assert bool(found) is held, found
 
 
@@ -141,7 +189,7 @@ def test_jobset_restarts_rise_jobset_by_jobset():
     policy = parse_halt_policy({})
 
     def reading(*jobsets):
-        return {"jobset_restarts": sum(r for _u, _n, r in jobsets),
+        return {"jobset_restarts": sum(r for _u, _n, r in jobsets), "jobset_api": True,
                 "jobset_restart_counts": {u: {"name": n, "restarts": r} for u, n, r in jobsets}}
     before = reading(("u1", "training/old", 5), ("u2", "training/llm", 1))
     after = reading(("u2", "training/llm", 1), ("u3", "training/new", 3))
@@ -153,30 +201,40 @@ def test_jobset_restarts_rise_jobset_by_jobset():
     assert "training/llm +1 (new since" in run.halts("train-1", after, again, policy, ["jobset_restarts"])[0][
         "message"]
     assert run.halts("train-1", after, after, policy, ["jobset_restarts"]) == []
-    # a reading from before the per-JobSet counts were kept: the totals
-    assert run.halts("train-1", {"jobset_restarts": 5}, after, policy, ["jobset_restarts"]) == []
+    # a total without its per-JobSet counts (a reading from before they were kept, or one edited by hand) is refused:
+    # the totals alone would let a deleted JobSet's restarts hide another's
+    (old,) = run.halts("train-1", {"jobset_restarts": 5, "jobset_api": True}, after, policy, ["jobset_restarts"])
+    assert old["message"] == ("train-1: jobset_restarts was not measured before the upgrade (refused: jobset_restarts "
+                              "comes without jobset_restart_counts (each JobSet's count by uid), so its rise cannot "
+                              "be judged JobSet by JobSet); a halt condition that cannot be read halts")
 
 
 def test_jobset_restarts_from_an_api_that_went_away_are_not_a_reading():
     policy = parse_halt_policy({})
-    served = {"jobset_restarts": 2, "jobset_restart_counts": {}, "jobset_api": True}
+    served = {"jobset_restarts": 2, "jobset_restart_counts": {"u1": {"name": "t/a", "restarts": 2}}, "jobset_api": True}
     gone = {"jobset_restarts": 0, "jobset_restart_counts": {}, "jobset_api": False}
     found = run.halts("train-1", served, gone, policy, ["jobset_restarts"])
     assert [f["message"] for f in found] == [
         "train-1: jobset_restarts was not measured after the upgrade (the JobSet API was served before and is not "
         "now: its CRD or controller is gone); a halt condition that cannot be read halts"]
     assert run.halts("train-1", gone, gone, policy, ["jobset_restarts"]) == []  # never served: nothing to restart
-    assert run.halts("train-1", gone, served, policy, ["jobset_restarts"]) == []  # installed since: counts from 0
+    assert [f["message"] for f in run.halts("train-1", gone, served, policy, ["jobset_restarts"])] == [
+        "train-1: jobset_restarts rose by 2, JobSet by JobSet (t/a +2 (new since the reading before); at most +0)"]
+    assert run.halts("train-1", gone, dict(served, jobset_restarts=0, jobset_restart_counts={}), policy,
+                     ["jobset_restarts"]) == []  # installed since, nothing restarted: counts from 0
 
 
-def test_a_gpu_halt_names_the_pools_under_the_floor():
+def test_a_gpu_halt_names_the_pools_and_nodes_under_the_floor():
     policy = parse_halt_policy({})
-    after = {"gpu_allocatable_fraction": 0.625, "gpu_allocatable_by_pool": {
-        "h100": {"allocatable": 10, "expected": 16, "fraction": 0.625},
-        "l40s": {"allocatable": 16, "expected": 16, "fraction": 1.0}}}
-    found = run.halts("train-1", {}, after, policy, ["gpu_allocatable_fraction"])
-    assert found[0]["message"].startswith("train-1: gpu_allocatable_fraction is 0.625 (at least ")
-    assert found[0]["message"].endswith(") (pool h100 10 of 16)")
+    pools = fr.pool_expectations({"h100": {"nodes": ["a", "b"], "gpus": 16, "gpus_per_node": 8},
+                                  "l40s": {"nodes": ["c", "d"], "gpus": 16, "gpus_per_node": 8}})
+    after = fr.node_readings([node("a"), node("b", "2"), node("c"), node("d")], 32, pools)
+    found = run.halts("train-1", with_gpus({}, "8"), after, policy, ["gpu_allocatable_fraction"])
+    assert found[0]["message"] == "train-1: gpu_allocatable_fraction is 0.625 (at least 1) (pool h100 10 of 16) " \
+                                  "(node b 2 of 8)"
+    down = fr.node_readings([node("a"), node("b", ready="False"), node("c"), node("d")], 32, pools)
+    assert run.halts("train-1", with_gpus({}, "8"), down, policy, ["gpu_allocatable_fraction"])[0]["message"] == \
+        "train-1: gpu_allocatable_fraction is 0.5 (at least 1) (pool h100 8 of 16) (node b 0 of 8 (not ready))"
 
 
 def test_a_reading_that_is_missing_or_not_a_number_halts():
@@ -190,18 +248,18 @@ def test_a_reading_that_is_missing_or_not_a_number_halts():
         "nccl_busbw_gbps": "gpu-b2: nccl_wrong_elements 12"}}, policy, ["nccl_busbw_gbps"])
     assert why[0]["message"] == ("inf-east: nccl_busbw_gbps was not measured after the upgrade (gpu-b2: "
                                  "nccl_wrong_elements 12); a halt condition that cannot be read halts")
-    junk = run.halts("inf-east", {"jobset_restarts": 0}, {"jobset_restarts": "n/a"}, policy, ["jobset_restarts"])
-    assert "is not a number" in junk[0]["message"]
+    zero = with_restarts({"jobset_api": True})
+    junk = run.halts("inf-east", zero, dict(zero, jobset_restarts="n/a"), policy, ["jobset_restarts"])
+    assert "(refused: jobset_restarts is 'n/a', not a whole number 0 or more)" in junk[0]["message"]
     for bad in (float("nan"), float("inf"), True):  # NaN compares false both ways: it would pass every test
-        found = run.halts("inf-east", {"not_ready_nodes": 0, "nccl_busbw_gbps": 400.0},
-                          {"not_ready_nodes": bad, "nccl_busbw_gbps": 400.0}, policy, ["not_ready_nodes"])
-        assert len(found) == 1 and "is not a number" in found[0]["message"], bad
+        found = run.halts("inf-east", dict(nodes_down(), nccl_busbw_gbps=400.0),
+                          dict(nodes_down(), not_ready_nodes=bad, nccl_busbw_gbps=400.0), policy, ["not_ready_nodes"])
+        assert len(found) == 1 and "(refused: not_ready_nodes is %r, not a whole number" % bad in found[0]["message"]
         assert run.halts("inf-east", {"nccl_busbw_gbps": bad}, {"nccl_busbw_gbps": 400.0}, policy,
                          ["nccl_busbw_gbps"]), bad
-    counts = run.halts("inf-east", {"jobset_restarts": 0, "jobset_restart_counts": {}},
-                       {"jobset_restarts": 0, "jobset_restart_counts": {"u1": {"name": "ns/js", "restarts": "many"}}},
-                       policy, ["jobset_restarts"])
-    assert len(counts) == 1 and "is not a number" in counts[0]["message"]
+    many = dict(zero, jobset_restart_counts={"u1": {"name": "ns/js", "restarts": "many"}})
+    counts = run.halts("inf-east", zero, many, policy, ["jobset_restarts"])
+    assert len(counts) == 1 and "jobset_restart_counts.u1 (JobSet ns/js).restarts is 'many'" in counts[0]["message"]
     with pytest.raises(InputError, match="unknown gpu_temperature"):
         run.halts("inf-east", {}, {}, policy, ["gpu_temperature"])
     with pytest.raises(InputError, match=r"policy.halt.max_not_ready_nodes: -1; give 0 or more"):
@@ -235,13 +293,13 @@ def test_judge_takes_each_cells_own_readings_and_the_fleets_thresholds():
     spec = fleet()
     spec["cells"][0]["halt_readings"] = ["not_ready_nodes"]  # canary-1: nodes only
     plan = plan_fleet(spec)
-    before = {"canary-1": {}, "dev-1": {k: 0 for k in ("apiserver_429_per_minute", "not_ready_nodes",
-                                                       "jobset_restarts")}}
-    before["dev-1"].update(apiserver_p99_seconds=0.05, gpu_allocatable_fraction=1.0)
-    after = {"canary-1": {"not_ready_nodes": 0}, "dev-1": dict(before["dev-1"], gpu_allocatable_fraction=0.97)}
+    before = {"canary-1": nodes_down(), "dev-1": clean_reading()}
+    after = {"canary-1": nodes_down(), "dev-1": with_gpus(clean_reading(), "8", "8", "8", "7")}
     found = run.judge(plan, ["canary-1", "dev-1"], before, after)
     assert [(f["cell"], f["condition"]) for f in found] == [("dev-1", "gpu_allocatable_fraction")]
-    assert "is 0.97 (at least 1)" in found[0]["message"]
+    assert "is 0.9688 (at least 1) (pool h100 31 of 32) (node gpu-4 7 of 8)" in found[0]["message"]
+    assert [(f["cell"], f["condition"]) for f in run.judge(plan, ["canary-1"], {"canary-1": {}}, after)] == [
+        ("canary-1", "not_ready_nodes")]  # a reading before without it is no baseline to judge against
     assert run.judge(plan, ["dev-1"], before, {})[0]["message"].startswith(
         "dev-1: apiserver_429_per_minute was not measured after the upgrade")
     assert run.judge(plan, [], before, after) == []
@@ -360,3 +418,79 @@ def test_until_ring_is_no_hold_for_rings_already_done_and_is_checked_by_next_ste
     plan["run"]["until_ring"] = "ring7"
     with pytest.raises(InputError, match="gpufleet_fleet_until_ring: ring7 is not a ring of fleet prod"):
         run.next_step(plan, ledger, at(200))
+
+
+# -- issue 33: a reading that does not hold together is refused (not measured) and halts, naming what ------------------
+@pytest.mark.parametrize("edit, why", [
+    (lambda r: r.update(not_ready_nodes=-1), "not_ready_nodes is -1, not a whole number 0 or more"),
+    (lambda r: r.update(not_ready_nodes=True), "not_ready_nodes is True, not a whole number 0 or more"),
+    (lambda r: r.update(not_ready=["gpu-1"]), "not_ready names 1 node(s), not not_ready_nodes 0"),
+    (lambda r: r.pop("jobset_restart_counts"), "jobset_restarts comes without jobset_restart_counts"),
+    (lambda r: r.pop("jobset_api"), "jobset_api is None, not true or false"),
+    (lambda r: r["jobset_restart_counts"]["u1"].update(restarts=3),
+     "jobset_restart_counts add up to 3, not jobset_restarts 1"),
+    (lambda r: r.update(jobset_restarts=0), "jobset_restart_counts add up to 1, not jobset_restarts 0"),
+    (lambda r: r["jobset_restart_counts"]["u1"].update(restarts="NaN"),
+     "jobset_restart_counts.u1 (JobSet training/llm).restarts is 'NaN', not a whole number 0 or more"),
+    (lambda r: r["jobset_restart_counts"]["u1"].update(restarts=float("inf")),
+     "jobset_restart_counts.u1 (JobSet training/llm).restarts is inf, not a whole number 0 or more"),
+    (lambda r: r["jobset_restart_counts"]["u1"].update(restarts=[1]),
+     "jobset_restart_counts.u1 (JobSet training/llm).restarts is [1], not a whole number 0 or more"),
+    (lambda r: r["jobset_restart_counts"].update(u3="x"), "jobset_restart_counts.u3 is 'x', not"),
+    (lambda r: r.update(gpu_allocatable_fraction=1.5), "gpu_allocatable_fraction is 1.5, not a fraction"),
+    (lambda r: r.update(gpu_allocatable_fraction=float("nan")), "gpu_allocatable_fraction is nan, not a fraction"),
+    (lambda r: r.update(apiserver_p99_seconds=-0.1), "apiserver_p99_seconds is -0.1, not a finite number 0 or more"),
+    (lambda r: r.update(apiserver_429_per_minute=float("inf")),
+     "apiserver_429_per_minute is inf, not a finite number 0 or more"),
+    (lambda r: r.update(apiserver_429_per_minute="0"), "apiserver_429_per_minute is '0', not a finite number"),
+    (lambda r: r.pop("gpu_allocatable_off_baseline"), "gpu_allocatable_off_baseline is None, not a mapping"),
+    (lambda r: r.pop("gpu_allocatable_by_pool"), "gpu_allocatable_by_pool is None, not a mapping"),
+    (lambda r: r.pop("gpus_expected"), "gpus_expected is None, not a whole number"),
+    (lambda r: r["gpu_allocatable_by_pool"]["h100"].update(allocatable=8, fraction=0.5),
+     "gpu_allocatable_by_pool.h100: 8 of 16 GPUs, but its nodes off the baseline account for 0 missing"),
+    (lambda r: r["gpu_allocatable_by_pool"]["h100"].update(fraction=0.5),
+     "gpu_allocatable_by_pool.h100.fraction is 0.5, not its 16 of 16"),
+    (lambda r: r.update(gpu_allocatable_fraction=0.5), "gpu_allocatable_fraction is 0.5, not the lowest"),
+    (lambda r: r.update(gpus_allocatable=24), "gpus_allocatable is 24, not the pools' 16"),
+])
+def test_a_reading_that_does_not_hold_together_is_refused_and_halts_naming_it(edit, why):
+    """A readings file is checked where it is read: a count below 0, a per-JobSet breakdown missing or not adding up
+    to its total, a number that is not one, GPU breakdowns that do not give the fraction - each is refused, the
+    reading is not measured with why, and the fleet halts on it, before or after the upgrade."""
+    policy = parse_halt_policy({})
+    bad = clean_reading()
+    edit(bad)
+    for before, after, when in ((clean_reading(), bad, "after"), (bad, clean_reading(), "before")):
+        found = run.halts("train-1", before, after, policy, list(fr.API_READINGS))
+        assert found, (when, bad)
+        assert any("was not measured %s the upgrade (refused: " % when in f["message"] and why in f["message"]
+                   for f in found), [f["message"] for f in found]
+    assert run.halts("train-1", clean_reading(), clean_reading(), policy, list(fr.API_READINGS)) == []
+
+
+def test_check_reading_refuses_what_is_not_a_reading_and_keeps_the_rest():
+    assert run.check_reading("c", "after", [1]) is None and run.check_reading("c", "after", None) is None
+    out = run.check_reading("c", "after", clean_reading(not_ready_nodes=-1, unmeasured="junk"))
+    assert out["not_ready_nodes"] is None and out["refused"] == ["not_ready_nodes"]
+    assert out["unmeasured"] == {"not_ready_nodes": "refused: not_ready_nodes is -1, not a whole number 0 or more"}
+    assert out["jobset_restarts"] == 1 and out["gpu_allocatable_fraction"] == 1.0
+    assert run.check_reading("c", "after", out) == out  # read again: the same
+    plan = plan_fleet(fleet())
+    gaps = run.unread_before(plan, ["dev-1"], {"dev-1": clean_reading(jobset_restart_counts={})})
+    assert gaps == {"dev-1": "not measured: jobset_restarts (refused: jobset_restart_counts add up to 0, not "
+                             "jobset_restarts 1)"}
+
+
+def test_a_node_above_its_baseline_halts_even_when_the_fraction_is_whole():
+    policy = parse_halt_policy({})
+    after = with_gpus(clean_reading(), "9", "8")  # gpu-1 reports 9 of its 8: counted as 8, the fraction whole
+    assert after["gpu_allocatable_fraction"] == 1.0
+    (found,) = run.halts("train-1", clean_reading(), after, policy, ["gpu_allocatable_fraction"])
+    assert found["message"] == ("train-1: gpu_allocatable_fraction is 1 (at least 1), but node gpu-1 offers more "
+                                "GPUs than its pool's baseline (gpu-1 9 of 8 in pool h100): a node above its baseline "
+                                "is a change (a MIG layout?), never a pass")
+    # one below and one above: the fraction falls and both are named
+    (both,) = run.halts("train-1", clean_reading(), with_gpus(clean_reading(), "56", "0"), policy,
+                        ["gpu_allocatable_fraction"])
+    assert both["message"].startswith("train-1: gpu_allocatable_fraction is 0.5 (at least 1) (pool h100 8 of 16) "
+                                      "(node gpu-2 0 of 8), but node gpu-1 offers more GPUs")
