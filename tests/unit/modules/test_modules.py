@@ -314,12 +314,13 @@ def test_fleet_ledger_keeps_the_ledger_judges_halts_and_writes_nothing_in_check_
     # a halt: readings before and after on disk, one condition holds
     readings = tmp_path / "readings"
     readings.mkdir()
-    clean = {"apiserver_429_per_minute": 0, "apiserver_p99_seconds": 0.02, "not_ready_nodes": 0,
-             "gpu_allocatable_fraction": 1.0, "jobset_restarts": 0}
+    from tests.unit.module_utils.test_fleet_run import clean_reading
+    clean = clean_reading()
     for cell in ("canary-1", "dev-1"):
         (readings / ("%s-v1.36.3-before.json" % cell)).write_text(json.dumps(clean))
         (readings / ("%s-v1.36.3-after.json" % cell)).write_text(json.dumps(clean))
-    (readings / "dev-1-v1.36.3-after.json").write_text(json.dumps(dict(clean, not_ready_nodes=2)))
+    (readings / "dev-1-v1.36.3-after.json").write_text(json.dumps(dict(clean, not_ready_nodes=2,
+                                                                       not_ready=["gpu-1", "gpu-2"])))
     judged = run(fleet_ledger, dict(base, action="judge", ring="ring0", readings_dir=str(readings)))  # the ring's
     assert judged.result["judged"] == ["canary-1", "dev-1"]
     assert judged.failed and judged.result["msg"].startswith(
@@ -419,8 +420,8 @@ def test_fleet_ledger_before_refuses_a_batch_read_in_part_and_drops_its_readings
     readings.mkdir()
     base = {"plan": plan, "path": plan["paths"]["ledger"], "action": "before", "readings_dir": str(readings),
             "cells": ["canary-1", "dev-1"]}
-    clean = {"apiserver_429_per_minute": 0, "apiserver_p99_seconds": 0.02, "not_ready_nodes": 0,
-             "gpu_allocatable_fraction": 1.0, "jobset_restarts": 0}
+    from tests.unit.module_utils.test_fleet_run import clean_reading
+    clean = clean_reading()
     canary = readings / "canary-1-v1.36.3-before.json"
     canary.write_text(json.dumps(dict(clean, nccl_busbw_gbps=None, unmeasured={
         "nccl_busbw_gbps": "gpu-a1: its all_reduce_perf run failed: exit 1"})))
@@ -441,7 +442,8 @@ def test_fleet_ledger_before_refuses_a_batch_read_in_part_and_drops_its_readings
         assert run(fleet_ledger, base).result["unread"] == {
             "dev-1": "no reading (the reading's output above says why)"}
     (readings / "dev-1-v1.36.3-before.json").write_text(json.dumps(dict(clean, not_ready_nodes=float("nan"))))
-    assert run(fleet_ledger, base).result["unread"] == {"dev-1": "not measured: not_ready_nodes (nan is not a number)"}
+    assert run(fleet_ledger, base).result["unread"] == {
+        "dev-1": "not measured: not_ready_nodes (refused: not_ready_nodes is nan, not a whole number 0 or more)"}
 
 
 def test_fleet_ledger_a_lock_file_that_is_not_a_lock_object_is_held_by_unknown(run, tmp_path):
