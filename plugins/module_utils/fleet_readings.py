@@ -45,9 +45,10 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, TypeGuard
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import GpufleetError, InputError
+from ansible_collections.gpufleet.upgrade.plugins.module_utils import promtext
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import GpufleetError, InputError, ParseError
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.versions import parse_version
 
 REQUESTS = "apiserver_request_total"
@@ -64,7 +65,7 @@ APISERVER_URL = re.compile(r"https://[A-Za-z0-9.\[\]:_-]+(:[0-9]{1,5})?/?")
 NODE_STATES = ("above", "below", "not ready", "no node")
 
 
-def _whole(value: Any) -> TypeGuard[int]:
+def _whole(value: Any) -> bool:
     """A whole number 0 or more, as JSON gives one (a boolean is not one)."""
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
@@ -91,33 +92,25 @@ def check_inputs(cell: str, urls: Sequence[str], expected_gpus: int, window: flo
         raise InputError("expected_gpus: %r; give the GPUs cell %s should have (0 or more)" % (expected_gpus, cell))
 
 
-def _families(text: str) -> Iterable[Any]:
-    try:
-        from prometheus_client.parser import text_string_to_metric_families
-    except ImportError as exc:  # pragma: no cover - the module reports missing_required_lib first
-        raise InputError("the Python library prometheus-client is missing on the controller: pip install "
-                         "prometheus-client (pip install -r requirements.txt from the collection)") from exc
-    return text_string_to_metric_families(text)
-
-
 def scrape(text: str, where: str) -> Dict[str, Any]:
     """One apiserver's /metrics text reduced to what the readings need: ``{"throttled": count of 429 answers,
     "buckets": {le: cumulative count}}``. Parsed by prometheus_client's text parser (the exposition format has
     escapes, exemplars and comments a hand parser gets wrong); a text without the two metrics is refused."""
     throttled, buckets, seen = 0.0, {}, set()  # type: float, Dict[float, float], set
     try:
-        for family in _families(text):
-            for sample in family.samples:
-                if sample.name == REQUESTS:
-                    seen.add(REQUESTS)
-                    if sample.labels.get("code") == "429":
-                        throttled += sample.value
-                elif sample.name == DURATION:
-                    seen.add(DURATION)
-                    if sample.labels.get("verb", "").upper() in LONG_RUNNING:
-                        continue
-                    bound = float(sample.labels["le"])
-                    buckets[bound] = buckets.get(bound, 0.0) + sample.value
+        for name, labels, value in promtext.samples(text, where):
+            if name == REQUESTS:
+                seen.add(REQUESTS)
+                if labels.get("code") == "429":
+                    throttled += value
+            elif name == DURATION:
+                seen.add(DURATION)
+                if labels.get("verb", "").upper() in LONG_RUNNING:
+                    continue
+                bound = float(labels["le"])
+                buckets[bound] = buckets.get(bound, 0.0) + value
+    except ParseError as exc:
+        raise InputError(exc.msg) from None
     except (ValueError, KeyError, IndexError, TypeError) as exc:
         raise InputError("%s: /metrics is not Prometheus text (%s)" % (where, exc)) from None
     missing = sorted({REQUESTS, DURATION} - seen)
@@ -137,12 +130,13 @@ def scrape_histogram(text: str, where: str, name: str) -> Dict[str, Dict[float, 
     samples) in a /metrics text. A text without them, or a series without its +Inf bucket, is refused."""
     series: Dict[str, Dict[float, float]] = {}
     try:
-        for family in _families(text):
-            for sample in family.samples:
-                if sample.name == name + "_bucket":
-                    buckets = series.setdefault(_series(sample.labels), {})
-                    bound = float(sample.labels["le"])
-                    buckets[bound] = buckets.get(bound, 0.0) + sample.value
+        for sample, labels, value in promtext.samples(text, where):
+            if sample == name + "_bucket":
+                buckets = series.setdefault(_series(labels), {})
+                bound = float(labels["le"])
+                buckets[bound] = buckets.get(bound, 0.0) + value
+    except ParseError as exc:
+        raise InputError(exc.msg) from None
     except (ValueError, KeyError, IndexError, TypeError) as exc:
         raise InputError("%s: the metrics are not Prometheus text (%s)" % (where, exc)) from None
     if not series:
@@ -337,7 +331,7 @@ def pool_expectations(pools: Mapping[str, Any]) -> Dict[str, Dict[str, Any]]:
             raise InputError("pools.%s: gpus_per_node %r is not a whole number 0 or more" % (pool, per_node))
         each = int(per_node)
         if gpus != each * len(nodes):
-            raise InputError("pools.%s: gpus %d is not its %d nodes times %d GPUs per node (%d); give the cell "
+            raise InputError("pools.%s: gpus %s is not its %d nodes times %d GPUs per node (%d); give the cell "
                              "module's pools as it made them" % (pool, gpus, len(nodes), each, each * len(nodes)))
         for node in nodes:
             if node in owner:
