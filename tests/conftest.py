@@ -10,7 +10,12 @@ FIXTURES = pathlib.Path(__file__).parent / "fixtures"
 
 
 def fixture_text(*parts: str) -> str:
-    return FIXTURES.joinpath(*parts).read_text(encoding="utf-8")
+    """A fixture's text; a ``.gz`` one decompressed (large real captures are kept compressed)."""
+    path = FIXTURES.joinpath(*parts)
+    if path.suffix == ".gz":
+        import gzip
+        return gzip.decompress(path.read_bytes()).decode("utf-8")
+    return path.read_text(encoding="utf-8")
 
 
 @pytest.fixture

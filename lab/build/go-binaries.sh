@@ -5,12 +5,15 @@
 #   go-binaries.sh kwok VERSION          -> $GPUFLEET_LAB_CACHE/bin/kwok-VERSION/kwok
 #   go-binaries.sh versitygw VERSION     -> $GPUFLEET_LAB_CACHE/bin/versitygw-VERSION/versitygw (the S3 server)
 #   go-binaries.sh helm VERSION          -> $GPUFLEET_LAB_CACHE/bin/helm-VERSION/helm (the addons stage's Helm)
+#   go-binaries.sh rbac-table VERSION    -> $GPUFLEET_LAB_CACHE/bin/rbac-table-VERSION/kubeadm-rbac.json (the RBAC
+#                                           kubeadm's upgrade phases create, for bin/rbac-table)
 # No registry ships these binaries here; the Go module proxy ships their sources (docs/reference.md section 9).
 # A finished build leaves a .done stamp; a rerun with the stamp present does nothing.
 set -Eeuo pipefail
 what=${1:?usage: go-binaries.sh etcd|kubernetes|kwok VERSION}
 version=${2:?version}
 cache=${GPUFLEET_LAB_CACHE:-$HOME/.cache/gpufleet/lab}
+here=$(cd "$(dirname "$0")" && pwd)
 out="$cache/bin/$what-$version"
 [[ -f "$out/.done" ]] && { echo "lab build: $what $version cached in $out"; exit 0; }
 export GOTOOLCHAIN=local GOFLAGS=-buildvcs=false CGO_ENABLED=0
@@ -31,6 +34,21 @@ if [[ -n "${GPUFLEET_LAB_BUILD_DRY_RUN:-}" ]]; then
 fi
 echo "lab build: $what $version (module cache $GOMODCACHE; this takes minutes the first time)"
 started=$(date +%s)
+# A module that requires k8s.io/kubernetes $version, its staging modules replaced by their own versions
+# (k8s.io/kubernetes replaces them with relative paths, which a module from the proxy cannot use).
+kubernetes_module() {
+  local staging_version="v0.${version#v1.}" s
+  go mod init "$1" >/dev/null 2>&1
+  local staging="api apiextensions-apiserver apimachinery apiserver cli-runtime client-go cloud-provider
+    cluster-bootstrap code-generator component-base component-helpers controller-manager cri-api cri-client
+    csi-translation-lib dynamic-resource-allocation endpointslice externaljwt kms kube-aggregator
+    kube-controller-manager kube-proxy kube-scheduler kubectl kubelet metrics mount-utils pod-security-admission
+    sample-apiserver sample-cli-plugin sample-controller"
+  {
+    echo "require k8s.io/kubernetes $version"
+    for s in $staging; do echo "replace k8s.io/$s => k8s.io/$s $staging_version"; done
+  } >> go.mod
+}
 case "$what" in
   etcd)
     go mod init gpufleet.lab/etcd >/dev/null 2>&1
@@ -43,17 +61,7 @@ case "$what" in
     ;;
   kubernetes)
     minor=$(echo "$version" | sed -E 's/^v1\.([0-9]+)\..*/\1/')
-    staging_version="v0.${version#v1.}"
-    go mod init gpufleet.lab/kubernetes >/dev/null 2>&1
-    staging="api apiextensions-apiserver apimachinery apiserver cli-runtime client-go cloud-provider cluster-bootstrap
-      code-generator component-base component-helpers controller-manager cri-api cri-client csi-translation-lib
-      dynamic-resource-allocation endpointslice externaljwt kms kube-aggregator kube-controller-manager kube-proxy
-      kube-scheduler kubectl kubelet metrics mount-utils pod-security-admission sample-apiserver sample-cli-plugin
-      sample-controller"
-    {
-      echo "require k8s.io/kubernetes $version"
-      for s in $staging; do echo "replace k8s.io/$s => k8s.io/$s $staging_version"; done
-    } >> go.mod
+    kubernetes_module gpufleet.lab/kubernetes
     cat > tools.go <<'GO'
 //go:build tools
 
@@ -95,6 +103,14 @@ GO
     # The Helm CLI (Apache-2.0), v3: the line kubernetes.core.helm is written for; it stores releases as Secrets
     ld="-s -w -X helm.sh/helm/v3/internal/version.version=$version"
     GOBIN="$out" go install -trimpath -ldflags "$ld" "helm.sh/helm/v3/cmd/helm@$version"
+    ;;
+  rbac-table)
+    # kubeadm's upgrade phases run against a fake clientset of the same release (lab/build/rbac-table/main.go)
+    kubernetes_module gpufleet.lab/rbac-table
+    cp "$here/rbac-table/main.go" .
+    go mod tidy >/dev/null 2>&1 || go mod tidy
+    go build -trimpath -ldflags "-s -w" -o "$work/rbac-table" .
+    "$work/rbac-table" > "$out/kubeadm-rbac.json"
     ;;
   *) echo "unknown build $what" >&2; exit 2 ;;
 esac

@@ -253,6 +253,11 @@ def security_objects(cfg: LabConfig) -> List[Dict[str, Any]]:
          "metadata": {"name": "gpufleet-awx"},
          "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
          "subjects": [{"kind": "ServiceAccount", "name": "gpufleet-awx", "namespace": "kube-system"}]},
+        # a team's admin in its namespace, as every cell has: admin grown by aggregation is a new grant to it
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+         "metadata": {"name": "team-admin", "namespace": training.NS},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "admin"},
+         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "lab-team-lead"}]},
         {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/service-account-token",
          "metadata": {"name": "legacy-ci-token", "namespace": training.NS,
                       "annotations": {"kubernetes.io/service-account.name": "legacy-ci"}}},

@@ -362,6 +362,7 @@ def build(groups: Mapping[str, Sequence[str]], host_vars: Mapping[str, Mapping[s
         wave["canary_runs"] = canary.canary_runs(workloads, wave["nodes"], host_pool, pools) \
             if wave["kind"] == "canary" else []
     glass = _break_glass(cell_vars, host_vars, name, canonical)
+    releases = addons.parse_releases(cell_vars.get(addons.RELEASES_VAR))
     return Cell(
         name=name, target=canonical, target_minor=target.minor_str, run_id=run_id(name, canonical),
         control_plane=cp, etcd=grouped["etcd"], gpu_nodes=gpu, first_control_plane=cp[0],
@@ -381,10 +382,12 @@ def build(groups: Mapping[str, Sequence[str]], host_vars: Mapping[str, Mapping[s
                          "of the cell's cluster)", required=False),
         settings=variables.settings(cell_vars),
         addons=dict(addons.parse_inputs(cell_vars.get("gpufleet_addon_support"),
-                                        cell_vars.get("gpufleet_addon_versions")),
-                    releases=addons.parse_releases(cell_vars.get(addons.RELEASES_VAR))),
-        security=security.parse_inputs(cell_vars.get("gpufleet_security_admission_probes"),
-                                       cell_vars.get("gpufleet_security_rbac_expected")),
+                                        cell_vars.get("gpufleet_addon_versions")), releases=releases),
+        # the addons stage's releases: the RBAC in their deployed revisions is expected (security_checks)
+        security=dict(security.parse_inputs(cell_vars.get("gpufleet_security_admission_probes"),
+                                            cell_vars.get("gpufleet_security_rbac_expected"),
+                                            cell_vars.get("gpufleet_security_rbac_accepted")),
+                      addon_releases=["%s/%s" % (r["namespace"], r["release"]) for r in releases]),
         canary_workloads=workloads,
         apiserver_urls={h: _url(host_vars[h].get("gpufleet_apiserver_url"), "%s: gpufleet_apiserver_url" % h)
                         for h in cp})

@@ -153,7 +153,8 @@ def endpoint_checks(endpoints: List[Dict[str, Any]], quota_bytes: Optional[int] 
                                                   "%s answered but %s not an inventory member" % (
                                                       ", ".join(extra), "is" if len(extra) == 1 else "are")
                                                   if extra else "") if x) or
-                            ("" if want else "members is empty: give every etcd member's client URL")))
+                            ("" if want else "members is empty: give every etcd member's client URL (the "
+                             "preflight's preflight_etcd_members)")))
     return checks
 
 

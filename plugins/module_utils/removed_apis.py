@@ -20,14 +20,13 @@ import zlib
 import re
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
 
+from ansible_collections.gpufleet.upgrade.plugins.module_utils import promtext
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.data_removed_apis import REMOVED, SOURCE, RemovedApi
-from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import InputError, ParseError
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import GpufleetError, InputError, ParseError
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.textparse import (
     MAX_TEXT_BYTES, as_mapping, load_json, load_yaml, read_file)
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.versions import KubeVersion, parse_version
 
-_METRIC = re.compile(r"^apiserver_requested_deprecated_apis\{(?P<labels>[^}]*)\}\s+(?P<value>\S+)")
-_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 
 _BY_KIND: Dict[Tuple[str, str], RemovedApi] = {(r.api_version, r.kind): r for r in REMOVED}
@@ -62,22 +61,25 @@ def _unreadable(source: str, what: str, why: str) -> Dict[str, Any]:
 
 
 # -- apiserver metrics -----------------------------------------------------------------------------------------
-def scan_metrics(text: str, target: KubeVersion, apiserver: str = "apiserver") -> List[Dict[str, Any]]:
-    """Findings from ``apiserver_requested_deprecated_apis`` series with value 1. Series for APIs not in the
-    table are still reported, with the apiserver's own ``removed_release`` label."""
-    if not isinstance(text, str):
-        raise ParseError("apiserver metrics: expected the text of /metrics")
+DEPRECATED = "apiserver_requested_deprecated_apis"
+
+
+def scan_metrics(text: str, version_text: str, target: KubeVersion,
+                 apiserver: str = "apiserver") -> List[Dict[str, Any]]:
+    """Findings from the ``apiserver_requested_deprecated_apis`` series with value 1 of one apiserver's ``/metrics``,
+    once the text proves to be that apiserver's (promtext.apiserver_samples: its ``kubernetes_build_info`` is the
+    server's ``/version``, ``version_text``, and it has the apiserver's own request counter). Text that does not
+    prove it - an empty body, an HTML error page, JSON, another exporter's text - is one blocking finding naming
+    the apiserver, never "none in use". Series for APIs not in the table are still reported, with the apiserver's
+    own ``removed_release`` label."""
+    try:
+        found = promtext.apiserver_samples(text, version_text, apiserver)
+    except ParseError as exc:
+        return [_unreadable("metrics:%s" % apiserver, "apiserver %s's /metrics" % apiserver, exc.msg)]
     findings = []
-    for line in text.splitlines():
-        m = _METRIC.match(line)
-        if not m:
+    for name, labels, value in found:
+        if name != DEPRECATED or value < 1:  # NaN < 1 is False: a NaN gauge is reported, not dropped
             continue
-        try:
-            if float(m.group("value")) < 1:
-                continue
-        except ValueError:
-            raise ParseError("apiserver metrics: bad sample value in %r" % line[:160])
-        labels = dict(_LABEL.findall(m.group("labels")))
         group, version, resource = labels.get("group", ""), labels.get("version", ""), labels.get("resource", "")
         api_version = "%s/%s" % (group, version) if group else version
         entry = _BY_RESOURCE.get((api_version, resource))
@@ -87,9 +89,13 @@ def scan_metrics(text: str, target: KubeVersion, apiserver: str = "apiserver") -
         kind = entry.kind if entry else resource
         replacement = entry.replacement if entry else "see the deprecation guide"
         sub = labels.get("subresource")
-        findings.append(_finding("metrics:%s" % apiserver, "requests to %s%s" % (resource, "/" + sub if sub else ""),
-                                 api_version, kind, removed, replacement, target,
-                                 deprecated_in=entry.deprecated_in if entry else ""))
+        try:
+            findings.append(_finding("metrics:%s" % apiserver, "requests to %s%s" % (
+                resource, "/" + sub if sub else ""), api_version, kind, removed, replacement, target,
+                deprecated_in=entry.deprecated_in if entry else ""))
+        except GpufleetError as exc:  # a removed_release label that is not a minor: what it says is unknown
+            findings.append(_unreadable("metrics:%s" % apiserver, "apiserver %s's /metrics" % apiserver,
+                                        "%s{%s} removed_release=%r: %s" % (DEPRECATED, resource, removed, exc.msg)))
     return findings
 
 

@@ -9,12 +9,12 @@ security_checks module reads.
   playbooks/psa_pin.yml, recorded).
 - Signed-image admission: a probe pod with an undigested image, created as a server-side dry run in each probed
   namespace, must still be refused by admission, with a message naming the policy.
-- RBAC: Roles and ClusterRoles (their rules, aggregated ones included) and their bindings are compared with the
-  baseline; the diff goes to the change record. A subject newly bound to a powerful role (POWER_TABLE: every verb on
-  every resource, escalate/bind, writing bindings, impersonation, reading Secrets, pods/exec, nodes/proxy, minting
-  tokens, switching admission off) fails, unless the apiserver reconciles the binding (autoupdate, a name matching
-  an expected pattern such as ``system:*``) or kubeadm named it (``kubeadm:``), its subject is not everybody, and
-  its role did not just become powerful outside the reconciled ones.
+- RBAC (rbac.py): Roles and ClusterRoles (their effective rules, aggregation resolved) and their bindings are
+  compared with the baseline; the diff goes to the change record. A new powerful grant - (subject, scope, role,
+  reason), a reason from rbac.POWERS or a wildcard - fails, unless the exact binding, role and subject are in what
+  the target minor's apiserver and kubeadm create (data_rbac.py), or in the deployed revision of a Helm release the
+  addons stage manages, with the reason in the table's own role; or the operator accepted that binding and subject
+  by exact name, with a reason that is recorded.
 - Legacy service-account token Secrets are flagged; one created since the baseline fails.
 - NetworkPolicies must be intact (none missing or changed since the baseline), and when there are any, the CNI
   that enforces them must support the control plane's minor (the addon matrix).
@@ -22,23 +22,25 @@ Everything fails closed: an object that cannot be read is a failed check naming 
 """
 from __future__ import annotations
 
-import fnmatch
 import hashlib
 import json
 import re
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
-from ansible_collections.gpufleet.upgrade.plugins.module_utils import addons
+from ansible_collections.gpufleet.upgrade.plugins.module_utils import addons, data_rbac, rbac, removed_apis
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.checks import Check, summarize
-from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import InputError
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import GpufleetError, InputError
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.kube import now_rfc3339
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.textparse import load_yaml
 
 PSA = "pod-security.kubernetes.io/"
 PSA_LEVELS = ("privileged", "baseline", "restricted")
-_PSA_VERSION = re.compile(r"^v1\.\d{1,3}$")
+# Pod Security's own rule (pod-security-admission api.ParseVersion: "latest" or ^v1\.(0|[1-9][0-9]*)$, Go's $ being
+# the end of the text): anything else - v1.035, a trailing newline, other digits - is invalid, and PSA then
+# evaluates the namespace at latest (fail closed), so it is not pinned.
+_PSA_VERSION = re.compile(r"v1\.(?:0|[1-9][0-9]{0,3})\Z")
 LEGACY_TOKEN_TYPE = "kubernetes.io/service-account-token"
-BASELINE_FORMAT = 1
-DEFAULT_RBAC_EXPECTED = ("system:*", "kubeadm:*")
+BASELINE_FORMAT = 2  # 2: RBAC powers per reason, aggregation resolved (rbac.py); a format-1 baseline is refused
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 
@@ -91,22 +93,16 @@ def parse_probes(value: Any, name: str = "gpufleet_security_admission_probes") -
     return out
 
 
-def parse_patterns(value: Any, name: str = "gpufleet_security_rbac_expected") -> List[str]:
-    """Binding-name patterns (fnmatch) whose changes an upgrade is expected to make; unset: the defaults."""
-    if value in (None, ""):
-        return list(DEFAULT_RBAC_EXPECTED)
-    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) and v.strip() for v in value):
-        raise InputError("%s: a list of binding-name patterns such as 'system:*' (got %r)" % (name, value))
-    for pattern in value:
-        if len(re.split(r"[*?\[]", pattern.strip(), maxsplit=1)[0]) < 3:
-            raise InputError("%s: %r would exempt almost every binding; start each pattern with at least three "
-                             "literal characters, such as 'system:*'" % (name, pattern))
-    return [v.strip() for v in value]
-
-
-def parse_inputs(probes: Any, rbac_expected: Any) -> Dict[str, Any]:
-    """The cell's security inputs, checked before anything runs."""
-    return {"admission_probes": parse_probes(probes), "rbac_expected": parse_patterns(rbac_expected)}
+def parse_inputs(probes: Any, rbac_expected: Any = None, rbac_accepted: Any = None) -> Dict[str, Any]:
+    """The cell's security inputs, checked before anything runs. ``rbac_expected`` (the binding-name patterns of
+    gpufleet 0.2) is refused: a name pattern lets anyone who can create a binding hide it under such a name."""
+    if rbac_expected not in (None, "", []):
+        raise InputError("gpufleet_security_rbac_expected: binding-name patterns are no longer accepted - a binding "
+                         "named like 'kubeadm:anything' would hide a grant of cluster-admin. What the apiserver and "
+                         "kubeadm create is known by identity now (plugins/module_utils/data_rbac.py); remove the "
+                         "variable, and accept a specific binding, if you must, with gpufleet_security_rbac_accepted: "
+                         "[{binding: NAME, subject: 'User NAME', reason: WHY}]")
+    return {"admission_probes": parse_probes(probes), "rbac_accepted": rbac.parse_accepted(rbac_accepted)}
 
 
 # -- Pod Security Admission -----------------------------------------------------------------------------------------
@@ -139,7 +135,8 @@ def psa_problem(labels: Mapping[str, str], newest: str = "") -> str:
     if version == "latest":
         return "enforce=%s at enforce-version=latest (it follows the control plane)" % level
     if not _PSA_VERSION.match(version):
-        return "enforce-version %r is not a Kubernetes minor such as v1.35" % version
+        return "enforce-version %r is not a minor Pod Security accepts (v1.N, no leading zero): it evaluates it as " \
+            "latest, which follows the control plane" % version
     if newest and _minor_of(version) > _minor_of(newest):
         return "enforce-version %s is newer than %s: evaluated as latest, it follows the control plane" % (
             version, newest)
@@ -151,151 +148,36 @@ def _minor_of(version: str) -> Tuple[int, int]:
     return int(major), int(minor)
 
 
-# -- RBAC -----------------------------------------------------------------------------------------------------------
-def _rules(role: Mapping[str, Any]) -> List[Dict[str, List[str]]]:
-    rules = role.get("rules") or []
-    out = []
-    for rule in rules if isinstance(rules, list) else []:
-        if isinstance(rule, Mapping):
-            out.append({k: sorted(str(x) for x in (rule.get(k) or [])) for k in (
-                "apiGroups", "resources", "verbs", "resourceNames", "nonResourceURLs")})
-    return sorted(out, key=lambda r: json.dumps(r, sort_keys=True))
-
-
-# (API groups, resources, verbs, why): a rule matching any row makes its role powerful - as strong as
-# cluster-admin or a step from it (docs/reference.md section 11). "*" in a rule matches every group/resource/verb.
-POWER_TABLE: Tuple[Tuple[Tuple[str, ...], Tuple[str, ...], Tuple[str, ...], str], ...] = (
-    (("*",), ("*",), ("*",), "every verb on every resource of every API group"),
-    (("rbac.authorization.k8s.io",), ("roles", "clusterroles"), ("escalate", "bind"), "can grant itself more"),
-    (("rbac.authorization.k8s.io",), ("rolebindings", "clusterrolebindings"), ("create", "update", "patch"),
-     "can write role bindings"),
-    (("", "authentication.k8s.io"), ("users", "groups", "serviceaccounts", "uids", "userextras"), ("impersonate",),
-     "can impersonate"),
-    (("",), ("secrets",), ("get", "list", "watch"), "reads Secrets"),
-    (("",), ("pods/exec", "pods/attach", "nodes/proxy", "serviceaccounts/token"), ("create", "get"),
-     "runs code in pods or mints tokens"),
-    (("admissionregistration.k8s.io",), ("validatingwebhookconfigurations", "mutatingwebhookconfigurations",
-                                         "validatingadmissionpolicies", "validatingadmissionpolicybindings"),
-     ("create", "update", "patch", "delete"), "can switch admission policy off"),
-)
-# Subjects never exempt from the RBAC check, whatever their binding is called.
-BROAD_SUBJECTS = ("Group system:authenticated", "Group system:unauthenticated", "User system:anonymous",
-                  "Group system:serviceaccounts")
-
-
-def _matches(granted: Sequence[str], wanted: Sequence[str]) -> bool:
-    return "*" in granted or any(w in granted for w in wanted)
-
-
-def power(rules: Sequence[Mapping[str, List[str]]]) -> List[str]:
-    """Why a role is powerful (rows of POWER_TABLE its rules match), empty when it is not."""
-    why: List[str] = []
-    for rule in rules:
-        if rule.get("nonResourceURLs") and not rule.get("resources"):
-            continue
-        groups, resources, verbs = (rule.get(k) or [] for k in ("apiGroups", "resources", "verbs"))
-        for want_groups, want_resources, want_verbs, reason in POWER_TABLE:
-            if want_groups == ("*",):
-                if "*" in groups and "*" in resources and "*" in verbs:
-                    why.append(reason)
-            elif _matches(groups, want_groups) and _matches(resources, want_resources) and \
-                    _matches(verbs, want_verbs):
-                why.append(reason)
-    return sorted(set(why))
-
-
-def _subject(subject: Mapping[str, Any], binding_ns: str = "") -> str:
-    kind = str(subject.get("kind", "?"))
-    name = str(subject.get("name", "?"))
-    if kind == "ServiceAccount":
-        return "ServiceAccount %s/%s" % (subject.get("namespace") or binding_ns or "?", name)
-    return "%s %s" % (kind, name)
-
-
-AUTOUPDATE = "rbac.authorization.kubernetes.io/autoupdate"
-
-
+# -- RBAC (judged in rbac.py: rules matched as Kubernetes RBAC does, aggregation resolved, expected by identity) ---
 def rbac_snapshot(cluster_roles: Iterable[Mapping[str, Any]], bindings: Iterable[Mapping[str, Any]],
                   roles: Iterable[Mapping[str, Any]] = (),
                   role_bindings: Iterable[Mapping[str, Any]] = ()) -> Dict[str, Any]:
-    """A compact, comparable form: per ClusterRole (by name) and Role (``NAMESPACE/NAME``) its rules' digest,
-    whether it is aggregated and why it is powerful; per ClusterRoleBinding (by name) and RoleBinding
-    (``NAMESPACE/NAME``) its role, its subjects and whether the apiserver reconciles it (autoupdate)."""
-    out_roles: Dict[str, Any] = {}
-    for kind, items in (("ClusterRole", cluster_roles), ("Role", roles)):
-        for role in items:
-            meta = _meta(role)
-            if not isinstance(meta.get("name"), str):
-                raise InputError("a %s without metadata.name" % kind)
-            key = meta["name"] if kind == "ClusterRole" else "%s/%s" % (meta.get("namespace", ""), meta["name"])
-            rules = _rules(role)
-            out_roles[key] = {"digest": _digest([rules, role.get("aggregationRule")]),
-                              "aggregated": bool(role.get("aggregationRule")), "power": power(rules),
-                              "rules": len(rules),
-                              "autoupdate": _map(meta.get("annotations")).get(AUTOUPDATE) == "true"}
-    out_bindings: Dict[str, Any] = {}
-    for kind, items in (("ClusterRoleBinding", bindings), ("RoleBinding", role_bindings)):
-        for binding in items:
-            meta = _meta(binding)
-            ref = _map(binding.get("roleRef"))
-            if not isinstance(meta.get("name"), str):
-                raise InputError("a %s without metadata.name" % kind)
-            namespace = str(meta.get("namespace") or "") if kind == "RoleBinding" else ""
-            key = "%s/%s" % (namespace, meta["name"]) if namespace else meta["name"]
-            role_name = str(ref.get("name", ""))
-            if ref.get("kind") == "Role":
-                role_name = "%s/%s" % (namespace, role_name)
-            subjects = binding.get("subjects") or []
-            out_bindings[key] = {
-                "role": role_name, "autoupdate": _map(meta.get("annotations")).get(AUTOUPDATE) == "true",
-                "subjects": sorted(_subject(s, namespace) for s in subjects if isinstance(s, Mapping))}
-    return {"roles": out_roles, "bindings": out_bindings}
-
-
-def powerful_grants(snapshot: Mapping[str, Any]) -> Set[Tuple[str, str, str]]:
-    """(subject, role, binding) for every subject bound to a powerful role."""
-    roles = snapshot.get("roles") or {}
-    out = set()
-    for name, binding in (snapshot.get("bindings") or {}).items():
-        role = roles.get(binding.get("role"))
-        if role and role.get("power"):
-            out |= {(s, binding["role"], name) for s in binding.get("subjects") or []}
-    return out
-
-
-def _expected(grant: Tuple[str, str, str], before: Mapping[str, Any], after: Mapping[str, Any],
-              expected: Sequence[str]) -> bool:
-    """A new grant an upgrade is expected to make: its binding's name matches a pattern and the apiserver
-    reconciles it (autoupdate) or kubeadm named it (``kubeadm:``); its subject is not everybody; and its role is
-    new, was powerful already, or is one the apiserver reconciles (autoupdate, a matching name) - a powerful rule
-    added to any other role is never expected."""
-    subject, role, binding = grant
-    name = binding.rsplit("/", 1)[-1]
-    if not any(fnmatch.fnmatchcase(name, p) for p in expected) or subject.startswith(BROAD_SUBJECTS):
-        return False
-    spec = (after.get("bindings") or {}).get(binding) or {}
-    if not (spec.get("autoupdate") or name.startswith("kubeadm:")):
-        return False
-    old_role = (before.get("roles") or {}).get(role)
-    if old_role is None or old_role.get("power"):
-        return True
-    new_role = (after.get("roles") or {}).get(role) or {}
-    return bool(new_role.get("autoupdate")) and any(fnmatch.fnmatchcase(role.rsplit("/", 1)[-1], p) for p in expected)
+    """A compact, comparable form: per ClusterRole (by name) and Role (``NAMESPACE/NAME``) the digest of its
+    effective rules (an aggregated ClusterRole's resolved), and each power reason with the roles that bring it;
+    per ClusterRoleBinding (by name) and RoleBinding (``NAMESPACE/NAME``) its role and subjects."""
+    cluster_roles, roles = list(cluster_roles), list(roles)
+    effective = rbac.effective_rules(cluster_roles, roles)
+    powers = rbac.role_powers(cluster_roles, roles)
+    aggregated = {str(_meta(r).get("name")) for r in cluster_roles if isinstance(r, Mapping) and
+                  r.get("aggregationRule") is not None}
+    out_roles = {key: {"digest": rbac.rules_digest(rules), "aggregated": key in aggregated,
+                       "power": powers[key], "rules": len(rules)} for key, rules in effective.items()}
+    return {"roles": out_roles, "bindings": rbac.binding_snapshot(bindings, role_bindings)}
 
 
 def rbac_diff(before: Mapping[str, Any], after: Mapping[str, Any],
-              expected: Sequence[str] = DEFAULT_RBAC_EXPECTED) -> Dict[str, Any]:
-    """What changed, for the record, and the new powerful grants the upgrade is not expected to make."""
+              tables: Sequence[Tuple[str, Mapping[str, Any]]] = (),
+              accepted: Sequence[Mapping[str, str]] = ()) -> Dict[str, Any]:
+    """What changed, for the record, and each new powerful grant: expected (in ``tables``), accepted by the
+    operator, or new (fails the check)."""
     def changed(kind: str) -> Dict[str, List[str]]:
         old, new = before.get(kind) or {}, after.get(kind) or {}
         return {"added": sorted(set(new) - set(old)), "removed": sorted(set(old) - set(new)),
                 "changed": sorted(n for n in set(old) & set(new) if old[n] != new[n])}
-    grants_before = {grant[:2] for grant in powerful_grants(before)}
-    fresh = [g for g in powerful_grants(after) if g[:2] not in grants_before]
-    text = "%s bound to %s by %s"
+    judged = rbac.judge_new_grants(before, after, tables, accepted)
     return {"roles": changed("roles"), "bindings": changed("bindings"),
-            "new_powerful_grants": sorted({text % g for g in fresh if not _expected(g, before, after, expected)}),
-            "expected_powerful_grants": sorted({text % g for g in fresh if _expected(g, before, after, expected)})}
+            "new_powerful_grants": judged["new"], "expected_powerful_grants": judged["expected"],
+            "accepted_powerful_grants": judged["accepted"]}
 
 
 # -- legacy tokens, NetworkPolicies ---------------------------------------------------------------------------------
@@ -396,12 +278,17 @@ def check_baseline(doc: Any, target: str) -> Optional[Dict[str, Any]]:
 
 
 def judge(now: Mapping[str, Any], before: Optional[Mapping[str, Any]], probes: Sequence[Mapping[str, Any]],
-          cni: Sequence[Mapping[str, Any]], expected_rbac: Sequence[str] = DEFAULT_RBAC_EXPECTED,
-          require_baseline: bool = False, subject: str = "cluster", target: str = "") -> Dict[str, Any]:
+          cni: Sequence[Mapping[str, Any]], tables: Sequence[Tuple[str, Mapping[str, Any]]] = (),
+          accepted: Sequence[Mapping[str, str]] = (), require_baseline: bool = False, subject: str = "cluster",
+          target: str = "", table_gaps: Sequence[str] = ()) -> Dict[str, Any]:
     """The security checks (gate shape) and the report for the record.
 
     ``cni``: the CNI addons found, each an addon finding (addon, version, severity, message) judged against the
-    control plane's minor now. ``target`` (vX.Y.Z): a Pod Security pin above its minor follows the control plane."""
+    control plane's minor now. ``target`` (vX.Y.Z): a Pod Security pin above its minor follows the control plane.
+    ``tables``: (source, rbac.expected_snapshot) of what the upgrade is expected to create - the target minor's
+    apiserver and kubeadm, the Helm releases the addons stage applied; ``table_gaps``: why an expected table could
+    not be had (a failed check: without it every new grant would be judged against nothing); ``accepted``: the
+    operator's accepted bindings (rbac.parse_accepted)."""
     checks: List[Check] = []
     report: Dict[str, Any] = {}
     psa = now.get("psa") or {}
@@ -472,12 +359,17 @@ def judge(now: Mapping[str, Any], before: Optional[Mapping[str, Any]], probes: S
                         "every namespace's enforce level and version as in the baseline",
                         "a bump is a separate, recorded step (playbooks/psa_pin.yml)" if drift else ""))
 
-    diff = rbac_diff(before.get("rbac") or {}, now.get("rbac") or {}, expected_rbac)
+    diff = rbac_diff(before.get("rbac") or {}, now.get("rbac") or {}, tables, accepted)
+    diff["expected_from"] = [source for source, _ in tables]
     report["rbac"] = diff
+    for gap in table_gaps:
+        checks.append(Check("rbac_expected_table", subject, False, gap, "what the upgrade is expected to create",
+                            "new grants cannot be told from expected ones without it"))
     checks.append(Check("rbac_no_new_powerful_grant", subject, not diff["new_powerful_grants"],
                         "; ".join(diff["new_powerful_grants"]) or "none",
-                        "no subject newly bound to a powerful role (other than by the apiserver's reconciled "
-                        "bindings matching %s, or kubeadm's)" % ", ".join(expected_rbac)))
+                        "no new powerful grant but those %s creates (by exact binding, role and subject) and "
+                        "those the operator accepted" % (" and ".join(source for source, _ in tables) or
+                                                         "nothing known")))
 
     new_tokens = sorted(set(tokens) - set(before.get("legacy_tokens") or []))
     report["legacy_tokens_new"] = new_tokens
@@ -580,13 +472,58 @@ def take_baseline(kube: Any, target: str, run_id: str, check_mode: bool) -> Dict
                 target, len(doc["psa"]), len(doc["rbac"]["roles"]), len(doc["network_policies"]))}
 
 
-def check(kube: Any, target: str, probes: Sequence[Mapping[str, str]], expected: Sequence[str],
-          require_baseline: bool, extra_support: Any = None, declared_versions: Any = None) -> Dict[str, Any]:
+def expected_tables(kube: Any, target: str, releases: Sequence[str]) -> Tuple[List[Tuple[str, Dict[str, Any]]],
+                                                                               List[str]]:
+    """What the upgrade to ``target`` is expected to create: the target minor's apiserver and kubeadm objects
+    (data_rbac.py) and the RBAC in the deployed revision of each Helm release the addons stage manages
+    (``releases``: NAMESPACE/NAME). Returns (tables, gaps): a gap names a table that could not be had."""
+    tables: List[Tuple[str, Dict[str, Any]]] = []
+    gaps: List[str] = []
+    try:
+        tables.append(data_rbac.expected(target))
+    except InputError as exc:
+        gaps.append(exc.msg)
+    if releases:
+        secrets = kube.helm_release_secrets()
+        for release in releases:
+            try:
+                tables.append(helm_rbac(secrets, release))
+            except GpufleetError as exc:
+                gaps.append(exc.msg)
+    return tables, gaps
+
+
+def helm_rbac(secrets: Sequence[Mapping[str, Any]], release: str) -> Tuple[str, Dict[str, Any]]:
+    """The RBAC in the manifest of ``release``'s (NAMESPACE/NAME) deployed revision, from its Helm Secrets."""
+    namespace, _, name = release.partition("/")
+    deployed = []
+    for secret in secrets:
+        meta = _meta(secret)
+        labels = _map(meta.get("labels"))
+        if meta.get("namespace") == namespace and labels.get("name") == name and labels.get("status") == "deployed":
+            deployed.append(secret)
+    if len(deployed) != 1:
+        raise InputError("Helm release %s: %s deployed revision(s) found, so the RBAC it is expected to create is "
+                         "unknown (the addons stage leaves exactly one)" % (release, len(deployed)))
+    doc = removed_apis.decode_helm_release(str(_map(deployed[0].get("data")).get("release", "")))
+    text = doc.get("manifest") if isinstance(doc, Mapping) else None
+    if not isinstance(text, str):
+        raise InputError("Helm release %s: its deployed revision has no manifest" % release)
+    objects = rbac.manifest_rbac(load_yaml(text, "Helm release %s manifest" % release, multi=True))
+    return ("Helm release %s revision %s" % (release, _map(meta.get("labels")).get("version", "?")),
+            rbac.expected_snapshot(objects))
+
+
+def check(kube: Any, target: str, probes: Sequence[Mapping[str, str]], accepted: Sequence[Mapping[str, str]],
+          require_baseline: bool, extra_support: Any = None, declared_versions: Any = None,
+          releases: Sequence[str] = ()) -> Dict[str, Any]:
     """Every check against the cluster now and the stored baseline of ``target``."""
     before = stored_baseline(kube, target)
     now = read_state(kube)
     cni = cni_findings(kube.workload_images(), kube.server_version(), extra_support, declared_versions)
-    return judge(now, before, run_probes(kube, probes), cni, expected, require_baseline, target=target)
+    tables, gaps = expected_tables(kube, target, releases)
+    return judge(now, before, run_probes(kube, probes), cni, tables, accepted, require_baseline, target=target,
+                 table_gaps=gaps)
 
 
 def pin(kube: Any, target: str, version: str, namespaces: Sequence[str], bump: bool,
@@ -657,14 +594,17 @@ def markdown_lines(report: Mapping[str, Any]) -> List[str]:
             lines.append("- NetworkPolicies %s since the baseline: %s" % (key, ", ".join(nets[key])))
     tokens = report.get("legacy_tokens") or []
     lines.append("- legacy service-account token Secrets: %s" % (", ".join(tokens) or "none"))
-    rbac = _map(report.get("rbac"))
+    diff = _map(report.get("rbac"))
     for kind in ("roles", "bindings"):
-        for change, names in sorted(_map(rbac.get(kind)).items()):
+        for change, names in sorted(_map(diff.get(kind)).items()):
             if names:
                 lines.append("- RBAC %s %s: %s" % (kind, change, ", ".join(names)))
-    for key, words in (("new_powerful_grants", "NEW powerful grant"), ("expected_powerful_grants",
-                                                                       "expected powerful grant")):
-        lines += ["- %s: %s" % (words, g) for g in rbac.get(key) or []]
+    for key, words in (("new_powerful_grants", "NEW powerful grant"),
+                       ("accepted_powerful_grants", "powerful grant ACCEPTED by the operator"),
+                       ("expected_powerful_grants", "expected powerful grant")):
+        lines += ["- %s: %s" % (words, g) for g in diff.get(key) or []]
+    if diff.get("expected_from"):
+        lines.append("- expected RBAC known from: %s" % "; ".join(diff["expected_from"]))
     base = report.get("baseline")
     lines.append("- baseline: %s" % (base if isinstance(base, str) else "%s taken %s" % (
         _map(base).get("target"), _map(base).get("taken"))))

@@ -87,9 +87,14 @@ VARIABLES: Tuple[Var, ...] = (
     Var("gpufleet_security_admission_probes", "list", NONE, "cell", CELL_PLAYBOOKS,
         "Admission probes, each {namespace, image (one the namespace's image policy must refuse), expect (text the "
         "refusal must contain: the policy's name)}; each is a server-side dry run after every wave."),
+    Var("gpufleet_security_rbac_accepted", "list", NONE, "cell", CELL_PLAYBOOKS,
+        "Bindings whose new powerful RBAC grants the operator accepts, each {binding (a ClusterRoleBinding's exact "
+        "name, a RoleBinding's NAMESPACE/NAME), subject (as the check reports it: 'User alice', 'ServiceAccount "
+        "ns/name'), reason (recorded with the run)}; no pattern. What the apiserver and kubeadm create is known by "
+        "identity (plugins/module_utils/data_rbac.py)."),
     Var("gpufleet_security_rbac_expected", "list", NONE, "cell", CELL_PLAYBOOKS,
-        "Binding-name patterns whose new powerful RBAC grants an upgrade is expected to make; unset: system:* and "
-        "kubeadm:* (the apiserver's bootstrap policy, kubeadm's bindings)."),
+        "REFUSED when set (gpufleet 0.2's binding-name patterns such as system:*: a name lets anyone hide a "
+        "binding). Remove it; accept a specific binding with gpufleet_security_rbac_accepted."),
     Var("gpufleet_canary_workloads", "dict", NONE, "cell", CELL_PLAYBOOKS,
         "Work run on the canary nodes before later waves: {namespace (gpufleet-canary), timeout (900 s), training: "
         "{image, command, args, env, gpus_per_node, pod_annotations, tolerations}, inference: {image, port, "

@@ -18,6 +18,10 @@ description:
     notice. The items of any C(*List) document are scanned (a typed list's items take its apiVersion and kind).
   - A manifest file or Helm release that cannot be read or parsed is a blocking finding naming it, and the scan
     goes on with the rest (what it holds is unknown, so it cannot pass).
+  - An apiserver's C(/metrics) text counts only when it proves to be that apiserver's - a C(kubernetes_build_info)
+    series whose C(git_version) is the C(gitVersion) of the same server's C(/version), and its own
+    C(apiserver_request_total) - so an empty body, a proxy's error page, JSON or another exporter's text (a 200
+    from a wrong port) is a blocking finding naming the apiserver, never "no deprecated API in use".
 options:
   target_version:
     description: The release to check against, such as v1.34.2.
@@ -35,6 +39,10 @@ options:
         required: true
       text:
         description: The metrics text.
+        type: str
+        required: true
+      version:
+        description: The same apiserver's C(/version) answer (JSON text), which the metrics must match.
         type: str
         required: true
   manifest_paths:
@@ -137,7 +145,8 @@ def main():
         argument_spec=dict(
             target_version=dict(type="str", required=True),
             metrics=dict(type="list", elements="dict", default=[], options=dict(
-                apiserver=dict(type="str", required=True), text=dict(type="str", required=True))),
+                apiserver=dict(type="str", required=True), text=dict(type="str", required=True),
+                version=dict(type="str", required=True))),
             manifest_paths=dict(type="list", elements="path", default=[]),
             helm_secrets=dict(type="list", elements="dict", default=[], no_log=False),
             read_helm_secrets=dict(type="bool", default=False),
@@ -152,7 +161,7 @@ def main():
         target = target_version(p["target_version"])
         findings = []
         for item in p["metrics"]:
-            findings.extend(scan_metrics(item["text"], target, item["apiserver"]))
+            findings.extend(scan_metrics(item["text"], item["version"], target, item["apiserver"]))
         manifest_findings, scanned = scan_paths(p["manifest_paths"], target)
         findings.extend(manifest_findings)
         releases: list = []

@@ -19,12 +19,17 @@ description:
     must refuse, created as a server-side dry run - must be refused with the expected text (a webhook that refuses
     dry runs, or no RBAC to create the pod, is a failure); the CNI that enforces NetworkPolicies must support the
     control plane's minor (the addon matrix; open-ended support is a warning); legacy token Secrets are a warning.
-    Against the baseline - enforce labels unchanged; no subject newly bound to a powerful role (every verb on every
-    resource, escalate or bind, writing bindings, impersonation, reading Secrets, pods/exec, nodes/proxy, minting
-    tokens, switching admission off) other than through a binding the apiserver reconciles (autoupdate, a name
-    matching O(rbac_expected)) or kubeadm's, never to everybody; no new legacy token Secret; every NetworkPolicy
-    present and unchanged. No Namespace or ClusterRole read is a failure. The RBAC diff is returned for the change
-    record.
+    Against the baseline - enforce labels unchanged; no new powerful grant, a grant being (subject, scope, role,
+    reason): every verb or every resource, cluster-admin, reading Secrets, escalate or bind, writing bindings,
+    impersonation, nodes/proxy, C(*/exec), C(*/attach), C(*/proxy), C(*/token), ephemeral containers, approving
+    certificates, webhook and admission-policy configuration - rules matched as Kubernetes RBAC matches them and
+    aggregated ClusterRoles resolved, so a role that grows through a new aggregated ClusterRole is a new grant
+    naming that ClusterRole. A new grant passes only when its exact binding, role and subject are in what the
+    target minor's apiserver and kubeadm create (C(plugins/module_utils/data_rbac.py), generated from their
+    sources by C(bin/rbac-table)) with the reason in that role, or in the deployed revision of one of
+    O(addon_releases), or accepted by the operator in O(rbac_accepted); never by a name pattern. No new legacy
+    token Secret; every NetworkPolicy present and unchanged. No Namespace or ClusterRole read is a failure. The
+    RBAC diff (expected and accepted grants included) is returned for the change record.
   - O(state=psa_pinned) pins the enforce labels that are not pinned (with O(psa_bump), also pinned ones) to
     O(psa_version), and updates a stored baseline of this target to match - the deliberate, recorded step.
   - Secrets are read as name, uid, labels and the service-account annotation only; their data never reaches a
@@ -50,15 +55,21 @@ options:
     type: list
     elements: dict
     default: []
-  rbac_expected:
+  rbac_accepted:
     description:
-      - Binding-name patterns whose new powerful grants an upgrade is expected to make (the apiserver reconciles
-        its C(system:) bootstrap policy, kubeadm its C(kubeadm:) bindings); such a grant is recorded, not failed,
-        only when the binding also carries the apiserver's autoupdate annotation (or is kubeadm's) and its subject
-        is not everybody. Each pattern starts with at least three literal characters.
+      - Bindings the operator accepts, each C(binding) (a ClusterRoleBinding's exact name, a RoleBinding's
+        C(NAMESPACE/NAME)), C(subject) (exactly as the check reports it, C(User alice), C(Group g),
+        C(ServiceAccount ns/name)) and C(reason) (recorded with the run). No pattern is accepted.
+    type: list
+    elements: dict
+    default: []
+  addon_releases:
+    description:
+      - The Helm releases (C(NAMESPACE/NAME)) the addons stage manages; the RBAC in each one's deployed revision is
+        expected. A release with no single deployed revision fails the check.
     type: list
     elements: str
-    default: ["system:*", "kubeadm:*"]
+    default: []
   require_baseline:
     description: With O(state=checked), fail when no baseline of this target is stored.
     type: bool
@@ -139,7 +150,8 @@ security:
   description:
     - The report for the change record - psa (unpinned, pinned, unlabelled, changed), admission (each probe),
       legacy_tokens, network_policies (count, cni, missing, changed, added), rbac (cluster_roles and
-      cluster_role_bindings added/removed/changed, new_powerful_grants, expected_powerful_grants), baseline.
+      cluster_role_bindings added/removed/changed, new_powerful_grants, expected_powerful_grants,
+      accepted_powerful_grants, expected_from), baseline.
   returned: state is checked
   type: dict
 baseline:
@@ -153,7 +165,7 @@ psa_changes:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpufleet.upgrade.plugins.module_utils import kube, security
+from ansible_collections.gpufleet.upgrade.plugins.module_utils import kube, rbac, security
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import GateFailed
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.module_support import run_module
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.versions import parse_version
@@ -166,7 +178,8 @@ def main():
             target_version=dict(type="str", required=True),
             run_id=dict(type="str", default=""),
             admission_probes=dict(type="list", elements="dict", default=[]),
-            rbac_expected=dict(type="list", elements="str", default=list(security.DEFAULT_RBAC_EXPECTED)),
+            rbac_accepted=dict(type="list", elements="dict", default=[]),
+            addon_releases=dict(type="list", elements="str", default=[]),
             require_baseline=dict(type="bool", default=True),
             extra_support=dict(type="list", elements="dict", default=[]),
             declared_versions=dict(type="dict", default={}),
@@ -184,14 +197,14 @@ def main():
         p = module.params
         target = str(parse_version(p["target_version"], "target_version"))
         probes = security.parse_probes(p["admission_probes"], "admission_probes")
-        expected = security.parse_patterns(p["rbac_expected"], "rbac_expected")
+        accepted = rbac.parse_accepted(p["rbac_accepted"], "rbac_accepted")
         k = kube.connect(module)
         if p["state"] == "baseline":
             return security.take_baseline(k, target, p["run_id"], module.check_mode)
         if p["state"] == "psa_pinned":
             return security.pin(k, target, p["psa_version"], p["psa_namespaces"], p["psa_bump"], module.check_mode)
-        result = security.check(k, target, probes, expected, p["require_baseline"], p["extra_support"],
-                                p["declared_versions"])
+        result = security.check(k, target, probes, accepted, p["require_baseline"], p["extra_support"],
+                                p["declared_versions"], p["addon_releases"])
         if not result["passed"] and p["fail_on_failure"]:
             raise GateFailed("security checks: %s" % "; ".join(result["failures"]), **result)
         return result

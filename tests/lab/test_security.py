@@ -86,6 +86,55 @@ def _escalate(a):
         "subjects": [{"kind": "ServiceAccount", "name": "default", "namespace": "training"}]})
 
 
+RBAC_API = "rbac.authorization.k8s.io"
+
+
+def _kubeadm_named(a):
+    """A binding hidden under a kubeadm-like name: listed as expected when names were trusted."""
+    a["rbac"].create_cluster_role_binding({"metadata": {"name": "kubeadm:lab-fault"}, "roleRef": {
+        "apiGroup": RBAC_API, "kind": "ClusterRole", "name": "cluster-admin"},
+        "subjects": [{"apiGroup": RBAC_API, "kind": "User", "name": "lab-fault-user"}]})
+
+
+def _exec_role(a):
+    """A ClusterRole granting */exec, bound to a user: not seen as powerful when subresource wildcards were not
+    matched."""
+    a["rbac"].create_cluster_role({"metadata": {"name": "lab-fault-exec"}, "rules": [
+        {"apiGroups": [""], "resources": ["*/exec"], "verbs": ["create"]}]})
+    a["rbac"].create_cluster_role_binding({"metadata": {"name": "lab-fault-exec"}, "roleRef": {
+        "apiGroup": RBAC_API, "kind": "ClusterRole", "name": "lab-fault-exec"},
+        "subjects": [{"apiGroup": RBAC_API, "kind": "User", "name": "lab-fault-exec-user"}]})
+
+
+def _grow_admin(a):
+    """admin grown through a new aggregated ClusterRole: team-admin's lead gains nodes/proxy."""
+    a["rbac"].create_cluster_role({"metadata": {"name": "lab-fault-grow-admin", "labels": {
+        "rbac.authorization.k8s.io/aggregate-to-admin": "true"}}, "rules": [
+        {"apiGroups": [""], "resources": ["nodes/proxy"], "verbs": ["get"]}]})
+
+
+def _helm_lookalike(a):
+    """The Role and binding the device plugin's chart brings from 0.17.4 (lab/charts), made outside Helm while the
+    release is at 0.17.3: expected only when the release revision the addons stage applied holds them."""
+    ns = "nvidia-device-plugin"
+    a["rbac"].create_namespaced_role(ns, {"metadata": {"name": "nvidia-device-plugin-config"}, "rules": [
+        {"apiGroups": [""], "resources": ["secrets"], "resourceNames": ["nvidia-device-plugin-sharing"],
+         "verbs": ["get", "watch"]}]})
+    a["rbac"].create_namespaced_role_binding(ns, {"metadata": {"name": "nvidia-device-plugin-config"}, "roleRef": {
+        "apiGroup": RBAC_API, "kind": "Role", "name": "nvidia-device-plugin-config"},
+        "subjects": [{"kind": "ServiceAccount", "name": "nvidia-device-plugin", "namespace": ns}]})
+
+
+def _undo_rbac(a):
+    ns = "nvidia-device-plugin"
+    lab_kube.tolerate(404, a["rbac"].delete_namespaced_role_binding, "nvidia-device-plugin-config", ns)
+    lab_kube.tolerate(404, a["rbac"].delete_namespaced_role, "nvidia-device-plugin-config", ns)
+    for name in ("lab-fault-escalation", "kubeadm:lab-fault", "lab-fault-exec"):
+        lab_kube.tolerate(404, a["rbac"].delete_cluster_role_binding, name)
+    for name in ("lab-fault-exec", "lab-fault-grow-admin"):
+        lab_kube.tolerate(404, a["rbac"].delete_cluster_role, name)
+
+
 def _token(a):
     a["core"].create_namespaced_secret("training", {
         "metadata": {"name": "lab-fault-token", "annotations": {"kubernetes.io/service-account.name": "legacy-ci"}},
@@ -117,8 +166,24 @@ def _unbind(a):
 FAULTS = {
     # fault name: (break it, check that fails, words in the failure, undo)
     "admission": (_unbind, "admission_refuses", "ADMITTED", None),
-    "rbac": (_escalate, "rbac_no_new_powerful_grant", "ServiceAccount training/default bound to cluster-admin",
-             lambda a: a["rbac"].delete_cluster_role_binding("lab-fault-escalation")),
+    "rbac": (_escalate, "rbac_no_new_powerful_grant",
+             "ServiceAccount training/default: every verb on every resource (cluster-admin), through ClusterRole "
+             "cluster-admin (cluster), by binding lab-fault-escalation", _undo_rbac),
+    "rbac-kubeadm-name": (_kubeadm_named, "rbac_no_new_powerful_grant",
+                          "User lab-fault-user: every verb on every resource (cluster-admin), through ClusterRole "
+                          "cluster-admin (cluster), by binding kubeadm:lab-fault", _undo_rbac),
+    "rbac-exec": (_exec_role, "rbac_no_new_powerful_grant",
+                  "User lab-fault-exec-user: runs commands in containers (*/exec), through ClusterRole "
+                  "lab-fault-exec (cluster), by binding lab-fault-exec", _undo_rbac),
+    "rbac-aggregated": (_grow_admin, "rbac_no_new_powerful_grant",
+                        "User lab-team-lead: reaches kubelets (nodes/proxy), through ClusterRole admin, the rule "
+                        "coming from ClusterRole lab-fault-grow-admin (namespace training), by binding "
+                        "training/team-admin", _undo_rbac),
+    "rbac-helm-lookalike": (_helm_lookalike, "rbac_no_new_powerful_grant",
+                            "ServiceAccount nvidia-device-plugin/nvidia-device-plugin: reads Secrets (only "
+                            "nvidia-device-plugin-sharing), through Role nvidia-device-plugin/nvidia-device-plugin-"
+                            "config (namespace nvidia-device-plugin), by binding nvidia-device-plugin/nvidia-device-"
+                            "plugin-config", _undo_rbac),
     "legacy_token": (_token, "legacy_tokens_not_added", "training/lab-fault-token",
                      lambda a: a["core"].delete_namespaced_secret("lab-fault-token", "training")),
     "network_policy": (lambda a: a["net"].delete_namespaced_network_policy("allow-gang", "training"),
@@ -136,7 +201,8 @@ def test_each_fault_fails_its_check(lab, apis):
         for breaks, _, _, _ in FAULTS.values():
             breaks(apis)
         proc, record, failed = check(lab, apis["records"])
-        assert proc.returncode != 0 and failed == sorted(f[1] for f in FAULTS.values()), (failed, proc.stdout[-3000:])
+        assert proc.returncode != 0 and failed == sorted({f[1] for f in FAULTS.values()}), (
+            failed, proc.stdout[-3000:])
         for _, name, words, _ in FAULTS.values():
             assert any(g["check"] == name and words in str(g["measured"]) + str(g["detail"])
                        for g in record["gates"] if not g["passed"]), (name, words, record["gates"])
@@ -171,3 +237,13 @@ def test_psa_unpinned_fails_and_psa_pin_is_the_recorded_fix(lab, apis):
     assert labels[PSA + "enforce-version"] == "v1.36" and labels[PSA + "enforce"] == "baseline"
     proc, _, failed = check(lab, apis["records"])
     assert proc.returncode == 0 and failed == [], proc.stdout[-3000:]
+
+
+def test_the_rbac_table_is_what_the_sources_give():
+    """plugins/module_utils/data_rbac.py is generated, never written by hand: bin/rbac-table --check reads the lab's
+    Kubernetes module sources (the apiserver's bootstrap policy) and runs kubeadm's own phases against a fake
+    clientset (built once per minor, cached with the lab's builds), and the file must be exactly what they give."""
+    proc = subprocess.run([sys.executable, str(ROOT / "bin" / "rbac-table"), "--check"], cwd=ROOT,
+                          capture_output=True, text=True, check=False, timeout=1800)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "is current" in proc.stdout

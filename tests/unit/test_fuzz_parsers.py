@@ -23,6 +23,7 @@ from tests.unit.property import check_property, json_tree, mutations, structured
 BASE = pool_baseline(nccl={"busbw_gbps": {"1G": 450.0, "8G": 470.0}, "tolerance_pct": 10, "min_runs": 1},
                      node={"kubelet_config": {}})
 V136 = versions.parse_version("v1.36.3")
+V138 = versions.parse_version("v1.38.0")  # the real capture's DRA beta is removed in 1.38
 
 
 # Each target: (strategy, judge -> True when the gate passed, False when it failed; must_fail: the input's evidence
@@ -77,7 +78,8 @@ def _manifest(text):
 
 
 def _metrics(text):
-    return not any(f["blocks_target"] for f in removed_apis.scan_metrics(text, V136, "cp-1"))
+    version = fixture_text("metrics", "real-1.35.4-version.json")
+    return not any(f["blocks_target"] for f in removed_apis.scan_metrics(text, version, V138, "cp-1"))
 
 
 def _helm(text):
@@ -142,7 +144,8 @@ TARGETS: Dict[str, tuple] = {
                                                  "kubeadm/plan-1.27-legacy.txt"), structured("kubeadm/plan-1.34.json")),
                              _kubeadm, False),
     "manifests": (mutations("manifests/broken.yaml", "baselines/h100-train.yml"), _manifest, False),
-    "apiserver /metrics": (mutations("metrics/apiserver-cp-1.prom"), _metrics, False),
+    "apiserver /metrics": (mutations("metrics/real-1.35.4-deprecated-excerpt.prom"), _metrics,
+                           'resource="resourceclaims",subresource="",version="v1beta1"} 1'),
     "helm release secret": (st.one_of(st.text(max_size=200), st.binary(max_size=200).map(lambda b: b.hex())),
                             _helm, False),
     "baseline YAML": (mutations("baselines/h100-train.yml"), _baseline, False),

@@ -149,3 +149,17 @@ def test_snapshot_retention_refuses_settings_that_would_remove_everything(count,
     from ansible_collections.gpufleet.upgrade.plugins.module_utils.etcd import snapshots_expired
     with pytest.raises(InputError, match=message):
         snapshots_expired(["etcd-c-20261130T100000Z-r9.db.vault"], count, days, 0)
+
+
+def test_real_three_members_pass_and_a_lost_quorum_fails():
+    """Real etcdctl 3.6.16 output (tests/fixtures/etcd/README.md): three members with one leader pass; a member
+    that lost quorum still names the dead leader (not a member that answered), later no leader at all."""
+    members = ["http://127.0.0.1:21379", "http://127.0.0.1:22379", "http://127.0.0.1:23379"]
+    healthy = parse_endpoint_status(fixture_text("etcd", "real-3.6.16-endpoint-status-3.json"))
+    assert judge_endpoints(healthy, members=members)["passed"]
+    lost = judge_endpoints(parse_endpoint_status(fixture_text("etcd", "real-3.6.16-endpoint-status-quorum-lost.json")),
+                           members=members)
+    assert any("leader 8437276157402124310 is not a member that answered" in f for f in lost["failures"])
+    assert any("no status from http://127.0.0.1:22379, http://127.0.0.1:23379" in f for f in lost["failures"])
+    gone = judge_endpoints(parse_endpoint_status(fixture_text("etcd", "real-3.6.16-endpoint-status-no-leader.json")))
+    assert sorted(f.split(": check ")[1].split(":")[0] for f in gone["failures"]) == ["etcd_errors", "etcd_leader"]

@@ -17,21 +17,60 @@ from tests.conftest import FIXTURES, fixture_text
 V134 = target_version("v1.34.2")
 
 
-def test_metrics_findings_and_blocking():
-    findings = scan_metrics(fixture_text("metrics", "apiserver-cp-1.prom"), V134, "cp-1")
+REAL = fixture_text("metrics", "real-1.35.4-deprecated.prom.gz")  # tests/fixtures/metrics/README.md
+REAL_VERSION = fixture_text("metrics", "real-1.35.4-version.json")
+
+
+def test_metrics_findings_and_blocking_from_a_real_apiserver():
+    findings = scan_metrics(REAL, REAL_VERSION, V134, "cp-1")
     by_api = {f["api_version"]: f for f in findings}
-    assert set(by_api) == {"flowcontrol.apiserver.k8s.io/v1beta3", "resource.k8s.io/v1beta1"}  # storage one: no removal
-    flow = by_api["flowcontrol.apiserver.k8s.io/v1beta3"]
-    assert flow["blocks_target"] and flow["kind"] == "FlowSchema" and flow["source"] == "metrics:cp-1"
-    assert flow["replacement"] == "flowcontrol.apiserver.k8s.io/v1"
+    assert set(by_api) == {"resource.k8s.io/v1beta1"}  # endpoints and componentstatuses: deprecated, no removal
     dra = by_api["resource.k8s.io/v1beta1"]
-    assert not dra["blocks_target"] and dra["object"] == "requests to resourceclaims/status"
-    assert dra["blocks_target"] is False
-    assert scan_metrics(fixture_text("metrics", "apiserver-cp-1.prom"), target_version("v1.36.0"))[1]["blocks_target"]
+    assert dra["source"] == "metrics:cp-1" and dra["object"] == "requests to resourceclaims"
+    assert dra["blocks_target"] is False and dra["removed_in"] == "1.38"  # the apiserver's own label
+    assert scan_metrics(REAL, REAL_VERSION, target_version("v1.38.0"), "cp-1")[0]["blocks_target"]
 
 
-def test_clean_metrics():
-    assert scan_metrics(fixture_text("metrics", "apiserver-clean.prom"), V134) == []
+def test_the_excerpt_is_the_captures_own_lines_in_order():
+    excerpt = fixture_text("metrics", "real-1.35.4-deprecated-excerpt.prom").splitlines()
+    lines = REAL.splitlines()
+    at = [lines.index(line) for line in excerpt]
+    assert len(excerpt) > 20 and at == sorted(at)
+    assert scan_metrics("\n".join(excerpt), REAL_VERSION, target_version("v1.38.0"), "cp-1")[0]["blocks_target"]
+
+
+def test_clean_metrics_from_a_real_apiserver():
+    clean = "\n".join(line for line in REAL.splitlines() if "resource.k8s.io" not in line or
+                      not line.startswith("apiserver_requested_deprecated_apis"))
+    assert scan_metrics(clean, REAL_VERSION, target_version("v1.37.0"), "cp-1") == []
+
+
+@pytest.mark.parametrize("body, why", [
+    ("", "it has no kubernetes_build_info"),
+    ("<html><head><title>502 Bad Gateway</title></head><body>nginx</body></html>", "not Prometheus text"),
+    (REAL_VERSION, "not Prometheus text"),
+    ("# HELP kube_node_info Information about a cluster node.\n# TYPE kube_node_info gauge\n"
+     'kube_node_info{node="gpu-a1",kubelet_version="v1.35.4"} 1\n', "it has no kubernetes_build_info"),
+    ('kubernetes_build_info{git_version="v1.35.4"} 1\n', "no apiserver_request_total"),
+])
+def test_a_body_that_is_not_the_apiservers_metrics_blocks_naming_it(body, why):
+    """Each was "no deprecated API in use" before: an empty 200, a proxy's error page, the /version JSON,
+    kube-state-metrics' text."""
+    (finding,) = scan_metrics(body, REAL_VERSION, V134, "cp-1")
+    assert finding["blocks_target"] and finding["unreadable"] and finding["object"] == "metrics:cp-1"
+    assert why in finding["message"] and "cp-1" in finding["message"]
+
+
+@pytest.mark.parametrize("version, why", [
+    (json.dumps(dict(json.loads(fixture_text("metrics", "real-1.35.4-version.json")), gitVersion="v1.36.3")),
+     "kubernetes_build_info{git_version} is v1.35.4, while its /version is v1.36.3"),
+    ("{}", "/version has no gitVersion"),
+    ("<html>", "not valid JSON"),
+    ("", "output is empty"),
+])
+def test_metrics_must_be_the_same_servers_as_its_version(version, why):
+    (finding,) = scan_metrics(REAL, version, V134, "cp-1")
+    assert finding["blocks_target"] and why in finding["message"], finding["message"]
 
 
 def test_manifest_directory():

@@ -134,15 +134,22 @@ def test_removed_apis(run):
     secrets = json.loads(fixture_text("k8s", "helm-secrets.json"))
     args = {"target_version": "v1.34.2", "manifest_paths": [str(FIXTURES / "manifests" / "gitops")],
             "helm_secrets": secrets,
-            "metrics": [{"apiserver": "cp-1", "text": fixture_text("metrics", "apiserver-cp-1.prom")}]}
+            "metrics": [{"apiserver": "cp-1", "text": fixture_text("metrics", "real-1.35.4-deprecated.prom.gz"),
+                         "version": fixture_text("metrics", "real-1.35.4-version.json")}]}
     out = run(removed_apis, args)
     assert out.failed and out.result["msg"].startswith("removed_apis gate failed for v1.34.2: ")
-    assert len(out.result["blocking"]) == 4  # flowschema (metrics + manifest), PDB, Helm HPA
+    assert len(out.result["blocking"]) == 3  # flowschema (manifest), PDB, Helm HPA; the DRA beta is a notice
     report = run(removed_apis, dict(args, fail_on_blocking=False))
     assert not report.failed and report.result["passed"] is False and len(report.result["files_scanned"]) == 3
     clean = run(removed_apis, {"target_version": "v1.34.2", "metrics": [
-        {"apiserver": "cp-2", "text": fixture_text("metrics", "apiserver-clean.prom")}]})
+        {"apiserver": "cp-2", "text": fixture_text("metrics", "real-1.35.4-deprecated-excerpt.prom").replace(
+            'resource="resourceclaims",subresource="",version="v1beta1"} 1', 'resource="resourceclaims",'
+            'subresource="",version="v1beta1"} 0'),
+         "version": fixture_text("metrics", "real-1.35.4-version.json")}]})
     assert clean.result["passed"] and clean.result["findings"] == []
+    proxied = run(removed_apis, {"target_version": "v1.34.2", "metrics": [
+        {"apiserver": "cp-2", "text": "<html>502</html>", "version": fixture_text("metrics", "real-1.35.4-version.json")}]})
+    assert proxied.failed and "apiserver cp-2's /metrics could not be scanned" in proxied.result["msg"]
 
 
 def test_removed_apis_reads_the_helm_secrets_itself_when_asked(run, monkeypatch):
