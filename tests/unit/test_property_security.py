@@ -124,8 +124,8 @@ def _evidence(text: str) -> bool:
 
 
 def test_metrics_mutations_never_hide_a_removed_api():
-    check_property("apiserver /metrics (real, a removed API in use)", mutations("metrics/real-1.35.4-deprecated-excerpt.prom"),
-                   _metrics_clean, _evidence)
+    check_property("apiserver /metrics (real, a removed API in use)",
+                   mutations("metrics/real-1.35.4-deprecated-excerpt.prom"), _metrics_clean, _evidence)
 
 
 OTHERS = ["", "<html><body><h1>502 Bad Gateway</h1></body></html>", VERSION,

@@ -148,7 +148,8 @@ def test_removed_apis(run):
          "version": fixture_text("metrics", "real-1.35.4-version.json")}]})
     assert clean.result["passed"] and clean.result["findings"] == []
     proxied = run(removed_apis, {"target_version": "v1.34.2", "metrics": [
-        {"apiserver": "cp-2", "text": "<html>502</html>", "version": fixture_text("metrics", "real-1.35.4-version.json")}]})
+        {"apiserver": "cp-2", "text": "<html>502</html>",
+         "version": fixture_text("metrics", "real-1.35.4-version.json")}]})
     assert proxied.failed and "apiserver cp-2's /metrics could not be scanned" in proxied.result["msg"]
 
 
