@@ -58,23 +58,26 @@ FLEET_FIELDS = ("organization", "project", "inventory", "execution_environment",
 
 def no_templates(value: Any, where: str, control: bool = True) -> None:
     """Refuse Jinja (``{{``, ``{%``, ``{#``) anywhere in ``value`` - keys and values, at any depth - and, with
-    ``control``, control characters (a newline) in its strings, naming the path; what reaches AWX must be data."""
-    if isinstance(value, Mapping):
-        for key, item in value.items():
-            no_templates(key, "%s key %r" % (where, key), control)
-            no_templates(item, "%s.%s" % (where, key), control)
-    elif isinstance(value, (list, tuple)):
-        for i, item in enumerate(value):
-            no_templates(item, "%s[%d]" % (where, i), control)
-    elif isinstance(value, str):
-        jinja = JINJA.search(value)
-        if jinja:
-            raise InputError("%s: %r holds Jinja (%s); AWX templates the extra vars it gives a job, so it would run "
-                             "there - give the value without '{{', '{%%' or '{#'" % (
-                                 where, value[:200], jinja.group(0)))
-        if control and any(ord(c) < 32 or ord(c) == 127 for c in value):
-            raise InputError("%s: %r holds a control character (a newline, a tab); give it on one line without "
-                             "them" % (where, value[:200]))
+    ``control``, control characters (a newline) in its strings, naming the path; what reaches AWX must be data.
+    Walked with a stack, not recursion: a value nested thousands deep is refused the same way."""
+    stack = [(value, where)]
+    while stack:
+        item, path = stack.pop()
+        if isinstance(item, Mapping):
+            for key, child in item.items():
+                stack.append((key, "%s key %r" % (path, key)))
+                stack.append((child, "%s.%s" % (path, key)))
+        elif isinstance(item, (list, tuple)):
+            stack.extend((child, "%s[%d]" % (path, i)) for i, child in enumerate(item))
+        elif isinstance(item, str):
+            jinja = JINJA.search(item)
+            if jinja:
+                raise InputError("%s: %r holds Jinja (%s); AWX templates the extra vars it gives a job, so it would "
+                                 "run there - give the value without '{{', '{%%' or '{#'" % (
+                                     path[:300], item[:200], jinja.group(0)))
+            if control and any(ord(c) < 32 or ord(c) == 127 for c in item):
+                raise InputError("%s: %r holds a control character (a newline, a tab); give it on one line without "
+                                 "them" % (path[:300], item[:200]))
 
 
 def _known(config: Mapping[str, Any], fields: Any, where: str) -> None:

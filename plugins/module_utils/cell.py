@@ -387,7 +387,8 @@ def build(groups: Mapping[str, Sequence[str]], host_vars: Mapping[str, Mapping[s
         security=dict(security.parse_inputs(cell_vars.get("gpufleet_security_admission_probes"),
                                             cell_vars.get("gpufleet_security_rbac_expected"),
                                             cell_vars.get("gpufleet_security_rbac_accepted")),
-                      addon_releases=["%s/%s" % (r["namespace"], r["release"]) for r in releases]),
+                      addon_releases=[{"release": "%s/%s" % (r["namespace"], r["release"]), "version": r["version"]}
+                                      for r in releases]),
         canary_workloads=workloads,
         apiserver_urls={h: _url(host_vars[h].get("gpufleet_apiserver_url"), "%s: gpufleet_apiserver_url" % h)
                         for h in cp})

@@ -105,7 +105,7 @@ def endpoint_checks(endpoints: List[Dict[str, Any]], quota_bytes: Optional[int] 
                     members: Optional[Sequence[str]] = None) -> List[Check]:
     """Each endpoint: no alarms/errors, DB size under ``max_quota_ratio`` of the quota. The cluster: one leader
     that every endpoint agrees on and that is a member id the status reports (``leader: 0`` is no leader; a
-    leader no endpoint answers for is unproved), one cluster id, no member twice; and with ``members`` (the
+    leader no endpoint answers for is unproved), one cluster id, a member id for each; and with ``members`` (the
     inventory's etcd client URLs) the endpoints that answered are exactly those members."""
     if not 0 < max_quota_ratio <= 0.95:
         raise InputError("max_quota_ratio: expected a fraction in (0, 0.95], got %r (at 1.0 a full database, "
@@ -136,14 +136,16 @@ def endpoint_checks(endpoints: List[Dict[str, Any]], quota_bytes: Optional[int] 
     checks.append(Check("etcd_leader", "etcd cluster", not why, ", ".join(leaders), "one leader, a member that "
                         "answered", why))
     clusters = sorted({str(ep.get("cluster_id") or "none") for ep in endpoints})
-    twice = sorted({str(i) for i in ids if i is None or ids.count(i) > 1})
-    checks.append(Check("etcd_cluster", "etcd cluster", len(clusters) == 1 and "none" not in clusters and not twice,
+    nameless = None in ids  # a member advertising two client URLs answers twice under one id: that is fine
+    checks.append(Check("etcd_cluster", "etcd cluster", len(clusters) == 1 and "none" not in clusters and not nameless,
                         "cluster id(s) %s; member ids %s" % (", ".join(clusters), ", ".join(str(i) for i in ids)),
-                        "one cluster id, each member once",
-                        "member id(s) missing or answering twice: %s" % ", ".join(twice) if twice else
+                        "one cluster id, a member id for each endpoint",
+                        "an endpoint without a member id" if nameless else
                         ("" if len(clusters) == 1 and "none" not in clusters else
                          "the endpoints are not one etcd cluster")))
     if members is not None:
+        if not isinstance(members, (list, tuple)) or not all(isinstance(m, str) for m in members):
+            raise InputError("members: a list of etcd client URLs, got %r" % (members,))
         want = {_url(m) for m in members}
         got = {_url(ep["endpoint"]) for ep in endpoints}
         missing, extra = sorted(want - got), sorted(got - want)

@@ -202,8 +202,8 @@ def _validate(spec: Mapping[str, Any], value: Any, where: str) -> Dict[str, Any]
                 raise InputError("%s.%s: %r is not a number (ASCII digits)" % (where, key, item))
             try:
                 number = float(item)
-            except ValueError:
-                raise InputError("%s.%s: %r is not a number" % (where, key, item)) from None
+            except (ValueError, OverflowError):  # an int too large for a float (10**400) overflows
+                raise InputError("%s.%s: %s is not a number in range" % (where, key, str(item)[:40])) from None
             if not math.isfinite(number) or abs(number) > MAX_NUMBER:
                 raise InputError("%s.%s: %r is out of range" % (where, key, item))
         if rule["type"] == "str" and rule.get("required") and (item is None or not str(item).strip()):

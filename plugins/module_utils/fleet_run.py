@@ -221,7 +221,7 @@ def _check_gpus(doc: Mapping[str, Any]) -> None:
     listed: Dict[str, int] = {pool: 0 for pool in by_pool}
     for node, entry in off.items():
         where = "gpu_allocatable_off_baseline.%s" % node
-        if not isinstance(entry, Mapping) or entry.get("pool") not in by_pool or \
+        if not isinstance(entry, Mapping) or not isinstance(entry.get("pool"), str) or entry["pool"] not in by_pool or \
                 entry.get("state") not in ("above", "below", "not ready", "no node"):
             raise ValueError("%s is %s, not {pool, allocatable, expected, counted, state} of a pool of the reading" % (
                 where, _what(entry)))

@@ -29,31 +29,45 @@ AUTOUPDATE = "rbac.authorization.kubernetes.io/autoupdate"
 RULE_KEYS = ("apiGroups", "resources", "verbs", "resourceNames", "nonResourceURLs")
 RBAC = "rbac.authorization.k8s.io"
 
-# What makes a rule powerful, beyond the wildcards (every verb, every resource): (reason, API groups, resources -
-# "*/sub" for a subresource of any resource -, verbs). A rule matching any verb of a row on any of its resources
-# in any of its groups grants the reason.
-POWERS: Tuple[Tuple[str, Tuple[str, ...], Tuple[str, ...], Tuple[str, ...]], ...] = (
-    ("reads Secrets", ("",), ("secrets",), ("get", "list", "watch")),
-    ("grants itself more (escalate/bind roles)", (RBAC,), ("roles", "clusterroles"), ("escalate", "bind")),
-    ("writes role bindings", (RBAC,), ("rolebindings", "clusterrolebindings"), ("create", "update", "patch")),
-    ("impersonates users, groups or service accounts", ("", "authentication.k8s.io"),
-     ("users", "groups", "serviceaccounts", "uids", "userextras/*"), ("impersonate",)),
-    ("reaches kubelets (nodes/proxy)", ("",), ("nodes/proxy",), ("get", "create", "update", "patch", "delete")),
-    ("runs commands in containers (*/exec)", ("*",), ("*/exec",), ("create", "get")),
-    ("attaches to containers (*/attach)", ("*",), ("*/attach",), ("create", "get")),
-    ("proxies to pods, services or nodes (*/proxy)", ("*",), ("*/proxy",),
-     ("get", "create", "update", "patch", "delete")),
-    ("mints tokens (*/token)", ("*",), ("*/token",), ("create",)),
-    ("adds ephemeral containers (pods/ephemeralcontainers)", ("",), ("pods/ephemeralcontainers",),
-     ("update", "patch")),
+# What makes a rule powerful, beyond the wildcards (every verb, every resource) - from the Kubernetes documentation's
+# "Role Based Access Control Good Practices" (docs/reference.md section 11): (reason, API groups, resources - "*/sub"
+# for a subresource of any resource -, verbs, cluster-scoped). A rule matching a verb of a row on one of its resources
+# in one of its groups grants the reason; the reason names the rule's own verbs and resources, so a grant that grows
+# (get -> list on secrets, impersonating service accounts -> users) is a new grant. A cluster-scoped row grants
+# nothing through a RoleBinding.
+POWERS: Tuple[Tuple[str, Tuple[str, ...], Tuple[str, ...], Tuple[str, ...], bool], ...] = (
+    ("reads Secrets", ("",), ("secrets",), ("get", "list", "watch"), False),
+    ("escalates or binds roles", (RBAC,), ("roles", "clusterroles"), ("escalate", "bind"), False),
+    ("writes role bindings", (RBAC,), ("rolebindings", "clusterrolebindings"), ("create", "update", "patch"), False),
+    ("impersonates", ("", "authentication.k8s.io"), ("users", "groups", "serviceaccounts", "uids", "userextras/*"),
+     ("impersonate",), False),
+    ("reaches kubelets through nodes/proxy", ("",), ("nodes/proxy",), ("get", "create", "update", "patch", "delete"),
+     True),
+    ("runs commands in containers", ("*",), ("*/exec",), ("create", "get"), False),
+    ("attaches to containers", ("*",), ("*/attach",), ("create", "get"), False),
+    ("port-forwards into pods", ("*",), ("*/portforward",), ("create", "get"), False),
+    ("proxies to pods, services or nodes", ("*",), ("*/proxy",), ("get", "create", "update", "patch", "delete"),
+     False),
+    ("mints tokens", ("*",), ("*/token",), ("create",), False),
+    ("adds ephemeral containers", ("",), ("pods/ephemeralcontainers",), ("update", "patch"), False),
+    ("runs workloads as any service account of the namespace", ("", "apps", "batch"),
+     ("pods", "deployments", "daemonsets", "statefulsets", "replicasets", "replicationcontrollers", "jobs",
+      "cronjobs"), ("create", "update", "patch"), False),
     ("approves certificate requests", ("certificates.k8s.io",), ("certificatesigningrequests/approval",),
-     ("update", "patch")),
-    ("approves certificates for a signer", ("certificates.k8s.io",), ("signers",), ("approve",)),
-    ("can switch admission policy off (webhook and policy configuration)", ("admissionregistration.k8s.io",),
+     ("update", "patch"), True),
+    ("approves certificates for a signer", ("certificates.k8s.io",), ("signers",), ("approve",), True),
+    ("can switch admission policy off", ("admissionregistration.k8s.io",),
      ("validatingwebhookconfigurations", "mutatingwebhookconfigurations", "validatingadmissionpolicies",
       "validatingadmissionpolicybindings", "mutatingadmissionpolicies", "mutatingadmissionpolicybindings"),
-     ("create", "update", "patch", "delete")),
+     ("create", "update", "patch", "delete"), True),
+    ("re-routes an API group", ("apiregistration.k8s.io",), ("apiservices",),
+     ("create", "update", "patch", "delete"), True),
+    ("writes PersistentVolumes, hostPath ones included", ("",), ("persistentvolumes",), ("create", "update", "patch"),
+     True),
+    ("relabels nodes or namespaces", ("",), ("nodes", "namespaces"), ("update", "patch"),
+     True),
 )
+CLUSTER_SCOPED = frozenset(row[0] for row in POWERS if row[4]) | {"every non-resource URL"}
 
 
 # -- rules --------------------------------------------------------------------------------------------------------
@@ -100,8 +114,8 @@ def _resource_matches(rule: Mapping[str, List[str]], wanted: str) -> bool:
             return True
         if resource == "*" and sub and have.endswith("/" + sub) and len(have) > len(sub) + 1:
             return True  # "*/exec" wanted: pods/exec, deployments/exec ... each grant it
-        if sub == "*" and have.startswith(resource + "/"):
-            return True  # "userextras/*" wanted: any userextras/<key>
+        if sub == "*" and (have.startswith(resource + "/") or have.startswith("*/")):
+            return True  # "userextras/*" wanted: any userextras/<key>, and */<key> covers userextras/<key>
     return False
 
 
@@ -109,12 +123,18 @@ def _names(rule: Mapping[str, List[str]]) -> str:
     return " (only %s)" % ", ".join(rule["resourceNames"]) if rule["resourceNames"] else ""
 
 
+def _reason(label: str, verbs: Sequence[str], resources: Sequence[str], rule: Mapping[str, List[str]]) -> str:
+    names = ", only %s" % ", ".join(rule["resourceNames"]) if rule["resourceNames"] else ""
+    return "%s (%s %s%s)" % (label, ", ".join(verbs), ", ".join(resources), names)
+
+
 def power_reasons(rule: Mapping[str, List[str]]) -> List[str]:
-    """Why a normalized rule is powerful (empty when it is not). A rule limited to ``resourceNames`` still grants
-    its reason on those objects: the names are part of the reason."""
+    """Why a normalized rule is powerful (empty when it is not), each reason with the rule's own verbs and
+    resources that grant it. A rule limited to ``resourceNames`` still grants its reason on those objects: the names
+    are part of the reason."""
     why: List[str] = []
     if rule["nonResourceURLs"] and not rule["resources"]:
-        if "*" in rule["nonResourceURLs"] and rule["verbs"]:
+        if rule["verbs"] and any(u in ("*", "/*") for u in rule["nonResourceURLs"]):
             why.append("every non-resource URL (%s)" % ", ".join(rule["verbs"]))
         return why
     groups, resources, verbs = rule["apiGroups"], rule["resources"], rule["verbs"]
@@ -122,36 +142,38 @@ def power_reasons(rule: Mapping[str, List[str]]) -> List[str]:
         return why  # matches nothing
     if "*" in groups and "*" in resources and "*" in verbs:
         return ["every verb on every resource (cluster-admin)%s" % _names(rule)]  # every row below, and more
-    else:
-        if "*" in verbs:
-            why.append("every verb on %s%s" % (", ".join("%s/%s" % (g or "core", r) for g in groups
-                                                         for r in resources), _names(rule)))
-        if "*" in resources:
-            why.append("every resource of %s (%s)%s" % (", ".join(g or "core" for g in groups), ", ".join(verbs),
-                                                        _names(rule)))
-    for reason, want_groups, want_resources, want_verbs in POWERS:
-        if _group_matches(rule, want_groups) and _verb_matches(rule, want_verbs) and \
-                any(_resource_matches(rule, r) for r in want_resources):
-            why.append(reason + _names(rule))
+    if "*" in verbs:
+        why.append("every verb on %s%s" % (", ".join("%s/%s" % (g or "core", r) for g in groups
+                                                     for r in resources), _names(rule)))
+    if "*" in resources:
+        why.append("every resource of %s (%s)%s" % (", ".join(g or "core" for g in groups), ", ".join(verbs),
+                                                    _names(rule)))
+    for label, want_groups, want_resources, want_verbs, _ in POWERS:
+        if not (_group_matches(rule, want_groups) and _verb_matches(rule, want_verbs)):
+            continue
+        hit = [r for r in resources if any(_resource_matches({"resources": [r]}, w) for w in want_resources)]
+        if hit:
+            why.append(_reason(label, [v for v in verbs if v == "*" or v in want_verbs], hit, rule))
     return sorted(set(why))
 
 
 # -- aggregation --------------------------------------------------------------------------------------------------
 def _selector_matches(selector: Mapping[str, Any], labels: Mapping[str, str], where: str) -> bool:
-    """A metav1.LabelSelector (matchLabels, matchExpressions In/NotIn/Exists/DoesNotExist) against ``labels``. An
-    empty selector matches nothing in an aggregationRule (the controller skips it)."""
+    """A metav1.LabelSelector (matchLabels, matchExpressions In/NotIn/Exists/DoesNotExist) against ``labels``, as
+    LabelSelectorAsSelector reads it: an empty selector matches every ClusterRole."""
     match = selector.get("matchLabels") or {}
     exprs = selector.get("matchExpressions") or []
     if not isinstance(match, Mapping) or not isinstance(exprs, list):
         raise InputError("%s: a label selector with matchLabels (a mapping) and matchExpressions (a list)" % where)
-    if not match and not exprs:
-        return False
     if any(labels.get(k) != v for k, v in match.items()):
         return False
     for expr in exprs:
         if not isinstance(expr, Mapping):
             raise InputError("%s.matchExpressions: mappings {key, operator, values}" % where)
         key, op, values = str(expr.get("key")), expr.get("operator"), expr.get("values") or []
+        if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
+            raise InputError("%s.matchExpressions: values must be a list of strings, got %r" % (
+                where, values if len(repr(values)) < 80 else type(values).__name__))
         if op == "In" and labels.get(key) not in values:
             return False
         if op == "NotIn" and key in labels and labels[key] in values:
@@ -190,6 +212,9 @@ def effective_rules(cluster_roles: Iterable[Mapping[str, Any]], roles: Iterable[
     plain: Dict[str, List[Dict[str, List[str]]]] = {}
     labels: Dict[str, Mapping[str, str]] = {}
     selectors: Dict[str, List[Mapping[str, Any]]] = {}
+    for what, items in (("ClusterRoles", cluster_roles), ("Roles", roles)):
+        if not isinstance(items, (list, tuple)):
+            raise InputError("%s: a list of objects, got %s" % (what, type(items).__name__))
     for role in cluster_roles:
         meta = _meta(role, "ClusterRole")
         name = meta["name"]
@@ -293,18 +318,38 @@ def _autoupdate(meta: Mapping[str, Any]) -> bool:
     return isinstance(notes, Mapping) and notes.get(AUTOUPDATE) == "true"
 
 
-def grants(snapshot: Mapping[str, Any]) -> Dict[Tuple[str, str, str, str], List[str]]:
-    """Every powerful grant of a snapshot (security.rbac_snapshot): (subject, scope, role, reason) -> the bindings
-    that give it. ``scope`` is "cluster" or "namespace NS"."""
-    roles = snapshot.get("roles") or {}
-    out: Dict[Tuple[str, str, str, str], List[str]] = {}
-    for key, binding in sorted((snapshot.get("bindings") or {}).items()):
-        role = roles.get(binding.get("role")) or {}
+Grant = Tuple[str, str, str, str, str]
+
+
+def grants(snapshot: Mapping[str, Any]) -> Dict[Grant, List[str]]:
+    """Every powerful grant of a snapshot (security.rbac_snapshot): (subject, scope, role, reason, source) -> the
+    bindings that give it. ``scope`` is "cluster" or "namespace NS"; ``source`` the ClusterRole whose rule grants
+    the reason (the role itself, or one aggregated into it). A cluster-scoped power grants nothing through a
+    RoleBinding and is left out there."""
+    roles = _map(snapshot.get("roles"), "the RBAC snapshot's roles")
+    out: Dict[Grant, List[str]] = {}
+    for key, found in sorted(_map(snapshot.get("bindings"), "the RBAC snapshot's bindings").items()):
+        binding = _map(found, "binding %s" % key)
+        role = _map(roles.get(str(binding.get("role"))), "role %s" % binding.get("role"))
         scope = "namespace %s" % binding["namespace"] if binding.get("namespace") else "cluster"
-        for reason in role.get("power") or {}:
-            for subject in binding.get("subjects") or []:
-                out.setdefault((subject, scope, binding["role"], reason), []).append(key)
+        for reason, sources in sorted(_map(role.get("power"), "role %s power" % binding.get("role")).items()):
+            if scope != "cluster" and reason.split(" (", 1)[0] in CLUSTER_SCOPED:
+                continue
+            for source in sources if isinstance(sources, list) else [str(sources)]:
+                for subject in binding.get("subjects") or []:
+                    out.setdefault((str(subject), scope, str(binding.get("role")), str(reason), str(source)),
+                                   []).append(key)
     return out
+
+
+def _map(value: Any, what: str) -> Mapping[str, Any]:
+    """A mapping, {} for None; anything else (a stored baseline of the wrong shape) is an InputError."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise InputError("%s: a mapping, got %s (a stored baseline of another shape? delete it and take a new "
+                         "one)" % (what, type(value).__name__))
+    return value
 
 
 # -- what is expected ---------------------------------------------------------------------------------------------
@@ -336,38 +381,42 @@ def manifest_rbac(docs: Iterable[Any]) -> Dict[str, List[Mapping[str, Any]]]:
 
 
 def parse_accepted(value: Any, name: str = "gpufleet_security_rbac_accepted") -> List[Dict[str, str]]:
-    """The operator's accepted bindings: each {binding, subject, reason} - the binding by its exact key (a
-    ClusterRoleBinding's name, a RoleBinding's NAMESPACE/NAME), the subject exactly as reported (``User alice``,
-    ``Group g``, ``ServiceAccount ns/name``), and why (recorded with the run). No pattern is allowed."""
+    """The operator's accepted grants: each {binding, role, subject, reason} - the binding by its exact key (a
+    ClusterRoleBinding's name, a RoleBinding's NAMESPACE/NAME), the role it binds as the check names it (a
+    ClusterRole's name, a Role's NAMESPACE/NAME), the subject exactly as reported (``User alice``, ``Group g``,
+    ``ServiceAccount ns/name``), and why (recorded with the run). No pattern is allowed; a binding made again to
+    another role is not accepted."""
     if value in (None, ""):
         return []
     if not isinstance(value, (list, tuple)):
-        raise InputError("%s: a list of {binding, subject, reason}, got %s" % (name, type(value).__name__))
+        raise InputError("%s: a list of {binding, role, subject, reason}, got %s" % (name, type(value).__name__))
     out = []
+    fields = (("binding", "the binding's exact name, NAMESPACE/NAME for a RoleBinding"),
+              ("role", "the role it binds, as the check names it: a ClusterRole's name, NAMESPACE/NAME for a Role"),
+              ("subject", "exactly as the check reports it, e.g. 'User alice' or 'ServiceAccount ns/name'"),
+              ("reason", "why this grant is accepted; it is recorded with the run"))
     for index, item in enumerate(value):
         where = "%s[%d]" % (name, index)
         if not isinstance(item, Mapping):
-            raise InputError("%s: a mapping {binding, subject, reason}, got %s" % (where, type(item).__name__))
-        unknown = sorted(str(k) for k in set(item) - {"binding", "subject", "reason"})
+            raise InputError("%s: a mapping {binding, role, subject, reason}, got %s" % (where, type(item).__name__))
+        unknown = sorted(str(k) for k in set(item) - {f for f, _ in fields})
         if unknown:
-            raise InputError("%s: unknown field(s) %s; the fields are binding, subject and reason" % (
+            raise InputError("%s: unknown field(s) %s; the fields are binding, role, subject and reason" % (
                 where, ", ".join(unknown)))
         entry = {}
-        for field, example in (("binding", "the binding's exact name, NAMESPACE/NAME for a RoleBinding"),
-                               ("subject", "exactly as the check reports it, e.g. 'User alice' or "
-                                           "'ServiceAccount ns/name'"),
-                               ("reason", "why this grant is accepted; it is recorded with the run")):
+        for field, example in fields:
             text = item.get(field)
             if not isinstance(text, str) or not text.strip() or any(c in text for c in "\r\n"):
                 raise InputError("%s.%s: required, one line of text (%s)" % (where, field, example))
             entry[field] = text.strip()
-        if any(c in entry["binding"] + entry["subject"] for c in "*?["):
-            raise InputError("%s: binding and subject are exact names, not patterns (got %r, %r)" % (
-                where, entry["binding"], entry["subject"]))
-        if entry["subject"].split(" ", 1)[0] not in ("User", "Group", "ServiceAccount") or " " not in \
-                entry["subject"]:
-            raise InputError("%s.subject: %r must read KIND NAME, KIND one of User, Group, ServiceAccount" % (
-                where, entry["subject"]))
+        if any(c in entry["binding"] + entry["role"] + entry["subject"] for c in "*?["):
+            raise InputError("%s: binding, role and subject are exact names, not patterns (got %r, %r, %r)" % (
+                where, entry["binding"], entry["role"], entry["subject"]))
+        kind, _, subject = entry["subject"].partition(" ")
+        if kind not in ("User", "Group", "ServiceAccount") or not subject or \
+                (kind == "ServiceAccount" and subject.count("/") != 1):
+            raise InputError("%s.subject: %r must read KIND NAME (User NAME, Group NAME or ServiceAccount "
+                             "NAMESPACE/NAME)" % (where, entry["subject"]))
         out.append(entry)
     return out
 
@@ -376,27 +425,30 @@ def judge_new_grants(before: Mapping[str, Any], after: Mapping[str, Any],
                      tables: Sequence[Tuple[str, Mapping[str, Any]]],
                      accepted: Sequence[Mapping[str, str]] = ()) -> Dict[str, List[str]]:
     """Each grant in ``after`` that ``before`` did not have, sorted into ``new`` (fails the check), ``expected``
-    (the binding, its role reference and the subject are in one of ``tables`` - (source, expected_snapshot) - and
-    the table's role has the reason) and ``accepted`` (by the operator, with the reason). Each line names the
-    subject, the reason, the role (and the ClusterRole that brought the reason, when it is another) and the
-    binding."""
+    and ``accepted`` (by the operator, with the reason). A grant is expected when one of ``tables`` - (source,
+    expected_snapshot) - has its exact binding, role reference and subject and the role's reason from the same
+    ClusterRole (the role from any table: a chart may bind a built-in role), or when the ClusterRole that brings
+    the reason by aggregation is a table's own with that reason (a new aggregate-to-admin role of the minor or of
+    an applied chart). Each line names the subject, the power, the role (and the ClusterRole that brought it, when
+    another) and the binding."""
     old = set(grants(before))
-    new_roles = after.get("roles") or {}
     out: Dict[str, List[str]] = {"new": [], "expected": [], "accepted": []}
     for grant, bindings in sorted(grants(after).items()):
         if grant in old:
             continue
-        subject, scope, role, reason = grant
-        via = [v for v in ((new_roles.get(role) or {}).get("power") or {}).get(reason, []) if v != role]
+        subject, scope, role, reason, source = grant
         text = "%s: %s, through %s %s%s (%s)" % (
             subject, reason, "ClusterRole" if "/" not in role else "Role", role,
-            ", the rule coming from ClusterRole %s" % ", ".join(via) if via else "", scope)
-        by = [hit for hit in (_in_table(b, subject, role, reason, after, tables) for b in bindings) if hit]
+            ", the rule coming from ClusterRole %s" % source if source != role else "", scope)
+        by = [hit for hit in (_in_table(b, grant, after, tables) for b in bindings) if hit]
+        if source != role:
+            by += [(b, src) for b in bindings for src, table in tables
+                   if source in (_role_power(table, source).get(reason) or [])]
         if by:
-            out["expected"].append("%s, by %s (%s)" % (text, ", ".join(b for b, _ in by),
+            out["expected"].append("%s, by %s (%s)" % (text, ", ".join(sorted({b for b, _ in by})),
                                                        ", ".join(sorted({s for _, s in by}))))
             continue
-        ok = [a for a in accepted if a["binding"] in bindings and a["subject"] == subject]
+        ok = [a for a in accepted if a["binding"] in bindings and a["subject"] == subject and a["role"] == role]
         if ok:
             out["accepted"].append("%s, by %s: accepted by the operator: %s" % (
                 text, ok[0]["binding"], ok[0]["reason"]))
@@ -405,14 +457,20 @@ def judge_new_grants(before: Mapping[str, Any], after: Mapping[str, Any],
     return out
 
 
-def _in_table(binding: str, subject: str, role: str, reason: str, after: Mapping[str, Any],
+def _role_power(table: Mapping[str, Any], role: str) -> Mapping[str, Any]:
+    return ((table.get("roles") or {}).get(role) or {}).get("power") or {}
+
+
+def _in_table(binding: str, grant: Grant, after: Mapping[str, Any],
               tables: Sequence[Tuple[str, Mapping[str, Any]]]) -> Optional[Tuple[str, str]]:
+    subject, _, role, reason, source = grant
     live = (after.get("bindings") or {}).get(binding) or {}
-    for source, table in tables:
+    for name, table in tables:
         want = (table.get("bindings") or {}).get(binding)
         if not want or want.get("role") != role or want.get("role_kind") != live.get("role_kind") or \
-                subject not in (want.get("subjects") or []):
+                want.get("namespace", "") != live.get("namespace", "") or subject not in (want.get("subjects") or []):
             continue
-        if reason in (((table.get("roles") or {}).get(role) or {}).get("power") or {}):
-            return binding, source
+        for _, defining in [(name, table)] + [t for t in tables if t[1] is not table]:
+            if source in (_role_power(defining, role).get(reason) or []):
+                return binding, name
     return None

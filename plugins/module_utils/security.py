@@ -472,11 +472,12 @@ def take_baseline(kube: Any, target: str, run_id: str, check_mode: bool) -> Dict
                 target, len(doc["psa"]), len(doc["rbac"]["roles"]), len(doc["network_policies"]))}
 
 
-def expected_tables(kube: Any, target: str, releases: Sequence[str]) -> Tuple[List[Tuple[str, Dict[str, Any]]],
-                                                                               List[str]]:
+def expected_tables(kube: Any, target: str, releases: Sequence[Mapping[str, str]]
+                    ) -> Tuple[List[Tuple[str, Dict[str, Any]]], List[str]]:
     """What the upgrade to ``target`` is expected to create: the target minor's apiserver and kubeadm objects
-    (data_rbac.py) and the RBAC in the deployed revision of each Helm release the addons stage manages
-    (``releases``: NAMESPACE/NAME). Returns (tables, gaps): a gap names a table that could not be had."""
+    (data_rbac.py) and the RBAC of each Helm release the addons stage manages (``releases``: {release:
+    NAMESPACE/NAME, version: the chart version it applies}) once its deployed revision is that version. Returns
+    (tables, gaps): a gap names a table that could not be had."""
     tables: List[Tuple[str, Dict[str, Any]]] = []
     gaps: List[str] = []
     try:
@@ -487,14 +488,21 @@ def expected_tables(kube: Any, target: str, releases: Sequence[str]) -> Tuple[Li
         secrets = kube.helm_release_secrets()
         for release in releases:
             try:
-                tables.append(helm_rbac(secrets, release))
+                found = helm_rbac(secrets, release["release"], release["version"])
             except GpufleetError as exc:
                 gaps.append(exc.msg)
+                continue
+            if found is not None:
+                tables.append(found)
     return tables, gaps
 
 
-def helm_rbac(secrets: Sequence[Mapping[str, Any]], release: str) -> Tuple[str, Dict[str, Any]]:
-    """The RBAC in the manifest of ``release``'s (NAMESPACE/NAME) deployed revision, from its Helm Secrets."""
+def helm_rbac(secrets: Sequence[Mapping[str, Any]], release: str,
+              version: str) -> Optional[Tuple[str, Dict[str, Any]]]:
+    """The RBAC in the manifest of ``release``'s (NAMESPACE/NAME) deployed revision, from its Helm Secrets, when
+    that revision is chart ``version`` - the one the addons stage applies; None when it is another (the addons
+    stage has not moved it yet: its RBAC is the baseline's). Namespaced objects without a namespace are the
+    release's, as Helm installs them."""
     namespace, _, name = release.partition("/")
     deployed = []
     for secret in secrets:
@@ -506,17 +514,23 @@ def helm_rbac(secrets: Sequence[Mapping[str, Any]], release: str) -> Tuple[str, 
         raise InputError("Helm release %s: %s deployed revision(s) found, so the RBAC it is expected to create is "
                          "unknown (the addons stage leaves exactly one)" % (release, len(deployed)))
     doc = removed_apis.decode_helm_release(str(_map(deployed[0].get("data")).get("release", "")))
-    text = doc.get("manifest") if isinstance(doc, Mapping) else None
+    chart = _map(_map(doc.get("chart")).get("metadata")).get("version") if isinstance(doc, Mapping) else None
+    if str(chart) != str(version):
+        return None
+    text = doc.get("manifest")
     if not isinstance(text, str):
         raise InputError("Helm release %s: its deployed revision has no manifest" % release)
     objects = rbac.manifest_rbac(load_yaml(text, "Helm release %s manifest" % release, multi=True))
-    return ("Helm release %s revision %s" % (release, _map(meta.get("labels")).get("version", "?")),
-            rbac.expected_snapshot(objects))
+    for kind in ("Role", "RoleBinding"):
+        objects[kind] = [dict(obj, metadata=dict(_meta(obj), namespace=_meta(obj).get("namespace") or namespace))
+                         for obj in objects[kind]]
+    revision = _map(_meta(deployed[0]).get("labels")).get("version", "?")
+    return ("Helm release %s revision %s (chart %s)" % (release, revision, version), rbac.expected_snapshot(objects))
 
 
 def check(kube: Any, target: str, probes: Sequence[Mapping[str, str]], accepted: Sequence[Mapping[str, str]],
           require_baseline: bool, extra_support: Any = None, declared_versions: Any = None,
-          releases: Sequence[str] = ()) -> Dict[str, Any]:
+          releases: Sequence[Mapping[str, str]] = ()) -> Dict[str, Any]:
     """Every check against the cluster now and the stored baseline of ``target``."""
     before = stored_baseline(kube, target)
     now = read_state(kube)

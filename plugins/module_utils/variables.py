@@ -88,10 +88,10 @@ VARIABLES: Tuple[Var, ...] = (
         "Admission probes, each {namespace, image (one the namespace's image policy must refuse), expect (text the "
         "refusal must contain: the policy's name)}; each is a server-side dry run after every wave."),
     Var("gpufleet_security_rbac_accepted", "list", NONE, "cell", CELL_PLAYBOOKS,
-        "Bindings whose new powerful RBAC grants the operator accepts, each {binding (a ClusterRoleBinding's exact "
-        "name, a RoleBinding's NAMESPACE/NAME), subject (as the check reports it: 'User alice', 'ServiceAccount "
-        "ns/name'), reason (recorded with the run)}; no pattern. What the apiserver and kubeadm create is known by "
-        "identity (plugins/module_utils/data_rbac.py)."),
+        "New powerful RBAC grants the operator accepts, each {binding (a ClusterRoleBinding's exact name, a "
+        "RoleBinding's NAMESPACE/NAME), role (the role it binds, NAMESPACE/NAME for a Role), subject (as the check "
+        "reports it: 'User alice', 'ServiceAccount ns/name'), reason (recorded with the run)}; no pattern. What the "
+        "apiserver and kubeadm create is known by identity (plugins/module_utils/data_rbac.py)."),
     Var("gpufleet_security_rbac_expected", "list", NONE, "cell", CELL_PLAYBOOKS,
         "REFUSED when set (gpufleet 0.2's binding-name patterns such as system:*: a name lets anyone hide a "
         "binding). Remove it; accept a specific binding with gpufleet_security_rbac_accepted."),

@@ -30,13 +30,17 @@ options:
     default: [https://127.0.0.1:2379]
   members:
     description:
-      - The client URLs of every etcd member the inventory declares. When given, etcdctl asks the cluster for all
-        its members (C(endpoint status --cluster)) and the members that answered must be exactly these - a member
-        missing, or one the inventory does not know, fails - and the leader must be one of them.
-      - Without it only the O(endpoints) answer; the leader must still be a member that answered, so give every
-        member's endpoint there.
+      - The client URLs of every etcd member the inventory declares; the members that answered must be exactly
+        these - a member missing, or one the inventory does not know, fails.
     type: list
     elements: str
+  cluster:
+    description:
+      - Ask the cluster for every member (C(etcdctl endpoint status --cluster)), so the leader can be proved to be
+        a member that answered whichever member O(endpoints) names. Without it only O(endpoints) answer, and a
+        leader among the others fails the check.
+    type: bool
+    default: true
   cacert:
     description: CA certificate for etcdctl.
     type: path
@@ -149,6 +153,7 @@ def main():
             check_endpoints=dict(type="bool", default=True),
             endpoints=dict(type="list", elements="str", default=["https://127.0.0.1:2379"]),
             members=dict(type="list", elements="str"),
+            cluster=dict(type="bool", default=True),
             cacert=dict(type="path"), cert=dict(type="path"), key=dict(type="path", no_log=False),
             etcdctl=dict(type="str", default="etcdctl"),
             etcdutl=dict(type="str", default="etcdutl"),
@@ -175,7 +180,7 @@ def main():
                 # endpoint status only reads; it runs in check mode too.
                 rc, text, err = module.run_command(
                     [module.get_bin_path(p["etcdctl"], required=True)] + _tls_args(p) +
-                    ["endpoint", "status", "-w", "json"] + (["--cluster"] if p["members"] is not None else []))
+                    ["endpoint", "status", "-w", "json"] + (["--cluster"] if p["cluster"] else []))
                 if rc != 0:
                     module.fail_json(msg="etcdctl endpoint status exited %d: %s" % (rc, err.strip()), rc=rc)
             endpoints = parse_endpoint_status(text)

@@ -57,18 +57,20 @@ options:
     default: []
   rbac_accepted:
     description:
-      - Bindings the operator accepts, each C(binding) (a ClusterRoleBinding's exact name, a RoleBinding's
-        C(NAMESPACE/NAME)), C(subject) (exactly as the check reports it, C(User alice), C(Group g),
+      - Grants the operator accepts, each C(binding) (a ClusterRoleBinding's exact name, a RoleBinding's
+        C(NAMESPACE/NAME)), C(role) (the role it binds, C(NAMESPACE/NAME) for a Role: the binding made again to
+        another role is not accepted), C(subject) (exactly as the check reports it, C(User alice), C(Group g),
         C(ServiceAccount ns/name)) and C(reason) (recorded with the run). No pattern is accepted.
     type: list
     elements: dict
     default: []
   addon_releases:
     description:
-      - The Helm releases (C(NAMESPACE/NAME)) the addons stage manages; the RBAC in each one's deployed revision is
+      - The Helm releases the addons stage manages, each C(release) (C(NAMESPACE/NAME)) and C(version) (the chart
+        version the stage applies); once a release's deployed revision is that version, the RBAC in its manifest is
         expected. A release with no single deployed revision fails the check.
     type: list
-    elements: str
+    elements: dict
     default: []
   require_baseline:
     description: With O(state=checked), fail when no baseline of this target is stored.
@@ -179,7 +181,8 @@ def main():
             run_id=dict(type="str", default=""),
             admission_probes=dict(type="list", elements="dict", default=[]),
             rbac_accepted=dict(type="list", elements="dict", default=[]),
-            addon_releases=dict(type="list", elements="str", default=[]),
+            addon_releases=dict(type="list", elements="dict", default=[], options=dict(
+                release=dict(type="str", required=True), version=dict(type="str", required=True))),
             require_baseline=dict(type="bool", default=True),
             extra_support=dict(type="list", elements="dict", default=[]),
             declared_versions=dict(type="dict", default={}),

@@ -107,10 +107,10 @@ def _exec_role(a):
 
 
 def _grow_admin(a):
-    """admin grown through a new aggregated ClusterRole: team-admin's lead gains nodes/proxy."""
+    """admin grown through a new aggregated ClusterRole: team-admin's lead may add ephemeral containers."""
     a["rbac"].create_cluster_role({"metadata": {"name": "lab-fault-grow-admin", "labels": {
         "rbac.authorization.k8s.io/aggregate-to-admin": "true"}}, "rules": [
-        {"apiGroups": [""], "resources": ["nodes/proxy"], "verbs": ["get"]}]})
+        {"apiGroups": [""], "resources": ["pods/ephemeralcontainers"], "verbs": ["patch"]}]})
 
 
 def _helm_lookalike(a):
@@ -173,17 +173,17 @@ FAULTS = {
                           "User lab-fault-user: every verb on every resource (cluster-admin), through ClusterRole "
                           "cluster-admin (cluster), by binding kubeadm:lab-fault", _undo_rbac),
     "rbac-exec": (_exec_role, "rbac_no_new_powerful_grant",
-                  "User lab-fault-exec-user: runs commands in containers (*/exec), through ClusterRole "
+                  "User lab-fault-exec-user: runs commands in containers (create */exec), through ClusterRole "
                   "lab-fault-exec (cluster), by binding lab-fault-exec", _undo_rbac),
     "rbac-aggregated": (_grow_admin, "rbac_no_new_powerful_grant",
-                        "User lab-team-lead: reaches kubelets (nodes/proxy), through ClusterRole admin, the rule "
-                        "coming from ClusterRole lab-fault-grow-admin (namespace training), by binding "
-                        "training/team-admin", _undo_rbac),
+                        "User lab-team-lead: adds ephemeral containers (patch pods/ephemeralcontainers), through "
+                        "ClusterRole admin, the rule coming from ClusterRole lab-fault-grow-admin (namespace "
+                        "training), by binding training/team-admin", _undo_rbac),
     "rbac-helm-lookalike": (_helm_lookalike, "rbac_no_new_powerful_grant",
-                            "ServiceAccount nvidia-device-plugin/nvidia-device-plugin: reads Secrets (only "
-                            "nvidia-device-plugin-sharing), through Role nvidia-device-plugin/nvidia-device-plugin-"
-                            "config (namespace nvidia-device-plugin), by binding nvidia-device-plugin/nvidia-device-"
-                            "plugin-config", _undo_rbac),
+                            "ServiceAccount nvidia-device-plugin/nvidia-device-plugin: reads Secrets (get, watch "
+                            "secrets, only nvidia-device-plugin-sharing), through Role nvidia-device-plugin/nvidia-"
+                            "device-plugin-config (namespace nvidia-device-plugin), by binding nvidia-device-plugin/"
+                            "nvidia-device-plugin-config", _undo_rbac),
     "legacy_token": (_token, "legacy_tokens_not_added", "training/lab-fault-token",
                      lambda a: a["core"].delete_namespaced_secret("lab-fault-token", "training")),
     "network_policy": (lambda a: a["net"].delete_namespaced_network_policy("allow-gang", "training"),

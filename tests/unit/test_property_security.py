@@ -77,12 +77,13 @@ def _attack_passes(args) -> bool:
 
 
 def _is_new_power(args) -> bool:
-    """Whether the attack really grants a power the table does not: admin already holds some reasons (e.g. reading
-    Secrets, */exec) and a subject of system:masters gains nothing; everything else must be caught."""
+    """Whether the attack really grants a power: admin is bound in a namespace only (team-admin), where a
+    cluster-scoped power grants nothing; a subject of system:masters gains nothing; everything else must be caught
+    (a power admin already had, brought by a new ClusterRole, is a new grant too)."""
     kind, _, subject, rule, _ = args
     if kind == 1:
-        grown = set(rbac.power_reasons(rbac.normalize_rules([rule], "r")[0]))
-        return bool(grown - set(TABLE["roles"]["admin"]["power"]))
+        reasons = rbac.power_reasons(rbac.normalize_rules([rule], "r")[0])
+        return any(r.split(" (", 1)[0] not in rbac.CLUSTER_SCOPED for r in reasons)
     return not (kind == 2 and subject["name"] == "system:masters")
 
 

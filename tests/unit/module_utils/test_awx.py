@@ -391,3 +391,13 @@ def test_jinja_in_the_fleet_that_would_reach_awx_is_refused(jinja):
     fleet["cells"][0]["inventory"] = "inventories/" + jinja
     with pytest.raises(InputError, match=re.escape("gpufleet_fleet.cells[0].inventory") + ".*Jinja"):
         awx.fleet_definitions(FLEET_CONFIG, fleet, plan)
+
+
+def test_jinja_nested_thousands_deep_is_refused_not_a_recursion_error():
+    deep = cur = []
+    for _ in range(3000):
+        cur.append([])
+        cur = cur[0]
+    cur.append("{{ lookup('pipe', 'id') }}")
+    with pytest.raises(InputError, match="holds Jinja"):
+        awx.no_templates(deep, "gpufleet_awx")

@@ -177,19 +177,19 @@ def test_addon_inputs_are_read_and_checked_with_the_cell():
 
 def test_security_inputs_are_read_and_checked_with_the_cell():
     probe = {"namespace": "inference", "image": "registry.example/app:latest", "expect": "require-signed"}
-    accepted = [{"binding": "break-glass", "subject": "User alice", "reason": "INC-42"}]
+    accepted = [{"binding": "break-glass", "role": "cluster-admin", "subject": "User alice", "reason": "INC-42"}]
     release = {"addon": "kueue", "release": "kueue", "namespace": "kueue-system", "chart": "kueue/kueue",
                "version": "0.17.0"}
     built = cell(cell_vars={"gpufleet_security_admission_probes": [probe], "gpufleet_security_rbac_accepted": accepted,
                             "gpufleet_addon_releases": [release]})
     assert built.security == {"admission_probes": [probe], "rbac_accepted": accepted,
-                              "addon_releases": ["kueue-system/kueue"]}
+                              "addon_releases": [{"release": "kueue-system/kueue", "version": "0.17.0"}]}
     assert cell().security == {"admission_probes": [], "rbac_accepted": [], "addon_releases": []}
     with pytest.raises(InputError, match=r"gpufleet_security_admission_probes\[0\].expect: required"):
         cell(cell_vars={"gpufleet_security_admission_probes": [dict(probe, expect=" ")]})
     with pytest.raises(InputError, match="gpufleet_security_rbac_expected: binding-name patterns are no longer"):
         cell(cell_vars={"gpufleet_security_rbac_expected": ["system:*"]})
-    with pytest.raises(InputError, match=r"gpufleet_security_rbac_accepted\[0\]: binding and subject are exact"):
+    with pytest.raises(InputError, match=r"gpufleet_security_rbac_accepted\[0\]: binding, role and subject are exact"):
         cell(cell_vars={"gpufleet_security_rbac_accepted": [dict(accepted[0], binding="kubeadm:*")]})
 
 

@@ -92,7 +92,10 @@ def test_one_cluster_each_member_once():
     eps = _status(1, members=(1, 2, 3))
     eps[2]["cluster_id"] = "777"
     assert "the endpoints are not one etcd cluster" in judge_endpoints(eps)["failures"][0]
-    assert "answering twice: 1" in judge_endpoints(_status(1, members=(1, 1, 3)))["failures"][0]
+    assert judge_endpoints(_status(1, members=(1, 1, 3)))["passed"]  # one member, two client URLs
+    assert "an endpoint without a member id" in judge_endpoints(_status(1, members=(1, None, 3)))["failures"][0]
+    with pytest.raises(InputError, match="members: a list of etcd client URLs"):
+        judge_endpoints(_status(1), members=[None])
 
 
 def test_endpoints_must_be_the_inventory_members():

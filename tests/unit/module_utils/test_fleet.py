@@ -421,3 +421,9 @@ def test_names_and_numbers_are_whole_and_ascii(edit, message):
     edit(doc)
     with pytest.raises(InputError, match=message):
         plan_fleet(doc)
+
+
+def test_a_threshold_too_large_for_a_number_is_refused_not_an_overflow():
+    from ansible_collections.gpufleet.upgrade.plugins.module_utils.fleet import parse_halt_policy
+    with pytest.raises(InputError, match="max_jobset_restarts_increase: 1000.* is not a number in range"):
+        parse_halt_policy({"max_jobset_restarts_increase": 10 ** 400})

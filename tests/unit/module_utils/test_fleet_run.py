@@ -494,3 +494,12 @@ def test_a_node_above_its_baseline_halts_even_when_the_fraction_is_whole():
                         ["gpu_allocatable_fraction"])
     assert both["message"].startswith("train-1: gpu_allocatable_fraction is 0.5 (at least 1) (pool h100 8 of 16) "
                                       "(node gpu-2 0 of 8), but node gpu-1 offers more GPUs")
+
+
+def test_a_node_breakdown_naming_its_pool_with_a_list_is_refused_not_a_type_error():
+    doc = clean_reading()
+    doc["gpu_allocatable_off_baseline"] = {"n2": {"pool": ["h100"], "allocatable": 0, "expected": 8, "counted": 0,
+                                                  "state": "below"}}
+    checked = run.check_reading("c", "after", doc)
+    assert checked["gpu_allocatable_fraction"] is None and "gpu_allocatable_fraction" in checked["refused"]
+    assert "refused" in checked["unmeasured"]["gpu_allocatable_fraction"]

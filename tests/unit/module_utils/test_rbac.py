@@ -51,42 +51,58 @@ AUTOUPDATE = {rbac.AUTOUPDATE: "true"}
 
 
 # -- rules as Kubernetes RBAC matches them ----------------------------------------------------------------------
-@pytest.mark.parametrize("resources, reason", [
-    (["*/exec"], "runs commands in containers (*/exec)"),
-    (["pods/exec"], "runs commands in containers (*/exec)"),
-    (["*/attach"], "attaches to containers (*/attach)"),
-    (["*/proxy"], "proxies to pods, services or nodes (*/proxy)"),
-    (["*/proxy"], "reaches kubelets (nodes/proxy)"),
-    (["services/proxy"], "proxies to pods, services or nodes (*/proxy)"),
-    (["*/token"], "mints tokens (*/token)"),
-    (["serviceaccounts/token"], "mints tokens (*/token)"),
+@pytest.mark.parametrize("given, reason", [
+    (rule([""], ["*/exec"], ["get", "create"]), "runs commands in containers (create, get */exec)"),
+    (rule([""], ["pods/exec"], ["create"]), "runs commands in containers (create pods/exec)"),
+    (rule(["*"], ["*/attach"], ["get"]), "attaches to containers (get */attach)"),
+    (rule([""], ["*/proxy"], ["get"]), "proxies to pods, services or nodes (get */proxy)"),
+    (rule([""], ["*/proxy"], ["get"]), "reaches kubelets through nodes/proxy (get */proxy)"),
+    (rule([""], ["services/proxy"], ["get"]), "proxies to pods, services or nodes (get services/proxy)"),
+    (rule([""], ["*/token"], ["create"]), "mints tokens (create */token)"),
+    (rule([""], ["serviceaccounts/token"], ["create"]), "mints tokens (create serviceaccounts/token)"),
+    (rule([""], ["*/portforward"], ["create"]), "port-forwards into pods (create */portforward)"),
 ])
-def test_subresource_wildcards_are_powerful(resources, reason):
+def test_subresource_wildcards_are_powerful(given, reason):
     """A ClusterRole granting */exec, */attach, */proxy or */token was not seen as powerful."""
-    verbs = ["create"] if "token" in resources[0] else ["get", "create"]
-    assert reason in rbac.power_reasons(rule(["*"] if "*" in resources[0] else [""], resources, verbs))
+    assert reason in rbac.power_reasons(given)
 
 
 @pytest.mark.parametrize("given, reason", [
     (rule(["*"], ["*"], ["*"]), "every verb on every resource (cluster-admin)"),
-    (rule([""], ["*"], ["get"]), "reads Secrets"),
+    (rule([""], ["*"], ["get"]), "reads Secrets (get *)"),
     (rule([""], ["*"], ["get"]), "every resource of core (get)"),
     (rule(["apps"], ["deployments"], ["*"]), "every verb on apps/deployments"),
-    (rule([""], ["secrets"], ["list"], names=["db"]), "reads Secrets (only db)"),
-    (rule([rbac.RBAC], ["clusterroles"], ["escalate"]), "grants itself more (escalate/bind roles)"),
+    (rule(["apps"], ["deployments"], ["*"]), "runs workloads as any service account of the namespace (* deployments)"),
+    (rule([""], ["secrets"], ["list"], names=["db"]), "reads Secrets (list secrets, only db)"),
+    (rule([rbac.RBAC], ["clusterroles"], ["escalate"]), "escalates or binds roles (escalate clusterroles)"),
     (rule(["authentication.k8s.io"], ["userextras/scopes"], ["impersonate"]),
-     "impersonates users, groups or service accounts"),
-    (rule([""], ["pods/ephemeralcontainers"], ["patch"]), "adds ephemeral containers (pods/ephemeralcontainers)"),
+     "impersonates (impersonate userextras/scopes)"),
+    (rule(["*"], ["*/scopes"], ["impersonate"]), "impersonates (impersonate */scopes)"),
+    (rule([""], ["pods/ephemeralcontainers"], ["patch"]), "adds ephemeral containers (patch pods/ephemeralcontainers)"),
     (rule(["certificates.k8s.io"], ["certificatesigningrequests/approval"], ["update"]),
-     "approves certificate requests"),
+     "approves certificate requests (update certificatesigningrequests/approval)"),
     (rule(["certificates.k8s.io"], ["signers"], ["approve"], names=["kubernetes.io/kube-apiserver-client"]),
-     "approves certificates for a signer (only kubernetes.io/kube-apiserver-client)"),
+     "approves certificates for a signer (approve signers, only kubernetes.io/kube-apiserver-client)"),
     (rule(["admissionregistration.k8s.io"], ["validatingwebhookconfigurations"], ["delete"]),
-     "can switch admission policy off (webhook and policy configuration)"),
+     "can switch admission policy off (delete validatingwebhookconfigurations)"),
+    (rule(["apiregistration.k8s.io"], ["apiservices"], ["update"]), "re-routes an API group (update apiservices)"),
+    (rule([""], ["persistentvolumes"], ["create"]),
+     "writes PersistentVolumes, hostPath ones included (create persistentvolumes)"),
+    (rule([""], ["namespaces"], ["patch"]), "relabels nodes or namespaces (patch namespaces)"),
     (rule([], [], ["*"], urls=["*"]), "every non-resource URL (*)"),
+    (rule([], [], ["get"], urls=["/*"]), "every non-resource URL (get)"),
 ])
 def test_power_reasons(given, reason):
     assert reason in rbac.power_reasons(given)
+
+
+def test_a_grant_that_grows_is_a_new_reason():
+    """Impersonating service accounts (edit's) and impersonating users (cluster-admin's, through system:masters)
+    are not one power; get and list on Secrets neither."""
+    assert rbac.power_reasons(rule([""], ["serviceaccounts"], ["impersonate"])) != \
+        rbac.power_reasons(rule([""], ["users", "groups"], ["impersonate"]))
+    assert rbac.power_reasons(rule([""], ["secrets"], ["get"])) != rbac.power_reasons(rule([""], ["secrets"],
+                                                                                           ["get", "list"]))
 
 
 @pytest.mark.parametrize("given", [
@@ -109,17 +125,27 @@ def test_aggregation_is_resolved_and_the_contributor_named():
     grown = cr("gpu-debug", {"apiGroups": [""], "resources": ["nodes/proxy"], "verbs": ["get"]},
                labels={AGG_ADMIN: "true"})
     powers = rbac.role_powers([admin, edit, grown])
-    assert powers["admin"]["runs commands in containers (*/exec)"] == ["system:aggregate-to-edit"]
-    assert powers["admin"]["reaches kubelets (nodes/proxy)"] == ["gpu-debug"]
-    assert "reaches kubelets (nodes/proxy)" not in rbac.role_powers([admin, edit])["admin"]
+    assert powers["admin"]["runs commands in containers (create pods/exec)"] == ["system:aggregate-to-edit"]
+    assert powers["admin"]["reaches kubelets through nodes/proxy (get nodes/proxy)"] == ["gpu-debug"]
+    assert "reaches kubelets through nodes/proxy (get nodes/proxy)" not in rbac.role_powers([admin, edit])["admin"]
 
 
 def test_match_expressions_and_an_empty_selector():
+    """As LabelSelectorAsSelector reads them: In/NotIn/Exists/DoesNotExist, and an empty selector matches every
+    ClusterRole."""
     picky = {"kind": "ClusterRole", "metadata": {"name": "picky"}, "aggregationRule": {"clusterRoleSelectors": [
-        {"matchExpressions": [{"key": "team", "operator": "In", "values": ["gpu"]}]}, {}]}}
+        {"matchExpressions": [{"key": "team", "operator": "In", "values": ["gpu"]}]}]}}
+    everything = {"kind": "ClusterRole", "metadata": {"name": "everything"},
+                  "aggregationRule": {"clusterRoleSelectors": [{}]}}
     gpu = cr("gpu", ADMIN_ALL, labels={"team": "gpu"})
     other = cr("other", ADMIN_ALL, labels={"team": "web"})
-    assert rbac.role_powers([picky, gpu, other])["picky"]["every verb on every resource (cluster-admin)"] == ["gpu"]
+    powers = rbac.role_powers([picky, everything, gpu, other])
+    assert powers["picky"]["every verb on every resource (cluster-admin)"] == ["gpu"]
+    assert powers["everything"]["every verb on every resource (cluster-admin)"] == ["gpu", "other"]
+    with pytest.raises(InputError, match="values must be a list of strings"):
+        bad = {"kind": "ClusterRole", "metadata": {"name": "bad"}, "aggregationRule": {"clusterRoleSelectors": [
+            {"matchExpressions": [{"key": "team", "operator": "In", "values": "gpu"}]}]}}
+        rbac.role_powers([bad, gpu])
     with pytest.raises(InputError, match="operator 'Is' is not In"):
         bad = {"kind": "ClusterRole", "metadata": {"name": "bad"}, "aggregationRule": {"clusterRoleSelectors": [
             {"matchExpressions": [{"key": "team", "operator": "Is"}]}]}}
@@ -185,7 +211,8 @@ def test_a_table_binding_whose_role_grew_past_the_table_is_new():
     before = snap(ROLES, [crb("cluster-admin", "cluster-admin", MASTERS), crb("system:node", "system:node", nodes)])
     after = snap(grown, [crb("cluster-admin", "cluster-admin", MASTERS), crb("system:node", "system:node", nodes)])
     assert rbac.judge_new_grants(before, after, [TABLE])["new"] == [
-        "Group system:nodes: reads Secrets, through ClusterRole system:node (cluster), by binding system:node"]
+        "Group system:nodes: reads Secrets (list secrets), through ClusterRole system:node (cluster), by binding "
+        "system:node"]
 
 
 def test_admin_grown_by_a_new_aggregated_clusterrole_is_a_new_grant_naming_it():
@@ -194,36 +221,64 @@ def test_admin_grown_by_a_new_aggregated_clusterrole_is_a_new_grant_naming_it():
               labels={AGG_ADMIN: "true"})
     team = rb("team-a", "alice-admin", "admin", ALICE)
     before = snap([admin, edit], [], [team])
-    added = cr("gpu-debug", {"apiGroups": [""], "resources": ["nodes/proxy"], "verbs": ["get"]},
+    added = cr("gpu-debug", {"apiGroups": [""], "resources": ["pods/ephemeralcontainers"], "verbs": ["patch"]},
                labels={AGG_ADMIN: "true"})
     after = snap([admin, edit, added], [], [team])
     assert rbac.judge_new_grants(before, after, [TABLE])["new"] == [
-        "User alice: proxies to pods, services or nodes (*/proxy), through ClusterRole admin, the rule coming from "
-        "ClusterRole gpu-debug (namespace team-a), by binding team-a/alice-admin",
-        "User alice: reaches kubelets (nodes/proxy), through ClusterRole admin, the rule coming from ClusterRole "
-        "gpu-debug (namespace team-a), by binding team-a/alice-admin"]
+        "User alice: adds ephemeral containers (patch pods/ephemeralcontainers), through ClusterRole admin, the rule "
+        "coming from ClusterRole gpu-debug (namespace team-a), by binding team-a/alice-admin"]
     assert rbac.judge_new_grants(before, snap([admin, edit], [], [team]), [TABLE])["new"] == []
+    # the same power admin already had, from another ClusterRole: a new grant too (what it brings may grow)
+    again = cr("more-exec", {"apiGroups": [""], "resources": ["pods/exec"], "verbs": ["create"]},
+               labels={AGG_ADMIN: "true"})
+    assert rbac.judge_new_grants(before, snap([admin, edit, again], [], [team]), [TABLE])["new"] == [
+        "User alice: runs commands in containers (create pods/exec), through ClusterRole admin, the rule coming from "
+        "ClusterRole more-exec (namespace team-a), by binding team-a/alice-admin"]
+    # a cluster-scoped power through a RoleBinding grants nothing there
+    kubelets = cr("kubelets", {"apiGroups": [""], "resources": ["nodes/proxy"], "verbs": ["get"]},
+                  labels={AGG_ADMIN: "true"})
+    assert not any("reaches kubelets" in g for g in rbac.judge_new_grants(
+        before, snap([admin, edit, kubelets], [], [team]), [TABLE])["new"])
+
+
+def test_a_new_aggregated_clusterrole_of_a_table_is_expected():
+    """A minor (or an applied chart) that adds an aggregate-to-admin ClusterRole grows every admin binding: expected
+    because the table holds that ClusterRole with the power."""
+    admin = cr("admin", aggregate={AGG_ADMIN: "true"})
+    team = rb("team-a", "alice-admin", "admin", ALICE)
+    added = cr("system:aggregate-to-admin-new", {"apiGroups": [""], "resources": ["pods/ephemeralcontainers"],
+                                                 "verbs": ["patch"]}, labels={AGG_ADMIN: "true"})
+    table = ("the table", rbac.expected_snapshot({"ClusterRole": [admin, added]}))
+    out = rbac.judge_new_grants(snap([admin], [], [team]), snap([admin, added], [], [team]), [table])
+    assert out["new"] == [] and len(out["expected"]) == 1 and "(the table)" in out["expected"][0]
 
 
 def test_the_operator_accepts_one_binding_and_subject_exactly_with_a_reason():
     after = snap(ROLES, [crb("cluster-admin", "cluster-admin", MASTERS), crb("break-glass", "cluster-admin", USER)])
-    accepted = rbac.parse_accepted([{"binding": "break-glass", "subject": "User mallory",
+    accepted = rbac.parse_accepted([{"binding": "break-glass", "role": "cluster-admin", "subject": "User mallory",
                                      "reason": "INC-42 recovery, removed after the window"}])
     out = judged(after, accepted)
     assert out["new"] == [] and out["accepted"] == [
         "User mallory: every verb on every resource (cluster-admin), through ClusterRole cluster-admin (cluster), "
         "by break-glass: accepted by the operator: INC-42 recovery, removed after the window"]
-    other = rbac.parse_accepted([{"binding": "break-glass", "subject": "User alice", "reason": "x"}])
+    other = rbac.parse_accepted([{"binding": "break-glass", "role": "cluster-admin", "subject": "User alice",
+                                  "reason": "x"}])
     assert len(judged(after, other)["new"]) == 1
+    # the binding made again to another role is not what was accepted
+    narrow = rbac.parse_accepted([{"binding": "break-glass", "role": "view", "subject": "User mallory",
+                                   "reason": "reads app-tls"}])
+    assert len(judged(after, narrow)["new"]) == 1
 
 
 @pytest.mark.parametrize("value, words", [
-    ([{"binding": "kubeadm:*", "subject": "User a", "reason": "r"}], "exact names, not patterns"),
-    ([{"binding": "b", "subject": "alice", "reason": "r"}], "must read KIND NAME"),
-    ([{"binding": "b", "subject": "User a"}], "reason: required"),
-    ([{"binding": "b", "subject": "User a", "reason": "r", "pattern": "x"}], "unknown field(s) pattern"),
-    ([{"binding": "b\n", "subject": "User a", "reason": "r"}], "binding: required, one line"),
-    ("b", "a list of {binding, subject, reason}"),
+    ([{"binding": "kubeadm:*", "role": "r", "subject": "User a", "reason": "r"}], "exact names, not patterns"),
+    ([{"binding": "b", "role": "r", "subject": "alice", "reason": "r"}], "must read KIND NAME"),
+    ([{"binding": "b", "role": "r", "subject": "ServiceAccount x", "reason": "r"}], "must read KIND NAME"),
+    ([{"binding": "b", "role": "r", "subject": "User a"}], "reason: required"),
+    ([{"binding": "b", "subject": "User a", "reason": "r"}], "role: required"),
+    ([{"binding": "b", "role": "r", "subject": "User a", "reason": "r", "pattern": "x"}], "unknown field(s) pattern"),
+    ([{"binding": "b\n", "role": "r", "subject": "User a", "reason": "r"}], "binding: required, one line"),
+    ("b", "a list of {binding, role, subject, reason}"),
 ])
 def test_accepted_is_refused_unless_exact(value, words):
     with pytest.raises(InputError, match=words.replace("(", r"\(").replace(")", r"\)").replace("*", r"\*")):
@@ -259,7 +314,7 @@ def test_the_table_knows_what_the_apiserver_and_kubeadm_create(target):
     assert bindings["kubeadm:node-proxier"]["subjects"] == ["ServiceAccount kube-system/kube-proxy"]
     assert bindings["kubeadm:kubelet-bootstrap"]["role"] == "system:node-bootstrapper"
     assert "every verb on every resource (cluster-admin)" in table["roles"]["cluster-admin"]["power"]
-    assert "runs commands in containers (*/exec)" in table["roles"]["admin"]["power"]  # resolved by aggregation
+    assert "runs commands in containers (create pods/exec)" in table["roles"]["admin"]["power"]  # aggregated
     assert not any(key.startswith("kubeadm:anything") for key in bindings)
 
 
@@ -283,11 +338,12 @@ subjects: [{kind: ServiceAccount, name: plugin, namespace: gpu}]
 """
 
 
-def helm_secret(version, status, manifest):
+def helm_secret(version, status, manifest, chart="1.1.0", namespace="gpu"):
     from ansible_collections.gpufleet.upgrade.plugins.module_utils.removed_apis import encode_helm_release
-    return {"metadata": {"name": "sh.helm.release.v1.plugin.v%d" % version, "namespace": "gpu",
+    return {"metadata": {"name": "sh.helm.release.v1.plugin.v%d" % version, "namespace": namespace,
                          "labels": {"owner": "helm", "name": "plugin", "version": str(version), "status": status}},
-            "data": {"release": encode_helm_release({"name": "plugin", "manifest": manifest})}}
+            "data": {"release": encode_helm_release({"name": "plugin", "manifest": manifest,
+                                                     "chart": {"metadata": {"version": chart}}})}}
 
 
 def test_addon_rbac_is_expected_only_from_the_deployed_helm_revision():
@@ -296,21 +352,27 @@ def test_addon_rbac_is_expected_only_from_the_deployed_helm_revision():
     binding = rb("gpu", "plugin-config", "plugin-config", {"kind": "ServiceAccount", "name": "plugin"}, kind="Role")
     before = security.rbac_snapshot([], [], [], [])
     after = security.rbac_snapshot([], [], [role], [binding])
-    deployed = security.helm_rbac([helm_secret(1, "superseded", "---\n"), helm_secret(2, "deployed", MANIFEST)],
-                                  "gpu/plugin")
-    assert deployed[0] == "Helm release gpu/plugin revision 2"
+    deployed = security.helm_rbac([helm_secret(1, "superseded", "---\n"), helm_secret(2, "deployed", MANIFEST),
+                                   helm_secret(9, "deployed", "---\n", namespace="other")], "gpu/plugin", "1.1.0")
+    assert deployed[0] == "Helm release gpu/plugin revision 2 (chart 1.1.0)"
     out = rbac.judge_new_grants(before, after, [TABLE, deployed])
     assert out["new"] == [] and out["expected"] == [
-        "ServiceAccount gpu/plugin: reads Secrets (only sharing), through Role gpu/plugin-config (namespace gpu), by "
-        "gpu/plugin-config (Helm release gpu/plugin revision 2)"]
+        "ServiceAccount gpu/plugin: reads Secrets (get secrets, only sharing), through Role gpu/plugin-config "
+        "(namespace gpu), by gpu/plugin-config (Helm release gpu/plugin revision 2 (chart 1.1.0))"]
     # the deployed revision without it (the same objects made outside Helm): new
-    older = security.helm_rbac([helm_secret(1, "deployed", "---\n")], "gpu/plugin")
+    older = security.helm_rbac([helm_secret(1, "deployed", "---\n")], "gpu/plugin", "1.1.0")
     assert len(rbac.judge_new_grants(before, after, [TABLE, older])["new"]) == 1
+    # a deployed revision of another chart version than the addons stage applies: none of its RBAC is expected
+    assert security.helm_rbac([helm_secret(2, "deployed", MANIFEST, chart="1.0.9")], "gpu/plugin", "1.1.0") is None
+    # a chart's Role without a namespace is the release's, as Helm installs it
+    bare = security.helm_rbac([helm_secret(2, "deployed", MANIFEST.replace(", namespace: gpu", ""))], "gpu/plugin",
+                              "1.1.0")
+    assert rbac.judge_new_grants(before, after, [bare])["new"] == []
     # another subject on the chart's binding: new
     other = rb("gpu", "plugin-config", "plugin-config", {"kind": "ServiceAccount", "name": "intruder"}, kind="Role")
     assert rbac.judge_new_grants(before, security.rbac_snapshot([], [], [role], [other]), [deployed])["new"]
     with pytest.raises(InputError, match="Helm release gpu/plugin: 0 deployed revision"):
-        security.helm_rbac([helm_secret(1, "failed", MANIFEST)], "gpu/plugin")
+        security.helm_rbac([helm_secret(1, "failed", MANIFEST)], "gpu/plugin", "1.1.0")
 
 
 def test_aggregation_through_an_aggregated_role_and_a_cycle():
@@ -320,7 +382,8 @@ def test_aggregation_through_an_aggregated_role_and_a_cycle():
     edit = cr("edit", aggregate={"x/aggregate-to-edit": "true"}, labels={AGG_ADMIN: "true"})
     leaf = cr("leaf", {"apiGroups": [""], "resources": ["pods/exec"], "verbs": ["create"]},
               labels={"x/aggregate-to-edit": "true"})
-    assert rbac.role_powers([admin, edit, leaf])["admin"] == {"runs commands in containers (*/exec)": ["leaf"]}
+    assert rbac.role_powers([admin, edit, leaf])["admin"] == {"runs commands in containers (create pods/exec)": [
+        "leaf"]}
     a = cr("a", ADMIN_ALL, aggregate={"b": "true"}, labels={"a": "true"})
     b = cr("b", aggregate={"a": "true"}, labels={"b": "true"})
     assert rbac.role_powers([a, b])["b"] == {"every verb on every resource (cluster-admin)": ["a"]}
