@@ -20,7 +20,7 @@ description:
     dry runs, or no RBAC to create the pod, is a failure); the CNI that enforces NetworkPolicies must support the
     control plane's minor (the addon matrix; open-ended support is a warning); legacy token Secrets are a warning.
     Against the baseline - enforce labels unchanged; no new powerful grant, a grant being (subject, scope, role,
-    reason): every verb or every resource, cluster-admin, reading Secrets, escalate or bind, writing bindings,
+    reason) - every verb or every resource, cluster-admin, reading Secrets, escalate or bind, writing bindings,
     impersonation, nodes/proxy, C(*/exec), C(*/attach), C(*/proxy), C(*/token), ephemeral containers, approving
     certificates, webhook and admission-policy configuration - rules matched as Kubernetes RBAC matches them and
     aggregated ClusterRoles resolved, so a role that grows through a new aggregated ClusterRole is a new grant
@@ -58,7 +58,7 @@ options:
   rbac_accepted:
     description:
       - Grants the operator accepts, each C(binding) (a ClusterRoleBinding's exact name, a RoleBinding's
-        C(NAMESPACE/NAME)), C(role) (the role it binds, C(NAMESPACE/NAME) for a Role: the binding made again to
+        C(NAMESPACE/NAME)), C(role) (the role it binds, C(NAMESPACE/NAME) for a Role; the binding made again to
         another role is not accepted), C(subject) (exactly as the check reports it, C(User alice), C(Group g),
         C(ServiceAccount ns/name)) and C(reason) (recorded with the run). No pattern is accepted.
     type: list

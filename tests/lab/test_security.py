@@ -114,21 +114,22 @@ def _grow_admin(a):
 
 
 def _helm_lookalike(a):
-    """The Role and binding the device plugin's chart brings from 0.17.4 (lab/charts), made outside Helm while the
-    release is at 0.17.3: expected only when the release revision the addons stage applied holds them."""
+    """A Role reading the device plugin's Secret and its binding to the plugin's ServiceAccount, in the release's
+    namespace, made outside Helm: expected only when a Helm release revision the addons stage applied holds them,
+    which none does (the chart's own Role is nvidia-device-plugin-config, from 0.17.4: lab/charts)."""
     ns = "nvidia-device-plugin"
-    a["rbac"].create_namespaced_role(ns, {"metadata": {"name": "nvidia-device-plugin-config"}, "rules": [
+    a["rbac"].create_namespaced_role(ns, {"metadata": {"name": "lab-fault-sharing"}, "rules": [
         {"apiGroups": [""], "resources": ["secrets"], "resourceNames": ["nvidia-device-plugin-sharing"],
          "verbs": ["get", "watch"]}]})
-    a["rbac"].create_namespaced_role_binding(ns, {"metadata": {"name": "nvidia-device-plugin-config"}, "roleRef": {
-        "apiGroup": RBAC_API, "kind": "Role", "name": "nvidia-device-plugin-config"},
+    a["rbac"].create_namespaced_role_binding(ns, {"metadata": {"name": "lab-fault-sharing"}, "roleRef": {
+        "apiGroup": RBAC_API, "kind": "Role", "name": "lab-fault-sharing"},
         "subjects": [{"kind": "ServiceAccount", "name": "nvidia-device-plugin", "namespace": ns}]})
 
 
 def _undo_rbac(a):
     ns = "nvidia-device-plugin"
-    lab_kube.tolerate(404, a["rbac"].delete_namespaced_role_binding, "nvidia-device-plugin-config", ns)
-    lab_kube.tolerate(404, a["rbac"].delete_namespaced_role, "nvidia-device-plugin-config", ns)
+    lab_kube.tolerate(404, a["rbac"].delete_namespaced_role_binding, "lab-fault-sharing", ns)
+    lab_kube.tolerate(404, a["rbac"].delete_namespaced_role, "lab-fault-sharing", ns)
     for name in ("lab-fault-escalation", "kubeadm:lab-fault", "lab-fault-exec"):
         lab_kube.tolerate(404, a["rbac"].delete_cluster_role_binding, name)
     for name in ("lab-fault-exec", "lab-fault-grow-admin"):
@@ -181,9 +182,9 @@ FAULTS = {
                         "training), by binding training/team-admin", _undo_rbac),
     "rbac-helm-lookalike": (_helm_lookalike, "rbac_no_new_powerful_grant",
                             "ServiceAccount nvidia-device-plugin/nvidia-device-plugin: reads Secrets (get, watch "
-                            "secrets, only nvidia-device-plugin-sharing), through Role nvidia-device-plugin/nvidia-"
-                            "device-plugin-config (namespace nvidia-device-plugin), by binding nvidia-device-plugin/"
-                            "nvidia-device-plugin-config", _undo_rbac),
+                            "secrets, only nvidia-device-plugin-sharing), through Role nvidia-device-plugin/lab-fault-"
+                            "sharing (namespace nvidia-device-plugin), by binding nvidia-device-plugin/lab-fault-"
+                            "sharing", _undo_rbac),
     "legacy_token": (_token, "legacy_tokens_not_added", "training/lab-fault-token",
                      lambda a: a["core"].delete_namespaced_secret("lab-fault-token", "training")),
     "network_policy": (lambda a: a["net"].delete_namespaced_network_policy("allow-gang", "training"),

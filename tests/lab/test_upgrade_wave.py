@@ -332,7 +332,8 @@ def test_upgrade_wave_halts_on_every_fault_resumes_and_finishes(cell, tmp_path):
     # it is a new powerful grant, judged expected only because the Helm release revision it applied holds it.
     helm = {g for e in checked for g in (e["report"].get("rbac") or {}).get("expected_powerful_grants") or []}
     assert any(g.startswith("ServiceAccount nvidia-device-plugin/nvidia-device-plugin: reads Secrets") and
-               "(Helm release nvidia-device-plugin/nvidia-device-plugin revision 2)" in g for g in helm), helm
+               "(Helm release nvidia-device-plugin/nvidia-device-plugin revision 2 (chart 0.17.4))" in g
+               for g in helm), helm
 
     # The canary wave ran work on gpu-a1 before the later waves (in whichever run got the canary through its
     # gates): the training gang's all-reduce and the inference service's latency, both judged and passed. Which
