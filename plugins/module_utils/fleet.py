@@ -161,8 +161,8 @@ def parse_halt_policy(value: Any, cell_nodes: Optional[Mapping[str, int]] = None
                              "policy.halt.disabled.%s: \"REASON\"" % (where, key, _shown(out[key]), why, key))
         if not why and key in reasons and (key != "max_not_ready_nodes" or cell_nodes is not None):
             raise InputError("%s.disabled.%s: its threshold %s does not switch the halt off; remove the entry (a "
-                             "reason for a halt that is on would mislead the report)" % (where, key,
-                                                                                        _shown(out[key])))
+                             "reason for a halt that is on would mislead the report)" % (
+                                 where, key, _shown(out[key])))
     out["disabled"] = {k: reasons[k].strip() for k in THRESHOLDS if k in reasons}
     return out
 

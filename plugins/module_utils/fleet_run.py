@@ -215,8 +215,8 @@ def _check_gpus(doc: Mapping[str, Any]) -> None:
     lowest of the cell's and each pool's."""
     fraction = _rule(doc, "gpu_allocatable_fraction", "fraction")
     have, want = _rule(doc, "gpus_allocatable", "count"), _rule(doc, "gpus_expected", "count")
-    by_pool, off = _rule(doc, "gpu_allocatable_by_pool", "mapping"), _rule(doc, "gpu_allocatable_off_baseline",
-                                                                          "mapping")
+    by_pool = _rule(doc, "gpu_allocatable_by_pool", "mapping")
+    off = _rule(doc, "gpu_allocatable_off_baseline", "mapping")
     missing: Dict[str, int] = {pool: 0 for pool in by_pool}
     listed: Dict[str, int] = {pool: 0 for pool in by_pool}
     for node, entry in off.items():

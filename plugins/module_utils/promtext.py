@@ -54,13 +54,13 @@ def apiserver_samples(text: Any, version_text: Any, where: str) -> List[Sample]:
     ``apiserver_request_total`` series. Otherwise a ParseError naming the apiserver and what was missing."""
     version = git_version(version_text, where)
     found = samples(text, where)
-    builds = sorted({labels.get("git_version", "") for name, labels, _ in found if name == BUILD_INFO})
+    builds = sorted({sample[1].get("git_version", "") for sample in found if sample[0] == BUILD_INFO})
     if version not in builds:
         raise ParseError("%s: the /metrics text is not this apiserver's: %s, while its /version is %s (a proxy, a "
                          "wrong port or another exporter answered; read /metrics from the apiserver itself)" % (
                              where, "kubernetes_build_info{git_version} is %s" % ", ".join(builds) if builds
                              else "it has no kubernetes_build_info", version))
-    if not any(name == REQUESTS for name, _, _ in found):
+    if not any(sample[0] == REQUESTS for sample in found):
         raise ParseError("%s: /metrics has kubernetes_build_info but no %s, so it is not a kube-apiserver's own "
                          "metrics (or these credentials see only part of them)" % (where, REQUESTS))
     return found

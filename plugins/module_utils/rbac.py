@@ -75,8 +75,8 @@ def _strings(value: Any, where: str) -> List[str]:
     if value is None:
         return []
     if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
-        raise InputError("%s: a list of strings, got %r" % (where, value if len(repr(value)) < 80 else
-                                                           type(value).__name__))
+        shown = value if len(repr(value)) < 80 else type(value).__name__
+        raise InputError("%s: a list of strings, got %r" % (where, shown))
     return sorted(set(value))
 
 
@@ -106,7 +106,7 @@ def _verb_matches(rule: Mapping[str, List[str]], verbs: Sequence[str]) -> bool:
 
 def _resource_matches(rule: Mapping[str, List[str]], wanted: str) -> bool:
     """RBAC's ResourceMatches for ``wanted`` ("res", "res/sub", or "*/sub": the subresource of any resource)."""
-    resource, _, sub = wanted.partition("/")
+    resource, sub = wanted.partition("/")[::2]
     for have in rule["resources"]:
         if have in ("*", wanted):
             return True
@@ -148,7 +148,7 @@ def power_reasons(rule: Mapping[str, List[str]]) -> List[str]:
     if "*" in resources:
         why.append("every resource of %s (%s)%s" % (", ".join(g or "core" for g in groups), ", ".join(verbs),
                                                     _names(rule)))
-    for label, want_groups, want_resources, want_verbs, _ in POWERS:
+    for label, want_groups, want_resources, want_verbs, _scoped in POWERS:
         if not (_group_matches(rule, want_groups) and _verb_matches(rule, want_verbs)):
             continue
         hit = [r for r in resources if any(_resource_matches({"resources": [r]}, w) for w in want_resources)]
@@ -241,7 +241,7 @@ def effective_rules(cluster_roles: Iterable[Mapping[str, Any]], roles: Iterable[
                     _selector_matches(s, labels[other], "ClusterRole %s aggregationRule" % name)
                     for s in selectors[name]):
                 got += [hit for hit in resolve(other, seen + (name,)) if hit not in got]
-        known = [r for r, _ in got]
+        known = [hit[0] for hit in got]
         return got + [(r, name) for r in plain[name] if r not in known]
 
     for name in plain:
@@ -399,7 +399,7 @@ def parse_accepted(value: Any, name: str = "gpufleet_security_rbac_accepted") ->
         where = "%s[%d]" % (name, index)
         if not isinstance(item, Mapping):
             raise InputError("%s: a mapping {binding, role, subject, reason}, got %s" % (where, type(item).__name__))
-        unknown = sorted(str(k) for k in set(item) - {f for f, _ in fields})
+        unknown = sorted(str(k) for k in set(item) - {field[0] for field in fields})
         if unknown:
             raise InputError("%s: unknown field(s) %s; the fields are binding, role, subject and reason" % (
                 where, ", ".join(unknown)))
@@ -412,7 +412,7 @@ def parse_accepted(value: Any, name: str = "gpufleet_security_rbac_accepted") ->
         if any(c in entry["binding"] + entry["role"] + entry["subject"] for c in "*?["):
             raise InputError("%s: binding, role and subject are exact names, not patterns (got %r, %r, %r)" % (
                 where, entry["binding"], entry["role"], entry["subject"]))
-        kind, _, subject = entry["subject"].partition(" ")
+        kind, subject = entry["subject"].partition(" ")[::2]
         if kind not in ("User", "Group", "ServiceAccount") or not subject or \
                 (kind == "ServiceAccount" and subject.count("/") != 1):
             raise InputError("%s.subject: %r must read KIND NAME (User NAME, Group NAME or ServiceAccount "
@@ -445,8 +445,8 @@ def judge_new_grants(before: Mapping[str, Any], after: Mapping[str, Any],
             by += [(b, src) for b in bindings for src, table in tables
                    if source in (_role_power(table, source).get(reason) or [])]
         if by:
-            out["expected"].append("%s, by %s (%s)" % (text, ", ".join(sorted({b for b, _ in by})),
-                                                       ", ".join(sorted({s for _, s in by}))))
+            out["expected"].append("%s, by %s (%s)" % (text, ", ".join(sorted({hit[0] for hit in by})),
+                                                       ", ".join(sorted({hit[1] for hit in by}))))
             continue
         ok = [a for a in accepted if a["binding"] in bindings and a["subject"] == subject and a["role"] == role]
         if ok:
@@ -463,14 +463,14 @@ def _role_power(table: Mapping[str, Any], role: str) -> Mapping[str, Any]:
 
 def _in_table(binding: str, grant: Grant, after: Mapping[str, Any],
               tables: Sequence[Tuple[str, Mapping[str, Any]]]) -> Optional[Tuple[str, str]]:
-    subject, _, role, reason, source = grant
+    subject, role, reason, source = grant[0], grant[2], grant[3], grant[4]
     live = (after.get("bindings") or {}).get(binding) or {}
     for name, table in tables:
         want = (table.get("bindings") or {}).get(binding)
         if not want or want.get("role") != role or want.get("role_kind") != live.get("role_kind") or \
                 want.get("namespace", "") != live.get("namespace", "") or subject not in (want.get("subjects") or []):
             continue
-        for _, defining in [(name, table)] + [t for t in tables if t[1] is not table]:
+        for defining in [table] + [t[1] for t in tables if t[1] is not table]:
             if source in (_role_power(defining, role).get(reason) or []):
                 return binding, name
     return None

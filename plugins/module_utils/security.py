@@ -360,7 +360,7 @@ def judge(now: Mapping[str, Any], before: Optional[Mapping[str, Any]], probes: S
                         "a bump is a separate, recorded step (playbooks/psa_pin.yml)" if drift else ""))
 
     diff = rbac_diff(before.get("rbac") or {}, now.get("rbac") or {}, tables, accepted)
-    diff["expected_from"] = [source for source, _ in tables]
+    diff["expected_from"] = [table[0] for table in tables]
     report["rbac"] = diff
     for gap in table_gaps:
         checks.append(Check("rbac_expected_table", subject, False, gap, "what the upgrade is expected to create",
@@ -368,7 +368,7 @@ def judge(now: Mapping[str, Any], before: Optional[Mapping[str, Any]], probes: S
     checks.append(Check("rbac_no_new_powerful_grant", subject, not diff["new_powerful_grants"],
                         "; ".join(diff["new_powerful_grants"]) or "none",
                         "no new powerful grant but those %s creates (by exact binding, role and subject) and "
-                        "those the operator accepted" % (" and ".join(source for source, _ in tables) or
+                        "those the operator accepted" % (" and ".join(table[0] for table in tables) or
                                                          "nothing known")))
 
     new_tokens = sorted(set(tokens) - set(before.get("legacy_tokens") or []))
@@ -503,7 +503,7 @@ def helm_rbac(secrets: Sequence[Mapping[str, Any]], release: str,
     that revision is chart ``version`` - the one the addons stage applies; None when it is another (the addons
     stage has not moved it yet: its RBAC is the baseline's). Namespaced objects without a namespace are the
     release's, as Helm installs them."""
-    namespace, _, name = release.partition("/")
+    namespace, name = release.partition("/")[::2]
     deployed = []
     for secret in secrets:
         meta = _meta(secret)

@@ -72,6 +72,15 @@ options:
     type: list
     elements: dict
     default: []
+    suboptions:
+      release:
+        description: The release, C(NAMESPACE/NAME).
+        type: str
+        required: true
+      version:
+        description: The chart version the addons stage applies.
+        type: str
+        required: true
   require_baseline:
     description: With O(state=checked), fail when no baseline of this target is stored.
     type: bool
