@@ -98,8 +98,9 @@ def _version(text):
 
 def _cell(text):
     hosts = json.loads(text)
-    groups = {"kube_control_plane": ["cp-1"], "etcd": ["cp-1"], "gpu_nodes": sorted(hosts)[:4]}
-    build(groups, hosts, {"gpufleet_cluster_name": "fuzz", "gpufleet_target_version": "v1.36.3"},
+    groups = {"kube_control_plane": ["cp-1"], "etcd": ["cp-1"], "gpu_nodes": sorted(h for h in hosts if h != "cp-1")}
+    build(groups, hosts, {"gpufleet_cluster_name": "fuzz", "gpufleet_target_version": "v1.36.3",
+                          "gpufleet_wave_caps": {"max_gpu_fraction": 1.0}},  # two domains of one node: a verdict
           {"h100-train": BASE})
     return True
 
