@@ -23,7 +23,7 @@ from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.data_addons import (
     ADDONS, MATRIX, SOURCES, AddonSupport)
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import InputError
-from ansible_collections.gpufleet.upgrade.plugins.module_utils.textparse import as_mapping
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.textparse import DNS_LABEL, as_mapping
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.versions import KubeVersion, parse_version
 
 WORKLOAD_KINDS = ("DaemonSet", "Deployment", "StatefulSet")
@@ -325,7 +325,7 @@ RELEASE_SPEC: Dict[str, Any] = {
     "crds": {"type": "list", "elements": "str", "default": []},
 }
 _RELEASE_NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,51}[a-z0-9])?")  # Helm: a DNS-1123 label of at most 53
-_NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")  # a DNS-1123 label
+_NAMESPACE = DNS_LABEL
 
 
 def parse_releases(value: Any, name: str = RELEASES_VAR) -> List[Dict[str, Any]]:

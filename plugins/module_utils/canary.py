@@ -25,7 +25,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import re
 import time
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
@@ -34,6 +33,7 @@ from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible_collections.gpufleet.upgrade.plugins.module_utils import nccl
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.checks import Check, summarize
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import GpufleetError, InputError, ParseError
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.textparse import DNS_LABEL
 
 VAR = "gpufleet_canary_workloads"
 JOBSET = ("jobset.x-k8s.io", "v1alpha2", "jobsets")
@@ -114,8 +114,7 @@ def parse_inputs(value: Any, name: str = VAR) -> Dict[str, Any]:
 
 
 def _dns_label(value: str, where: str) -> str:
-    ok = re.fullmatch(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?", value) is not None  # ASCII: isdigit() takes Unicode
-    if not ok:
+    if not DNS_LABEL.fullmatch(value):  # ASCII: isdigit() takes Unicode
         raise InputError("%s: %r is not a Kubernetes name (lower-case letters, digits and '-', at most 63)" % (
             where, value))
     return value

@@ -21,6 +21,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 from ansible_collections.gpufleet.upgrade.plugins.module_utils import addons, canary, security, variables
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.variables import to_bool as _bool
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import GpufleetError, InputError
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.textparse import DNS_LABEL
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.planner import (
     CONTROL_PLANE, WORKER, parse_caps, parse_nodes, plan_waves)
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.versions import (
@@ -30,7 +31,7 @@ GROUPS = ("kube_control_plane", "etcd", "gpu_nodes")
 # The cell's name is an ASCII DNS label, as the fleet's cell names (fleet.py): it is in the run id, annotations, file
 # names, AWX names and break-glass confirmations. fullmatch: ``$`` also matches before a trailing newline; and no
 # \w, str.isalnum() or \d, which take full-width and other Unicode letters and digits.
-CELL_NAME = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")
+CELL_NAME = DNS_LABEL
 APISERVER_URL = re.compile(r"https://[A-Za-z0-9.\[\]:_-]+(:[0-9]{1,5})?/?")
 CONTROL_PLANE_POOL = "control-plane"
 # Per-host variables the cell reads, and the ones it refuses because something else holds that fact now.

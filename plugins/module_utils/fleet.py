@@ -30,6 +30,7 @@ from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import InputError, PolicyError
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.fleet_readings import API_READINGS, SOURCED_READINGS
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.textparse import DNS_LABEL
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.versions import (
     APISERVER, KUBELET, KubeVersion, Observed, PoolPolicy, parse_release, parse_version, plan_upgrade,
     skew_violations)
@@ -38,7 +39,7 @@ VAR = "gpufleet_fleet"
 # The order cells move in within a ring: the least valuable first, training cells (multi-week runs) last.
 KINDS = ("canary", "dev", "staging", "inference", "training")
 # a DNS label, whole (fullmatch) and ASCII ([a-z0-9] without IGNORECASE): cells and rings become AWX names, paths
-NAME = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")
+NAME = DNS_LABEL
 NUMBER = re.compile(r"[-+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][-+]?[0-9]+)?")  # a number as a string: ASCII, no "_"
 
 _POOL = {

@@ -65,7 +65,7 @@ APISERVER_URL = re.compile(r"https://[A-Za-z0-9.\[\]:_-]+(:[0-9]{1,5})?/?")
 NODE_STATES = ("above", "below", "not ready", "no node")
 
 
-def _whole(value: Any) -> bool:
+def whole(value: Any) -> bool:
     """A whole number 0 or more, as JSON gives one (a boolean is not one)."""
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
@@ -88,7 +88,7 @@ def check_inputs(cell: str, urls: Sequence[str], expected_gpus: int, window: flo
     for name, value in (("window_seconds", window), ("request_timeout", timeout)):
         if not value > 0 or not math.isfinite(value):
             raise InputError("%s: %s; give seconds above 0" % (name, value))
-    if not _whole(expected_gpus):
+    if not whole(expected_gpus):
         raise InputError("expected_gpus: %r; give the GPUs cell %s should have (0 or more)" % (expected_gpus, cell))
 
 
@@ -298,7 +298,7 @@ def _ready(conditions: Any, where: str) -> bool:
 def _quantity(value: Any, where: str) -> int:
     """An extended resource's quantity: a whole number, as the API gives it (a string of ASCII digits; int() would
     also take full-width digits, a sign, spaces and underscores)."""
-    if _whole(value):
+    if whole(value):
         return int(value)
     if isinstance(value, str) and re.fullmatch(r"[0-9]{1,9}", value):
         return int(value)
@@ -320,14 +320,14 @@ def pool_expectations(pools: Mapping[str, Any]) -> Dict[str, Dict[str, Any]]:
     for pool, value in sorted(pools.items()):
         nodes = value.get("nodes") if isinstance(value, Mapping) else None
         gpus = value.get("gpus") if isinstance(value, Mapping) else None
-        if not isinstance(nodes, list) or not all(isinstance(n, str) for n in nodes) or not _whole(gpus):
+        if not isinstance(nodes, list) or not all(isinstance(n, str) for n in nodes) or not whole(gpus):
             raise InputError("pools.%s: needs its nodes (a list of names) and gpus (the GPUs it should have, 0 or "
                              "more); give the cell module's pools" % pool)
         per_node = _per_node(value)
         if per_node is None:
             raise InputError("pools.%s: no GPUs per node (gpus_per_node, or its baseline's node.allocatable_gpus or "
                              "gpu.count); give the cell module's pools, each with its baseline" % pool)
-        if not _whole(per_node):
+        if not whole(per_node):
             raise InputError("pools.%s: gpus_per_node %r is not a whole number 0 or more" % (pool, per_node))
         each = int(per_node)
         if gpus != each * len(nodes):
@@ -385,7 +385,7 @@ def node_readings(nodes: Sequence[Mapping[str, Any]], expected_gpus: int,
     the fleet's ``gpus`` for it) and each pool's, so neither a pool that lost its GPUs nor a node that lost them
     hides behind another's spare ones. Every pool node off its expected count is named
     (``gpu_allocatable_off_baseline``). A cell that should have GPUs needs its pools."""
-    if not _whole(expected_gpus):
+    if not whole(expected_gpus):
         raise InputError("expected_gpus: %r; give the GPUs the cell should have (0 or more)" % (expected_gpus,))
     if expected_gpus and not pools:
         raise InputError("pools: none given for a cell that should have %d GPUs; each node is judged against its "
@@ -437,7 +437,7 @@ def _restarts(value: Any, name: str) -> int:
     integer; a string, NaN, an infinity (1e400 in JSON), a list or a boolean is refused naming the JobSet."""
     if value is None:
         return 0
-    if _whole(value):
+    if whole(value):
         return int(value)
     raise InputError("JobSet %s: status.restarts is %r, not a whole number 0 or more (the JobSet controller counts "
                      "restarts as an integer); is this a JobSet of the jobset.x-k8s.io API?" % (name, value))

@@ -33,6 +33,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import InputError, PolicyError
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.fleet import fits
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.fleet_readings import whole
 
 LEDGER_VERSION = 1
 CELL_STATES = ("pending", "upgrading", "done", "failed")
@@ -137,7 +138,7 @@ def _number(value: Any) -> float:
 
 def _count(value: Any) -> int:
     """A whole number 0 or more; ValueError otherwise (a boolean, a float, a string, NaN, an infinity)."""
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+    if whole(value):
         return int(value)
     raise ValueError("not a whole number 0 or more")
 

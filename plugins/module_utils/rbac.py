@@ -119,13 +119,17 @@ def _resource_matches(rule: Mapping[str, List[str]], wanted: str) -> bool:
     return False
 
 
+def _only(rule: Mapping[str, List[str]], before: str) -> str:
+    """``before`` + "only NAMES" for a rule limited to resourceNames, "" otherwise."""
+    return "%sonly %s" % (before, ", ".join(rule["resourceNames"])) if rule["resourceNames"] else ""
+
+
 def _names(rule: Mapping[str, List[str]]) -> str:
-    return " (only %s)" % ", ".join(rule["resourceNames"]) if rule["resourceNames"] else ""
+    return "%s)" % _only(rule, " (") if rule["resourceNames"] else ""
 
 
 def _reason(label: str, verbs: Sequence[str], resources: Sequence[str], rule: Mapping[str, List[str]]) -> str:
-    names = ", only %s" % ", ".join(rule["resourceNames"]) if rule["resourceNames"] else ""
-    return "%s (%s %s%s)" % (label, ", ".join(verbs), ", ".join(resources), names)
+    return "%s (%s %s%s)" % (label, ", ".join(verbs), ", ".join(resources), _only(rule, ", "))
 
 
 def power_reasons(rule: Mapping[str, List[str]]) -> List[str]:
@@ -257,8 +261,13 @@ def role_powers(cluster_roles: Iterable[Mapping[str, Any]], roles: Iterable[Mapp
                 ) -> Dict[str, Dict[str, List[str]]]:
     """Per role key: {reason: [the roles whose rules grant it]} (the role itself, or the ClusterRoles aggregated
     into it)."""
+    return powers_of(effective_rules(cluster_roles, roles))
+
+
+def powers_of(effective: Mapping[str, List[Tuple[Dict[str, List[str]], str]]]) -> Dict[str, Dict[str, List[str]]]:
+    """role_powers() of rules already resolved (effective_rules)."""
     out: Dict[str, Dict[str, List[str]]] = {}
-    for key, rules in effective_rules(cluster_roles, roles).items():
+    for key, rules in effective.items():
         reasons: Dict[str, Set[str]] = {}
         for rule, via in rules:
             for reason in power_reasons(rule):

@@ -31,7 +31,7 @@ from ansible_collections.gpufleet.upgrade.plugins.module_utils import addons, da
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.checks import Check, summarize
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import GpufleetError, InputError
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.kube import now_rfc3339
-from ansible_collections.gpufleet.upgrade.plugins.module_utils.textparse import load_yaml
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.textparse import DNS_LABEL, load_yaml
 
 PSA = "pod-security.kubernetes.io/"
 PSA_LEVELS = ("privileged", "baseline", "restricted")
@@ -41,7 +41,6 @@ PSA_LEVELS = ("privileged", "baseline", "restricted")
 _PSA_VERSION = re.compile(r"v1\.(?:0|[1-9][0-9]{0,3})\Z")
 LEGACY_TOKEN_TYPE = "kubernetes.io/service-account-token"
 BASELINE_FORMAT = 2  # 2: RBAC powers per reason, aggregation resolved (rbac.py); a format-1 baseline is refused
-_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 
 def _map(value: Any) -> Mapping[str, Any]:
@@ -82,7 +81,7 @@ def parse_probes(value: Any, name: str = "gpufleet_security_admission_probes") -
                     "image": "an image the policy must refuse, e.g. registry.example/app:latest (no digest)",
                     "expect": "text the refusal must contain, e.g. the policy's name"}[field]))
             probe[field] = text.strip()
-        if not _NAME.match(probe["namespace"]):
+        if not DNS_LABEL.fullmatch(probe["namespace"]):
             raise InputError("%s.namespace: %r is not a namespace name" % (where, probe["namespace"]))
         echoed = [probe["namespace"], probe["image"], PROBE_NAME, "forbidden", "denied", "admission webhook"]
         if any(probe["expect"] in text or text in probe["expect"] for text in echoed):
@@ -157,7 +156,7 @@ def rbac_snapshot(cluster_roles: Iterable[Mapping[str, Any]], bindings: Iterable
     per ClusterRoleBinding (by name) and RoleBinding (``NAMESPACE/NAME``) its role and subjects."""
     cluster_roles, roles = list(cluster_roles), list(roles)
     effective = rbac.effective_rules(cluster_roles, roles)
-    powers = rbac.role_powers(cluster_roles, roles)
+    powers = rbac.powers_of(effective)
     aggregated = {str(_meta(r).get("name")) for r in cluster_roles if isinstance(r, Mapping) and
                   r.get("aggregationRule") is not None}
     out_roles = {key: {"digest": rbac.rules_digest(rules), "aggregated": key in aggregated,
@@ -514,8 +513,7 @@ def helm_rbac(secrets: Sequence[Mapping[str, Any]], release: str,
         raise InputError("Helm release %s: %s deployed revision(s) found, so the RBAC it is expected to create is "
                          "unknown (the addons stage leaves exactly one)" % (release, len(deployed)))
     doc = removed_apis.decode_helm_release(str(_map(deployed[0].get("data")).get("release", "")))
-    chart = _map(_map(doc.get("chart")).get("metadata")).get("version") if isinstance(doc, Mapping) else None
-    if str(chart) != str(version):
+    if not isinstance(doc, Mapping) or removed_apis.release_metadata(doc, {})["chart_version"] != str(version):
         return None
     text = doc.get("manifest")
     if not isinstance(text, str):

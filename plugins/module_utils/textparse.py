@@ -19,6 +19,10 @@ from typing import Any, Dict, List, Mapping, Sequence, Tuple
 
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import InputError, ParseError
 
+# A DNS-1123 label (a namespace, a cell, a ring): ASCII lower-case letters, digits and '-', at most 63. Match it
+# whole (fullmatch): '$' would take a trailing newline.
+DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+
 MAX_TEXT_BYTES = 32 * 1024 * 1024   # the largest tool output, manifest or baseline read
 MAX_DEPTH = 64                      # nesting of JSON/YAML documents (Kubernetes objects nest about 15 deep)
 MAX_YAML_NODES = 1_000_000          # YAML nodes after alias expansion

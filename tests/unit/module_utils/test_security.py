@@ -403,3 +403,4 @@ def test_nothing_read_is_a_failure_not_nothing_to_judge(empty, what):
     result = security.judge(now, None, [], CILIUM_OK)
     assert "security_read" in failed(result)
     assert any("no %s could be read" % what in f for f in result["failures"])
+
