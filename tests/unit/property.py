@@ -10,12 +10,13 @@ tests/conftest.py prints them at the end of the run.
 """
 from __future__ import annotations
 
+import copy
 import json
 import os
 import pathlib
 import re
 import signal
-from typing import Any, Callable, Dict
+from typing import Any, Callable, Dict, List, Tuple
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -78,30 +79,34 @@ def json_tree():
                         max_leaves=30)
 
 
-def structured(fixture: str):
-    """A JSON fixture with one subtree replaced by random JSON (keys kept, values of any type)."""
-    doc = json.loads(fixture_text(*fixture.split("/")))
+def paths(node: Any, prefix: Tuple[Any, ...] = ()) -> List[Tuple[Any, ...]]:
+    """Every path into a JSON document (keys and list indices), depth first, the root left out."""
+    out = [prefix] if prefix else []
+    if isinstance(node, dict):
+        for k, v in node.items():
+            out += paths(v, prefix + (k,))
+    elif isinstance(node, list):
+        for k, v in enumerate(node):
+            out += paths(v, prefix + (k,))
+    return out
 
-    def paths(node, prefix=()):
-        yield prefix
-        if isinstance(node, dict):
-            for k, v in node.items():
-                yield from paths(v, prefix + (k,))
-        elif isinstance(node, list):
-            for k, v in enumerate(node):
-                yield from paths(v, prefix + (k,))
 
-    all_paths = [p for p in paths(doc) if p]
-
-    def replace(path, value):
-        out = json.loads(json.dumps(doc))
+def replaced(doc: Any, values: Any):
+    """``doc`` with one subtree (any path but the root) replaced by a value drawn from ``values``."""
+    def replace(path: Tuple[Any, ...], value: Any) -> Any:
+        out = copy.deepcopy(doc)
         cursor = out
         for key in path[:-1]:
             cursor = cursor[key]
         cursor[path[-1]] = value
-        return json.dumps(out)
+        return out
 
-    return st.builds(replace, st.sampled_from(all_paths), json_tree())
+    return st.builds(replace, st.sampled_from(paths(doc)), values)
+
+
+def structured(fixture: str):
+    """A JSON fixture with one subtree replaced by random JSON (keys kept, values of any type), as text."""
+    return replaced(json.loads(fixture_text(*fixture.split("/"))), json_tree()).map(json.dumps)
 
 
 def keeps_evidence(must_fail: Any, value: Any) -> bool:

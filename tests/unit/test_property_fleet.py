@@ -27,7 +27,7 @@ from ansible_collections.gpufleet.upgrade.plugins.module_utils import fleet_read
 from ansible_collections.gpufleet.upgrade.plugins.module_utils import fleet_run
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.fleet import parse_halt_policy, plan_fleet
 from tests.conftest import fixture_text
-from tests.unit.property import check_property, json_tree
+from tests.unit.property import check_property, json_tree, paths
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 WINDOW = [{"cp-1": fr.scrape(fixture_text("metrics", "apiserver-window-%d.prom" % i), "cp-1")} for i in (1, 2)]
@@ -77,17 +77,6 @@ NODE_KEYS = [("metadata", "name"), ("metadata",), ("status",), ("status", "alloc
              ("status", "allocatable", fr.GPU), ("status", "conditions")]
 
 
-def _paths(node: Any, prefix: tuple = ()) -> List[tuple]:
-    out = [prefix] if prefix else []
-    if isinstance(node, dict):
-        for k, v in node.items():
-            out += _paths(v, prefix + (k,))
-    elif isinstance(node, list):
-        for k, v in enumerate(node):
-            out += _paths(v, prefix + (k,))
-    return out
-
-
 def _set(doc: Any, path: tuple, value: Any, remove: bool = False) -> None:
     for key in path[:-1]:
         if (isinstance(doc, dict) and key in doc) or (
@@ -121,9 +110,9 @@ def _node_op(nodes: List[Any], op: Any) -> List[Any]:
             if isinstance(c, dict) and c.get("type") == "Ready":
                 c["status"] = arg
     elif kind == "subtree":
-        paths = _paths(nodes[i])
-        if paths:
-            _set(nodes[i], paths[arg[0] % len(paths)], arg[1])
+        found = paths(nodes[i])
+        if found:
+            _set(nodes[i], found[arg[0] % len(found)], arg[1])
     elif kind == "drop":
         del nodes[i]
     elif kind == "twice":
@@ -235,8 +224,8 @@ def _pair(op: Any) -> Dict[str, Any]:
         docs[side] = arg
         must = True
     elif kind == "subtree":
-        paths = _paths(doc)
-        path = paths[arg[0] % len(paths)]
+        found = paths(doc)
+        path = found[arg[0] % len(found)]
         _set(doc, path, arg[1])
         must = path in KINDS and not _valid(KINDS[path], arg[1])
     return dict(docs, must=must)

@@ -12,10 +12,9 @@
 """
 from __future__ import annotations
 
-import copy
 import pathlib
 import re
-from typing import Any, List, Tuple
+from typing import Any, List
 
 import pytest
 from hypothesis import strategies as st
@@ -24,36 +23,10 @@ from ansible_collections.gpufleet.upgrade.plugins.action import cell as cell_act
 from ansible_collections.gpufleet.upgrade.plugins.module_utils import awx
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.cluster_checks import (
     crd_findings, pdb_findings, summarize_findings, webhook_findings)
-from tests.unit.property import check_property, json_tree
+from tests.unit.property import check_property, json_tree, replaced
 
 BLOCKING = ["webhook", "conversion-webhook", "crd-stored-versions"]
 JINJA = re.compile(r"\{[{%#]")
-
-
-def _paths(node: Any, prefix: Tuple[Any, ...] = ()):
-    yield prefix
-    if isinstance(node, dict):
-        for k, v in node.items():
-            yield from _paths(v, prefix + (k,))
-    elif isinstance(node, list):
-        for k, v in enumerate(node):
-            yield from _paths(v, prefix + (k,))
-
-
-def replaced(doc: Any, values: Any):
-    """``doc`` with one subtree (any path but the root) replaced by a value drawn from ``values`` (as the harness's
-    structured(), for a document held here rather than in a fixture file)."""
-    all_paths = [p for p in _paths(doc) if p]
-
-    def replace(path: Tuple[Any, ...], value: Any) -> Any:
-        out = copy.deepcopy(doc)
-        cursor = out
-        for key in path[:-1]:
-            cursor = cursor[key]
-        cursor[path[-1]] = value
-        return out
-
-    return st.builds(replace, st.sampled_from(all_paths), values)
 
 
 def hostile_strings():
