@@ -6,7 +6,7 @@
 Why: most gpufleet tasks talk to the Kubernetes API from the controller. As a separate process each one paid about
 0.5 CPU-s before doing anything - Python, ``ansible.module_utils.basic`` compiled from the AnsiballZ zip, and the
 ``kubernetes`` client (about 0.25 s: it imports every API and model class). That was about 40 % of the CPU of an
-upgrade run (README, "Controller CPU"). The worker is forked from ``ansible-playbook``, which imported the
+upgrade run (docs/controller-cpu.md). The worker is forked from ``ansible-playbook``, which imported the
 ``kubernetes`` client once when it loaded this plugin, so a task here pays only for its own work. ansible.netcommon
 does the same for network modules (its ``import_modules`` option); ansible-core keeps a hook for it
 (``AnsibleModule._record_module_result``). Nothing is written by hand that a library does: the module's own
