@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import math
+import re
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -103,6 +106,28 @@ def test_cap_errors(caps, message):
         parse_caps(caps)
 
 
+def refused(err, total, cap, fraction, max_nodes, domains, too_big):
+    """A refusal is one of the planner's three kinds, each with its own numbers right; no other reason."""
+    if total and cap == 0:
+        assert err.msg == "caps.max_gpu_fraction %.3f of %d GPUs rounds down to 0 GPUs in flight; raise it" % (
+            fraction, total)
+        return
+    by_gpus = re.fullmatch(r"failure domain (\S+) has (\d+) GPUs, more than the cap of (\d+) GPUs in flight "
+                           r"\(max_gpu_fraction ([0-9.]+)\); raise caps.max_gpu_fraction or split the domain", err.msg)
+    by_nodes = re.fullmatch(r"failure domain (\S+) has (\d+) nodes, more than max_nodes_per_wave (\d+); raise the "
+                            r"cap or split the domain", err.msg)
+    assert by_gpus or by_nodes, "a refusal of an unknown kind: %s" % err.msg
+    assert too_big, "refused although every failure domain fits under both caps: %s" % err.msg
+    domain = (by_gpus or by_nodes).group(1)
+    assert err.details["failure_domain"] == domain and domain in too_big, err.msg
+    members = domains[domain]
+    if by_gpus:  # the domain's nodes left after its canary (if any) are still over the cap
+        assert int(by_gpus.group(3)) == cap and float(by_gpus.group(4)) == fraction
+        assert cap < int(by_gpus.group(2)) <= sum(m["gpus"] for m in members)
+    else:
+        assert int(by_nodes.group(3)) == max_nodes < int(by_nodes.group(2)) <= len(members)
+
+
 node_strategy = st.fixed_dictionaries({
     "domain": st.integers(0, 11), "gpus": st.sampled_from([0, 4, 8]), "dr": st.sampled_from(["", "", "p1", "p2"]),
     "ring": st.integers(0, 1), "type": st.sampled_from(["H100", "A100"]), "unsched": st.booleans()})
@@ -119,10 +144,21 @@ def test_planner_invariants(specs, fraction, max_nodes):
                       "unschedulable_before": s["unsched"]})
     nodes.append({"name": "cp-1", "role": "control-plane"})
     caps = Caps(max_gpu_fraction=fraction, max_nodes_per_wave=max_nodes)
+    # The refusals, worked out here from the nodes alone (not from the planner's own units): a whole failure domain
+    # fits under both caps, or the plan may be refused naming a domain that does not.
+    total = sum(s["gpus"] for s in specs)
+    cap = math.floor(total * fraction + 1e-9)
+    domains = {}
+    for n in nodes[:-1]:
+        domains.setdefault(n["failure_domain"], []).append(n)
+    too_big = {d for d, members in domains.items() if sum(m["gpus"] for m in members) > cap
+               or (max_nodes and len(members) > max_nodes)}
     try:
         plan = plan_waves(parse_nodes(nodes), caps)
-    except PlanError:
-        return  # a domain bigger than a cap is reported, never planned around
+    except PlanError as err:
+        refused(err, total, cap, fraction, max_nodes, domains, too_big)
+        return
+    assert not (total and cap == 0), "a cap of 0 GPUs in flight was planned around"
     waves = plan["waves"]
     by_name = {n["name"]: n for n in nodes}
     planned = [n for w in waves for n in w["nodes"]]
