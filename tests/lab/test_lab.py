@@ -15,6 +15,7 @@ from kubernetes.client.rest import ApiException
 
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.baseline import load_file
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.dcgm import judge_diag, parse_diag
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.drain import selects
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.etcd import (
     judge_endpoints, judge_snapshot, parse_endpoint_status, parse_snapshot_status)
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.gpu_health import (
@@ -126,6 +127,54 @@ def test_eviction_against_exhausted_pdb_gets_429(lab):
         time.sleep(1)
 
 
+# Selectors as the drain reads them, each against the pods the real disruption controller counts for it.
+PDB_SELECTORS = {
+    "labels": {"matchLabels": {"app": "a", "tier": "x"}},
+    "in": {"matchExpressions": [{"key": "app", "operator": "In", "values": ["a", "b"]}]},
+    "not-in": {"matchExpressions": [{"key": "app", "operator": "NotIn", "values": ["a"]}]},
+    "exists": {"matchExpressions": [{"key": "tier", "operator": "Exists"}]},
+    "absent": {"matchExpressions": [{"key": "tier", "operator": "DoesNotExist"}]},
+    "both": {"matchLabels": {"app": "b"}, "matchExpressions": [{"key": "tier", "operator": "NotIn",
+                                                                   "values": ["y"]}]},
+    "empty": {},
+}
+PDB_POD_LABELS = [{"app": "a", "tier": "x"}, {"app": "a"}, {"app": "b", "tier": "y"}, {"app": "b"}, {"tier": "x"},
+                  {}]
+
+
+def test_drain_selects_the_pods_the_disruption_controller_counts(lab):
+    """drain.selects decides which PDB names a refused pod; the disruption controller of the lab's real
+    kube-controller-manager counts, for a PDB with an integer minAvailable, every pod its selector selects
+    (status.expectedPods). Both must agree on every selector kind, the empty one (all pods) included."""
+    api, ns = core(lab), "gpufleet-lab-selectors"
+    policy = client.PolicyV1Api(api.api_client)
+    api.create_namespace({"metadata": {"name": ns}})
+    try:
+        pods = []
+        for i, labels in enumerate(PDB_POD_LABELS):
+            pod = {"metadata": {"name": "p%d" % i, "namespace": ns, "labels": labels},
+                   "spec": {"nodeSelector": {"gpufleet.io/none": "none"},  # stays Pending: counted, never run
+                            "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]}}
+            api.create_namespaced_pod(ns, pod)
+            pods.append(pod)
+        for name, selector in PDB_SELECTORS.items():
+            policy.create_namespaced_pod_disruption_budget(ns, {
+                "metadata": {"name": name}, "spec": {"minAvailable": 1, "selector": selector}})
+        expected = {name: sum(1 for pod in pods if selects({"spec": {"selector": sel}}, pod))
+                    for name, sel in PDB_SELECTORS.items()}
+        deadline, counted = time.time() + 60, {}
+        while time.time() < deadline:
+            counted = {p.metadata.name: p.status.expected_pods for p in policy.list_namespaced_pod_disruption_budget(
+                ns).items if p.status and p.status.observed_generation == p.metadata.generation}
+            if counted == expected:
+                break
+            time.sleep(1)
+        assert counted == expected
+        assert expected == {"labels": 1, "in": 4, "not-in": 4, "exists": 3, "absent": 3, "both": 1, "empty": 6}
+    finally:
+        api.delete_namespace(ns)
+
+
 def test_etcd_snapshot_from_etcdctl_verifies_with_etcdutl(lab):
     endpoints = parse_endpoint_status(run_ok("cp-1", "etcdctl", *ETCD_FLAGS, "endpoint", "status", "-w", "json"))
     assert judge_endpoints(endpoints)["passed"]
@@ -145,10 +194,25 @@ def test_apt_sees_pinned_versions_and_holds(lab):
     # a held package does not move without --allow-change-held-packages
     proc = podman_exec("gpu-a1", "apt-get", "install", "-y", "-q", "kubeadm=%s-1.1" % lab.to_version.lstrip("v"))
     assert proc.returncode != 0 and "held" in (proc.stdout + proc.stderr)
-    # fabric manager must equal the driver: apt refuses a mismatched pair
-    proc = podman_exec("gpu-a1", "apt-get", "install", "-y", "-q", "--allow-change-held-packages",
-                       "nvidia-fabricmanager-580")
-    assert proc.returncode != 0
+    # fabric manager must equal the driver: its package depends on the driver at its exact version...
+    old, new = lab.drivers["from"], lab.drivers["to"]
+    fm_old, fm_new = ("nvidia-fabricmanager-%s" % v.split(".")[0] for v in (old, new))
+    drv_old, drv_new = ("nvidia-driver-%s-server" % v.split(".")[0] for v in (old, new))
+    assert "Depends: %s (= %s-0lab1)" % (drv_new, new) in run_ok("gpu-a1", "apt-cache", "show", fm_new)
+    # ...so apt will not put the new branch's fabric manager beside the installed driver: it would pull in the
+    # new driver, which conflicts with the old one
+    proc = podman_exec("gpu-a1", "apt-get", "install", "-y", "-q", "--allow-change-held-packages", fm_new,
+                       fm_old + "-")
+    words = proc.stdout + proc.stderr
+    assert proc.returncode == 100, words
+    assert "The following packages have unmet dependencies:" in words
+    assert " %s : Conflicts: nvidia-driver-any" % drv_old in words and \
+        " %s : Conflicts: nvidia-driver-any" % drv_new in words, words
+    assert "Installed: %s-0lab1" % old in run_ok("gpu-a1", "apt-cache", "policy", fm_old)  # nothing moved
+    # and with the driver swapped in the same transaction (what gpu_stack does on a drained node) it goes through
+    sim = run_ok("gpu-a1", "apt-get", "install", "-s", "-q", "--allow-change-held-packages", fm_new, drv_new,
+                 fm_old + "-", drv_old + "-")
+    assert "Inst %s (%s-0lab1" % (fm_new, new) in sim and "Inst %s (%s-0lab1" % (drv_new, new) in sim, sim
 
 
 def test_ansible_reaches_every_host_through_podman(lab):
@@ -193,21 +257,40 @@ def test_kubeadm_plan_parses(lab, fmt):
 
 
 # -- faults change what the checks see -----------------------------------------------------------------------------
-@pytest.mark.parametrize("kind,check", [
-    ("gpu-missing", "gpu"), ("xid79", "gpu"), ("ecc", "gpu"), ("remap-pending", "gpu"), ("dcgm-fail", "dcgm"),
-    ("hostengine-down", "dcgm"), ("nccl-slow", "nccl"), ("nccl-wrong", "nccl"),
-])
-def test_gpu_faults_fail_the_checks(lab, kind, check):
+# Each fault fails its own gate and only that: the failed checks (name, subject, measured) are exactly these.
+# A measured value given as a callable is judged by it (bandwidth varies from run to run, under the floor).
+GATE_FAULTS = {
+    "gpu-missing": ("gpu", {("gpu_count", "", 7)}),
+    "xid79": ("gpu", {("gpu_xid", "", lambda m: m.startswith("XID 79 on PCI:0000:9a:00"))}),
+    "ecc": ("gpu", {("gpu_uncorrectable_ecc", " gpu 4", 2)}),
+    "remap-pending": ("gpu", {("gpu_remap_pending", " gpu 6", "yes")}),
+    "dcgm-fail": ("dcgm", {("dcgm_test", " gpu 5 memory", "Fail")}),
+    "hostengine-down": ("dcgm", {("dcgm_runtime", "", "Unable to connect to the host engine: the DCGM host engine "
+                                                      "is not running (nv-hostengine)")}),
+    "nccl-slow": ("nccl", {("nccl_busbw", " size 1G", lambda m: m < 450.0 * 0.9),  # baseline less tolerance
+                           ("nccl_busbw", " size 8G", lambda m: m < 470.0 * 0.9)}),
+    "nccl-wrong": ("nccl", {(name, " run %d" % run, value) for run in (1, 2, 3)
+                            for name, value in (("nccl_wrong_elements", 1024), ("nccl_out_of_bounds", 1))}),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(GATE_FAULTS))
+def test_gpu_faults_fail_the_checks(lab, kind):
     host = lab.gpu_hosts[1]
+    check, expected = GATE_FAULTS[kind]
     judge = {"gpu": lambda: gpu_checks(lab, host), "dcgm": lambda: dcgm_checks(host),
              "nccl": lambda: nccl_checks(host)}[check]
     assert judge()["passed"]
     lab_cli("fault", host, kind)
     try:
         summary = judge()
-        assert not summary["passed"]
     finally:
         lab_cli("clear", host)
+    failed = [c for c in summary["checks"] if not c["passed"] and c["severity"] == "fail"]
+    assert not summary["passed"] and len(failed) == len(expected), summary["failures"]
+    for name, subject, measured in expected:
+        (match,) = [c for c in failed if c["name"] == name and c["subject"] == host + subject]
+        assert measured(match["measured"]) if callable(measured) else match["measured"] == measured, match
     assert judge()["passed"]
 
 
@@ -336,7 +419,7 @@ def test_training_gang_checkpoint_stop_readmit(lab):
 
 
 # -- an upgrade passes through a mixed-version HA control plane -----------------------------------------------------
-def test_rollout_shows_both_apiserver_versions_then_rolls_back(lab):
+def test_rollout_shows_both_apiserver_versions_through_the_load_balancer(lab):
     to = lab.to_version.lstrip("v") + "-1.1"
     back = lab.from_version.lstrip("v") + "-1.1"
     # kubeadm refuses a target above its own version; the simulated apply refuses in the words of the real
@@ -392,6 +475,9 @@ def test_rollout_shows_both_apiserver_versions_then_rolls_back(lab):
         run_ok("gpu-b1", "systemctl", "restart", "kubelet")
         assert core(lab).read_node("gpu-b1").status.node_info.kubelet_version == lab.to_version
     finally:
+        # The lab's own clean-up, not a rollback: the SIMULATED apply takes cp-1 back to the cell's version so the
+        # tests after this one start from it. Real kubeadm refuses a downgrade; gpufleet's way back for a control
+        # plane is playbooks/etcd_restore.yml, tested in tests/lab/test_etcd_snapshot_role.py.
         apt_install("gpu-b1", "kubelet=" + back)
         run_ok("gpu-b1", "systemctl", "restart", "kubelet")
         run_ok("cp-1", "kubeadm", "upgrade", "apply", lab.from_version, "-y")

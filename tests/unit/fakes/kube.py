@@ -8,9 +8,31 @@ import copy
 from typing import Any, Dict, List, Tuple
 
 from ansible_collections.gpufleet.upgrade.plugins.module_utils import kube
-from ansible_collections.gpufleet.upgrade.plugins.module_utils.drain import selects
 
 MSG_429 = "Cannot evict pod as it would violate the pod's disruption budget."
+
+
+def pdb_guards(pdb: Dict[str, Any], pod: Dict[str, Any]) -> bool:
+    """Whether the apiserver would count the pod under the PDB, written apart from the product's drain.selects so
+    a wrong reading there cannot hide here: policy/v1 turns the selector into requirements
+    (LabelSelectorAsSelector: matchLabels k=v is "k In (v)"), a pod matches when every requirement does, a null
+    selector selects nothing and an empty one everything; an unknown operator is an error, never a match."""
+    selector = pdb["spec"].get("selector")
+    if selector is None:
+        return False
+    labels = pod["metadata"].get("labels") or {}
+    requirements = [(k, "In", [v]) for k, v in sorted((selector.get("matchLabels") or {}).items())]
+    requirements += [(e["key"], e["operator"], e.get("values") or []) for e in selector.get("matchExpressions") or []]
+    tests = {"In": lambda k, vs: k in labels and labels[k] in vs,
+             "NotIn": lambda k, vs: k not in labels or labels[k] not in vs,
+             "Exists": lambda k, vs: k in labels,
+             "DoesNotExist": lambda k, vs: k not in labels}
+    for key, operator, values in requirements:
+        if operator not in tests:
+            raise ValueError("%r is not a valid label selector operator" % operator)
+        if not tests[operator](key, values):
+            return False
+    return True
 
 
 def merge(into: Dict[str, Any], patch: Dict[str, Any]) -> None:
@@ -80,7 +102,7 @@ class FakeKube:
         if p is None:
             return 404, "not found"
         for pdb in self.pdbs(ns, _record=False):
-            if selects(pdb, p) and int(pdb["status"]["disruptionsAllowed"]) == 0:
+            if pdb_guards(pdb, p) and int(pdb["status"]["disruptionsAllowed"]) == 0:
                 return 429, MSG_429
         self.pods.remove(p)
         return 201, ""
