@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional
 
-from ansible_collections.gpufleet.upgrade.plugins.module_utils.data_xids import FATAL_XIDS
+from ansible_collections.gpufleet.upgrade.plugins.module_utils import data_xids
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import BaselineError, InputError, ParseError
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.textparse import load_yaml, read_file
 
@@ -60,6 +60,8 @@ SCHEMA: Dict[str, Field] = {
         "fabric_manager": Field("bool", default=False),
         "fatal_xids_extra": Field("list[int]", default=[], low=1, high=999,
                                   why="XIDs are numbers from 1 to 999; the default list is the NVIDIA catalogue's"),
+        # XIDs NVIDIA's catalogue does not have (they fail as unknown) that this pool knows to be harmless
+        "benign_xids": Field("map[reason]", default={}),
     }),
     "dcgm": Field("section", required=True, fields={
         "level": Field("int", default=1, low=1, high=4, why="dcgmi diag levels are 1 to 4"),
@@ -263,11 +265,26 @@ def validate(doc: Any, source: str = "baseline") -> Dict[str, Any]:
     for key in out["canary"].get("training_busbw_gbps") or {}:
         _size(key, source, "canary.training_busbw_gbps.%s" % key)
     for key in opt["xids"]:
-        xid = str(key)
-        if not re.fullmatch(r"[0-9]{1,4}", xid) or int(xid) not in FATAL_XIDS:  # isdigit() takes Unicode digits
-            raise _fail(source, "opt_out.xids.%s" % key, " is not on the default fatal list (%s)" % ", ".join(
-                str(x) for x in sorted(FATAL_XIDS)))
+        xid = _xid_key(key, source, "opt_out.xids")
+        if xid not in data_xids.FATAL_XIDS:
+            raise _fail(source, "opt_out.xids.%s" % key, " is not on the default fatal list: %s" % (
+                "NVIDIA's catalogue gives XID %d the action %s, so it does not fail the gate (nothing to opt out of)"
+                % (xid, data_xids.action(xid)) if data_xids.entry(xid) else
+                "XID %d is not in NVIDIA's catalogue; an XID the pool knows to be harmless goes in gpu.benign_xids "
+                "with the reason" % xid))
     out["opt_out"]["xids"] = {str(k): v for k, v in opt["xids"].items()}
+    for key in gpu["benign_xids"]:
+        xid = _xid_key(key, source, "gpu.benign_xids")
+        known = data_xids.entry(xid)
+        if known:
+            raise _fail(source, "gpu.benign_xids.%s" % key, ": XID %d is in NVIDIA's catalogue (%s, action %s); "
+                        "gpu.benign_xids is for XIDs the catalogue does not know; %s" % (
+                            xid, known.meaning, known.action or "not given",
+                            "take a fatal one out with opt_out.xids: {XID: reason}" if xid in data_xids.FATAL_XIDS
+                            else "this one does not fail the gate"))
+        if xid in gpu["fatal_xids_extra"]:
+            raise _fail(source, "gpu.benign_xids.%s" % key, ": XID %d is also in gpu.fatal_xids_extra" % xid)
+    gpu["benign_xids"] = {str(k): v for k, v in gpu["benign_xids"].items()}
     return out
 
 
@@ -288,11 +305,20 @@ def _data_check_off(args: List[str]) -> bool:
     return False
 
 
+def _xid_key(key: Any, source: str, path: str) -> int:
+    """An XID given as a mapping key (an int, or a string of ASCII digits: isdigit() takes Unicode digits)."""
+    if not re.fullmatch(r"[0-9]{1,4}", str(key)):
+        raise _fail(source, "%s.%s" % (path, key), " is not an XID: XIDs are numbers from 1 to 9999")
+    return int(str(key))
+
+
 def fatal_xids(baseline: Mapping[str, Any]) -> Dict[int, str]:
-    """The XIDs this pool's gate fails on: the catalogue's, plus the pool's extras, less its opt-outs."""
-    from ansible_collections.gpufleet.upgrade.plugins.module_utils.data_xids import meaning
-    out = {x: meaning(x) for x in FATAL_XIDS}
-    out.update({x: meaning(x) for x in baseline["gpu"].get("fatal_xids_extra") or []})
+    """The catalogue XIDs this pool's gate fails on whatever the line says: the catalogue's fatal set
+    (:data:`data_xids.FATAL_XIDS`), plus the pool's extras, less its opt-outs. An NVLink XID (144-150) that the
+    driver marks Nonfatal passes, and an XID the catalogue does not know fails unless ``gpu.benign_xids`` names it
+    (``gpu_health.xid_verdict``)."""
+    out = {x: data_xids.meaning(x) for x in data_xids.FATAL_XIDS}
+    out.update({x: data_xids.meaning(x) for x in baseline["gpu"].get("fatal_xids_extra") or []})
     for key in (baseline.get("opt_out") or {}).get("xids") or {}:
         out.pop(int(key), None)
     return out
@@ -303,6 +329,9 @@ def opt_outs(baseline: Mapping[str, Any]) -> List[Dict[str, str]]:
     opt = baseline.get("opt_out") or {}
     out = [{"check": key, "reason": opt[key]} for key in sorted(opt) if key != "xids" and opt[key]]
     out += [{"check": "xid %s" % key, "reason": reason} for key, reason in sorted((opt.get("xids") or {}).items())]
+    benign = (baseline.get("gpu") or {}).get("benign_xids") or {}
+    out += [{"check": "xid %s (benign, not in NVIDIA's catalogue)" % key, "reason": reason}
+            for key, reason in sorted(benign.items())]
     return out
 
 

@@ -7,6 +7,7 @@ import yaml
 
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.baseline import (
     fatal_xids, load_file, opt_outs, validate)
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.data_xids import FATAL_XIDS
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import BaselineError, InputError
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.support_calendar import support_status
 from tests.conftest import FIXTURES
@@ -16,7 +17,9 @@ GOOD = FIXTURES / "baselines" / "h100-train.yml"
 
 def test_good_baseline_fills_defaults():
     doc = load_file(str(GOOD))
-    assert doc["gpu"]["count"] == 8 and sorted(fatal_xids(doc)) == [48, 63, 64, 74, 79, 94, 95, 119, 120, 154]
+    assert doc["gpu"]["count"] == 8 and sorted(fatal_xids(doc)) == sorted(FATAL_XIDS)
+    assert {48, 63, 64, 74, 79, 94, 95, 119, 120, 149, 154}.issubset(fatal_xids(doc)) and 13 not in fatal_xids(doc)
+    assert doc["gpu"]["benign_xids"] == {}
     assert doc["nccl"]["tolerance_pct"] == 10.0 and isinstance(doc["nccl"]["tolerance_pct"], float)
     assert doc["node"]["allocatable_gpus"] == 8  # defaults to gpu.count
     assert doc["dcgm"]["warning_max_severity"] == 1 and doc["dcgm"]["canary_level"] == 3
@@ -68,7 +71,22 @@ def mutate(path_keys, value, delete=False):
     (["etcd"], {"max_quota_ratio": 0.6}, False, "field etcd is not a baseline field; etcd thresholds are per cell"),
     (["opt_out"], {"ecc": "no"}, False, "field opt_out.ecc: 'no' is too short (at least 10 characters)"),
     (["opt_out"], {"xids": {13: "application faults are not in the list anyway"}}, False,
-     "field opt_out.xids.13 is not on the default fatal list"),
+     "field opt_out.xids.13 is not on the default fatal list: NVIDIA's catalogue gives XID 13 the action RESTART_APP, "
+     "so it does not fail the gate (nothing to opt out of)"),
+    (["opt_out"], {"xids": {173: "a new code the driver logs at every boot here"}}, False,
+     "field opt_out.xids.173 is not on the default fatal list: XID 173 is not in NVIDIA's catalogue; an XID the pool "
+     "knows to be harmless goes in gpu.benign_xids with the reason"),
+    (["gpu", "benign_xids"], {79: "we do not care about this one at all"}, False,
+     "field gpu.benign_xids.79: XID 79 is in NVIDIA's catalogue (GPU has fallen off the bus, action RESTART_BM); "
+     "gpu.benign_xids is for XIDs the catalogue does not know; take a fatal one out with opt_out.xids: {XID: "
+     "reason}"),
+    (["gpu", "benign_xids"], {13: "application faults are harmless here"}, False,
+     "field gpu.benign_xids.13: XID 13 is in NVIDIA's catalogue (Graphics Engine Exception, action RESTART_APP); "
+     "gpu.benign_xids is for XIDs the catalogue does not know; this one does not fail the gate"),
+    (["gpu", "benign_xids"], {173: "ok"}, False, "field gpu.benign_xids.173: the reason 'ok' is too short"),
+    (["gpu", "benign_xids"], {"x1": "a reason that is long enough"}, False,
+     "field gpu.benign_xids.x1 is not an XID: XIDs are numbers from 1 to 9999"),
+    (["gpu", "benign_xids"], [173], False, "field gpu.benign_xids: expected a mapping of key: reason, got list"),
     (["dcgm", "allowed_skip"], ["memory"], False, "field dcgm.allowed_skip: memory is also a required test"),
     (["name"], None, True, "field name is missing: expected a string"),
 ])
@@ -103,6 +121,18 @@ def test_opt_outs_are_named_with_reasons_and_nccl_may_then_be_left_out():
 
 def test_extra_fatal_xids_are_added():
     assert 92 in fatal_xids(validate(mutate(["gpu", "fatal_xids_extra"], [92]), "pool.yml"))
+
+
+def test_benign_xids_are_recorded_like_opt_outs_and_validate_twice():
+    doc = validate(mutate(["gpu", "benign_xids"], {173: "driver 590 logs it at every boot on these boards"}), "p.yml")
+    assert doc["gpu"]["benign_xids"] == {"173": "driver 590 logs it at every boot on these boards"}
+    assert opt_outs(doc) == [{"check": "xid 173 (benign, not in NVIDIA's catalogue)",
+                              "reason": "driver 590 logs it at every boot on these boards"}]
+    assert validate(doc, "again") == doc
+    both = mutate(["gpu", "benign_xids"], {173: "driver 590 logs it at every boot on these boards"})
+    both["gpu"]["fatal_xids_extra"] = [173]
+    with pytest.raises(BaselineError, match="field gpu.benign_xids.173: XID 173 is also in gpu.fatal_xids_extra"):
+        validate(both, "p.yml")
 
 
 @pytest.mark.parametrize("text,message", [
@@ -155,7 +185,9 @@ def test_support_status_bad_date():
     (["name"], "h100-train\n", "field name: 'h100-train\\n' is not valid"),
     (["gpu", "driver_version"], "570.172.08\n", "field gpu.driver_version: '570.172.08\\n' is not valid"),
     (["opt_out"], {"xids": {"\u0667\u0669": "the Arabic-Indic 79: isdigit() and int() took it"}},
-     "is not on the default fatal list"),
+     "field opt_out.xids.\u0667\u0669 is not an XID"),
+    (["gpu", "benign_xids"], {"\u0661\u0667\u0663": "the Arabic-Indic 173: isdigit() and int() take it"},
+     "field gpu.benign_xids.\u0661\u0667\u0663 is not an XID"),
 ])
 def test_a_baseline_value_with_a_trailing_newline_or_unicode_digits_is_refused(keys, value, message):
     with pytest.raises(BaselineError) as err:
