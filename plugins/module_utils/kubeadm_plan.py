@@ -4,7 +4,9 @@
 
 Formats: ``-o json|yaml`` (``output.kubeadm.k8s.io/v1alpha3`` kind ``UpgradePlan``, kubeadm 1.31+), the current
 text layout (one kubelet row per node, a NODE column), and the older text layout (no NODE column, kubelets grouped
-as ``2 x v1.26.0``). Empty output means "no upgrade available" and is a result, not an error.
+as ``2 x v1.26.0``). Empty output means "no upgrade available" and is a result, not an error. Text is read line by
+line against what kubeadm's printer writes: a heading, table, command or flag it does not know is a ParseError
+naming the line, never skipped (a skipped table would drop its kubelet rows).
 """
 from __future__ import annotations
 
@@ -17,11 +19,6 @@ from ansible_collections.gpufleet.upgrade.plugins.module_utils.textparse import 
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.versions import parse_version
 
 API_VERSION = "output.kubeadm.k8s.io/v1alpha3"
-_MANUAL_HEADING = "Components that must be upgraded manually after you have upgraded the control plane"
-_UPGRADE_HEADING = re.compile(r"^Upgrade to the latest (?P<description>.+):\s*$")
-_APPLY = re.compile(r"^\s*(?P<cmd>kubeadm upgrade apply (?P<version>v?\d+\.\d+\.\d+\S*))\s*$")
-_NOTE = re.compile(r"Note: Before you can perform this upgrade, you have to update kubeadm to "
-                   r"(?P<v>v?\d+\.\d+\.\d+\S*)\.")
 _GROUPED = re.compile(r"^(?P<count>\d+) x (?P<version>\S+)$")
 _RULE = re.compile(r"^_{10,}\s*$")
 _VERSION = r"v?\d+\.\d+\.\d+(?:[-+][0-9A-Za-z.+-]+)?"
@@ -69,6 +66,11 @@ def _parse_structured(doc: Any) -> Dict[str, Any]:
     if doc.get("kind") != "UpgradePlan":
         raise ParseError("kubeadm upgrade plan: kind is %r, expected UpgradePlan (%s)" % (
             doc.get("kind"), API_VERSION))
+    if doc.get("apiVersion") != API_VERSION:
+        # v1alpha2 (kubeadm before 1.31) lists "components" at the top, without availableUpgrades: read as
+        # v1alpha3 it would say "no upgrade available".
+        raise ParseError("kubeadm upgrade plan: apiVersion is %r; only %s (kubeadm 1.31+) is understood - give "
+                         "the text output of an older kubeadm" % (doc.get("apiVersion"), API_VERSION))
     result = _empty_result("json")
     result["api_version"] = doc.get("apiVersion")
     for index, upgrade in enumerate(doc.get("availableUpgrades") or []):
@@ -83,6 +85,9 @@ def _parse_structured(doc: Any) -> Dict[str, Any]:
                                "current": comp.get("currentVersion", ""), "target": comp.get("newVersion", ""),
                                "count": 1})
         target = _component_target(components, "kube-apiserver")
+        if target is None or not re.match("^%s$" % _VERSION, target):
+            raise ParseError("kubeadm upgrade plan: availableUpgrades[%d] has no kube-apiserver component with a "
+                             "version as its newVersion (found %r)" % (index, target))
         kubeadm = [c for c in components if c["name"] == "kubeadm"]
         kubeadm_required = None
         if kubeadm and kubeadm[0]["current"] and kubeadm[0]["target"] and \
@@ -90,7 +95,8 @@ def _parse_structured(doc: Any) -> Dict[str, Any]:
             kubeadm_required = kubeadm[0]["target"]
         result["upgrades"].append({
             "description": upgrade.get("description", ""), "target_version": target,
-            "apply_command": "kubeadm upgrade apply %s" % target if target else None,
+            # as kubeadm's text printer words it, with the flag a pre-release target needs
+            "apply_command": "kubeadm upgrade apply %s%s" % (target, unstable_flag(target)),
             "kubeadm_required": kubeadm_required, "components": components})
     result["config_versions"] = [
         {"group": c.get("group", ""), "current": c.get("currentVersion") or "",
@@ -107,75 +113,150 @@ def _component_target(components: List[Dict[str, Any]], name: str) -> Optional[s
 
 
 # -- text ------------------------------------------------------------------------------------------------------
-def _parse_text(text: str) -> Dict[str, Any]:
-    lines = text.splitlines()
-    result = _empty_result("text")
-    pending_kubelets: List[Dict[str, Any]] = []
-    current: Optional[Dict[str, Any]] = None
-    saw_known = False
-    i = 0
-    while i < len(lines):
-        line = lines[i]
-        if line.startswith(_MANUAL_HEADING):
-            saw_known = True
-            i, rows, legacy = _read_table(lines, i + 1, "manual-components")
-            if legacy:
-                result["format"] = "legacy-text"
-            pending_kubelets = rows
-            continue
-        match = _UPGRADE_HEADING.match(line)
-        if match:
-            saw_known = True
-            current = {"description": match.group("description"), "target_version": None, "apply_command": None,
-                       "kubeadm_required": None, "components": list(pending_kubelets)}
-            pending_kubelets = []
-            result["upgrades"].append(current)
-            j = i + 1
-            while j < len(lines) and not lines[j].strip():
-                j += 1
-            i, rows, legacy = _read_table(lines, j, "upgrade")
-            if legacy:
-                result["format"] = "legacy-text"
-            current["components"].extend(rows)
-            continue
-        match = _APPLY.match(line)
-        if match and current is not None:
-            current["apply_command"] = match.group("cmd")
-            current["target_version"] = match.group("version")
-        match = _NOTE.search(line)
-        if match and current is not None:
-            current["kubeadm_required"] = match.group("v")
-        if line.startswith("API GROUP"):
-            saw_known = True
-            i, rows = _read_config_table(lines, i)
-            result["config_versions"] = rows
-            continue
+# What kubeadm's text printer writes (cmd/kubeadm/app/cmd/upgrade/plan.go, printAvailableUpgrade and
+# printComponentConfigVersionStates), per upgrade offered: the kubelet table under _MANUAL_HEADING, the control-plane
+# table under "Upgrade to the latest <description>:", _APPLY_INTRO, the apply command (tab-indented), optionally
+# the Note, a rule of underscores; then once the component config prose and table (or _NO_CONFIGS) and a rule. Any
+# other line is not a layout this parser knows, and is an error - never skipped.
+LAYOUTS = ("text with a NODE column (kubeadm 1.31+), text with kubelets grouped as 'N x vX' and no NODE column "
+           "(kubeadm before 1.31), -o json|yaml %s UpgradePlan" % API_VERSION)
+_MANUAL_HEADING = re.compile(r"^Components that must be upgraded manually after you(?: have|'ve) upgraded the control "
+                             r"plane with 'kubeadm upgrade apply':$")
+_UPGRADE_HEADING = re.compile(r"^Upgrade to the latest (?P<description>\S.*):$")
+_APPLY_INTRO = "You can now apply the upgrade by executing the following command:"
+_APPLY = re.compile(r"^\s*(?P<cmd>kubeadm upgrade apply (?P<version>%s)(?P<flags>(?: +\S+)*))$" % _VERSION)
+_NOTE = re.compile(r"^Note: Before you can perform this upgrade, you have to update kubeadm to (?P<v>%s)\.$" % _VERSION)
+_CONFIG_PROSE = (
+    "The table below shows the current state of component configs as understood by this version of kubeadm.",
+    'Configs that have a "yes" mark in the "MANUAL UPGRADE REQUIRED" column require manual config upgrade or',
+    "resetting to kubeadm defaults before a successful upgrade can be performed. The version to manually",
+    'upgrade to is denoted in the "PREFERRED VERSION" column.')
+_NO_CONFIGS = "No information available on component configs."
+_HEADERS = {("COMPONENT", "NODE", "CURRENT", "TARGET"): False, ("COMPONENT", "CURRENT", "TARGET"): True}
+_CONTROL_PLANE = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy", "CoreDNS", "etcd")
+# `kubeadm upgrade apply` flags (k8s.io/kubernetes cmd/kubeadm/app/cmd/upgrade/{apply,upgrade}.go and kubeadm's
+# global ones); kubeadm's plan prints the two --allow-* ones after a pre-release target.
+APPLY_FLAGS = ("allow-experimental-upgrades", "allow-release-candidate-upgrades", "certificate-renewal", "config",
+               "dry-run", "etcd-upgrade", "force", "ignore-preflight-errors", "kubeconfig", "patches", "print-config",
+               "rootfs", "skip-phases", "v", "yes")
+_FLAG = re.compile(r"^(?:--(?P<name>[a-z][a-z-]*)(?:=\S+)?|-[yf])$")
+
+
+def unstable_flag(version: str) -> str:
+    """The flag kubeadm's plan appends to the apply command for a pre-release target: an rc needs
+    --allow-release-candidate-upgrades, any other pre-release (alpha, beta) --allow-experimental-upgrades."""
+    pre = re.match(r"^v?\d+\.\d+\.\d+-(?P<pre>[0-9A-Za-z.-]+)", version)
+    if not pre:
+        return ""
+    return " --allow-release-candidate-upgrades" if pre.group("pre").startswith("rc") else \
+        " --allow-experimental-upgrades"
+
+
+def _unknown(lines: List[str], i: int, expected: str) -> ParseError:
+    found = repr(lines[i][:160]) if i < len(lines) else "the end of the output"
+    return ParseError("kubeadm upgrade plan: expected %s at line %d, found %s; the layouts understood are %s" % (
+        expected, i + 1, found, LAYOUTS))
+
+
+def _skip_blank(lines: List[str], i: int) -> int:
+    while i < len(lines) and not lines[i].strip():
         i += 1
-    if not saw_known:
+    return i
+
+
+def _parse_text(text: str) -> Dict[str, Any]:
+    lines = [line.rstrip() for line in text.splitlines()]
+    result = _empty_result("text")
+    i = 0
+    while i < len(lines) and (not lines[i].strip() or _PROGRESS.match(lines[i])):
+        i += 1  # kubeadm's progress before the plan ("[upgrade/versions] Target version: v1.36.3")
+    if i == len(lines):
         if _only_progress(lines):
-            return _empty_result("text")
+            return result
         raise ParseError("kubeadm upgrade plan: output has none of the expected sections (a components table, "
-                         "'Upgrade to the latest ...', or the API GROUP table); first line: %r" % lines[0][:120])
-    for upgrade in result["upgrades"]:
-        if not upgrade["components"]:
-            raise ParseError("kubeadm upgrade plan: the table for %r is empty or truncated" % upgrade["description"])
-        if upgrade["target_version"] is None:
-            upgrade["target_version"] = _component_target(upgrade["components"], "kube-apiserver")
-            if upgrade["target_version"] is None:
-                raise ParseError("kubeadm upgrade plan: no target version for %r (output truncated before the "
-                                 "apply command?)" % upgrade["description"])
+                         "'Upgrade to the latest ...', or the API GROUP table) and stops before kubeadm's "
+                         "'[upgrade/versions] Target version:' line; the layouts understood are %s" % LAYOUTS)
+    configs = False
+    while True:
+        i = _skip_blank(lines, i)
+        if i == len(lines):
+            break
+        line = lines[i]
+        if not configs and (_MANUAL_HEADING.match(line) or _UPGRADE_HEADING.match(line)):
+            i = _read_upgrade(lines, i, result)
+        elif not configs and line == _CONFIG_PROSE[0]:
+            i, result["config_versions"] = _read_configs(lines, i)
+            configs = True
+        elif not configs and line == _NO_CONFIGS:
+            i, configs = i + 1, True
+        else:
+            raise _unknown(lines, i, "the end of the output" if configs else
+                           "a kubeadm upgrade plan section ('Components that must be upgraded manually ...', "
+                           "'Upgrade to the latest ...:' or the component config table)")
     return _finish(result)
 
 
-def _read_table(lines: List[str], start: int, what: str) -> Tuple[int, List[Dict[str, Any]], bool]:
-    """Read a COMPONENT table from ``lines[start]`` (its header). Returns (next index, rows, legacy?)."""
-    if start >= len(lines) or not lines[start].startswith("COMPONENT"):
-        raise ParseError("kubeadm upgrade plan: expected a COMPONENT header for the %s table at line %d, got %r" % (
-            what, start + 1, lines[start] if start < len(lines) else "<end of output>"))
-    header = lines[start]
-    legacy = "NODE" not in header.split()
-    names = ["COMPONENT", "CURRENT", "TARGET"] if legacy else ["COMPONENT", "NODE", "CURRENT", "TARGET"]
-    columns = column_starts(header, names)
+def _read_upgrade(lines: List[str], i: int, result: Dict[str, Any]) -> int:
+    """One offered upgrade, from its kubelet table (or its 'Upgrade to the latest' heading) to its closing rule."""
+    kubelets: List[Dict[str, Any]] = []
+    if _MANUAL_HEADING.match(lines[i]):
+        i, kubelets = _read_table(lines, i + 1, "kubelet", result)
+        bad = [row for row in kubelets if row["name"] != "kubelet"]
+        if bad:
+            raise ParseError("kubeadm upgrade plan: the kubelet table lists %r, not a kubelet" % bad[0]["name"])
+        i = _skip_blank(lines, i)
+    heading = _UPGRADE_HEADING.match(lines[i]) if i < len(lines) else None
+    if not heading:
+        raise _unknown(lines, i, "'Upgrade to the latest <description>:' after the kubelet table")
+    i, rows = _read_table(lines, _skip_blank(lines, i + 1), "upgrade", result)
+    if not rows:
+        raise ParseError("kubeadm upgrade plan: the table for %r is empty" % heading.group("description"))
+    bad = [row for row in rows if row["name"] not in _CONTROL_PLANE]
+    if bad:
+        raise ParseError("kubeadm upgrade plan: the table for %r lists %r, which is none of %s" % (
+            heading.group("description"), bad[0]["name"], ", ".join(_CONTROL_PLANE)))
+    i = _skip_blank(lines, i)
+    if i >= len(lines) or lines[i] != _APPLY_INTRO:
+        raise _unknown(lines, i, repr(_APPLY_INTRO))
+    i = _skip_blank(lines, i + 1)
+    apply = _APPLY.match(lines[i]) if i < len(lines) else None
+    if not apply:
+        raise _unknown(lines, i, "the command 'kubeadm upgrade apply vX.Y.Z [flags]'")
+    for word in apply.group("flags").split():
+        flag = _FLAG.match(word)
+        if not flag or (flag.group("name") and flag.group("name") not in APPLY_FLAGS):
+            raise ParseError("kubeadm upgrade plan: the apply command at line %d carries %r, which is not a "
+                             "kubeadm upgrade apply flag (%s)" % (
+                                 i + 1, word, ", ".join("--" + name for name in APPLY_FLAGS)))
+    upgrade = {"description": heading.group("description"), "target_version": apply.group("version"),
+               "apply_command": apply.group("cmd"), "kubeadm_required": None, "components": kubelets + rows}
+    apiserver = _component_target(rows, "kube-apiserver")
+    if apiserver is not None and apiserver != upgrade["target_version"]:
+        raise ParseError("kubeadm upgrade plan: %r applies %s but its kube-apiserver row targets %s" % (
+            upgrade["description"], upgrade["target_version"], apiserver))
+    i = _skip_blank(lines, i + 1)
+    note = _NOTE.match(lines[i]) if i < len(lines) else None
+    if note:
+        upgrade["kubeadm_required"] = note.group("v")
+        i = _skip_blank(lines, i + 1)
+    if i >= len(lines) or not _RULE.match(lines[i]):
+        raise _unknown(lines, i, "kubeadm's note that kubeadm must be updated, or the rule of underscores that "
+                                 "closes the upgrade %r" % upgrade["description"])
+    result["upgrades"].append(upgrade)
+    return i + 1
+
+
+def _read_table(lines: List[str], start: int, what: str, result: Dict[str, Any]
+                ) -> Tuple[int, List[Dict[str, Any]]]:
+    """Read a COMPONENT table from ``lines[start]`` (its header). Returns (next index, rows); a table without a
+    NODE column marks the plan ``legacy-text``."""
+    header = tuple(lines[start].split()) if start < len(lines) else ()
+    if header not in _HEADERS:
+        raise _unknown(lines, start, "the %s table's header COMPONENT [NODE] CURRENT TARGET" % what)
+    legacy = _HEADERS[header]
+    if legacy:
+        result["format"] = "legacy-text"
+    columns = column_starts(lines[start], list(header))
     rows: List[Dict[str, Any]] = []
     i = start + 1
     while i < len(lines) and lines[i].strip():
@@ -196,7 +277,7 @@ def _read_table(lines: List[str], start: int, what: str) -> Tuple[int, List[Dict
         rows.append({"name": name, "node": cells.get("NODE", ""), "current": current, "target": cells["TARGET"],
                      "count": count})
         i += 1
-    return i, rows, legacy
+    return i, rows
 
 
 def _row_by_words(line: str, legacy: bool) -> Optional[Dict[str, str]]:
@@ -210,23 +291,35 @@ def _row_by_words(line: str, legacy: bool) -> Optional[Dict[str, str]]:
             "CURRENT": match.group("current") or "", "TARGET": match.group("target")}
 
 
-def _read_config_table(lines: List[str], start: int) -> Tuple[int, List[Dict[str, Any]]]:
-    columns = column_starts(lines[start], ["API GROUP", "CURRENT VERSION", "PREFERRED VERSION",
-                                           "MANUAL UPGRADE REQUIRED"])
+def _read_configs(lines: List[str], start: int) -> Tuple[int, List[Dict[str, Any]]]:
+    """kubeadm's component config prose, the API GROUP table and its closing rule."""
+    for offset, prose in enumerate(_CONFIG_PROSE):
+        if start + offset >= len(lines) or lines[start + offset] != prose:
+            raise _unknown(lines, start + offset, repr(prose))
+    i = _skip_blank(lines, start + len(_CONFIG_PROSE))
+    if i >= len(lines) or lines[i].split() != "API GROUP CURRENT VERSION PREFERRED VERSION MANUAL UPGRADE " \
+            "REQUIRED".split():
+        raise _unknown(lines, i, "the component config table's header API GROUP, CURRENT VERSION, PREFERRED "
+                                 "VERSION, MANUAL UPGRADE REQUIRED")
+    columns = column_starts(lines[i], ["API GROUP", "CURRENT VERSION", "PREFERRED VERSION",
+                                       "MANUAL UPGRADE REQUIRED"])
     rows = []
-    i = start + 1
+    i += 1
     while i < len(lines) and lines[i].strip() and not _RULE.match(lines[i]):
         cells = slice_row(lines[i], columns)
         manual = cells["MANUAL UPGRADE REQUIRED"].lower()
-        if manual not in ("yes", "no", "-"):
-            raise ParseError("kubeadm upgrade plan: MANUAL UPGRADE REQUIRED must be yes, no or -, got %r at line %d"
-                             % (manual, i + 1))
+        if manual not in ("yes", "no") or not cells["API GROUP"]:
+            raise ParseError("kubeadm upgrade plan: malformed component config row at line %d: %r (MANUAL UPGRADE "
+                             "REQUIRED must be yes or no)" % (i + 1, lines[i]))
         rows.append({"group": cells["API GROUP"],
                      "current": "" if cells["CURRENT VERSION"] == "-" else cells["CURRENT VERSION"],
                      "preferred": "" if cells["PREFERRED VERSION"] == "-" else cells["PREFERRED VERSION"],
                      "manual_upgrade_required": manual == "yes"})
         i += 1
-    return i, rows
+    if i >= len(lines) or not _RULE.match(lines[i]):
+        raise _unknown(lines, i, "the rule of underscores that closes the component config table (a table cut "
+                                 "short may hide a config that needs a manual upgrade)")
+    return i + 1, rows
 
 
 def _finish(result: Dict[str, Any]) -> Dict[str, Any]:
