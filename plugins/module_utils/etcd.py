@@ -1,10 +1,14 @@
 # Copyright: gpufleet contributors
 # Apache License 2.0
-"""etcd: ``etcdctl|etcdutl snapshot status -w json`` and ``etcdctl endpoint status -w json``.
+"""etcd: ``etcdctl|etcdutl snapshot status -w json``, ``etcdctl endpoint status -w json`` and ``etcdctl endpoint
+health -w json``.
 
 snapshot status: ``{"hash": N, "revision": N, "totalKey": N, "totalSize": N}`` (etcdutl 3.6 adds ``version``).
 endpoint status: ``[{"Endpoint": URL, "Status": {"header": {...}, "version", "dbSize", "dbSizeInUse", "leader",
 "raftIndex", "raftTerm", "raftAppliedIndex", "errors"?, "isLearner"?, "dbSizeQuota"? (3.6)}}]``.
+endpoint health (etcdctl 3.4-3.6, ``epHealth`` in etcdctl/ctlv3/command/ep_command.go): ``[{"endpoint": URL,
+"health": bool, "took": "1.9ms", "error"?: "context deadline exceeded"}]``; etcdctl exits 1 when any endpoint is
+unhealthy and still prints the list.
 
 Snapshot retention: the etcd_snapshot role names its files ``etcd-CLUSTER-YYYYmmddTHHMMSSZ-rREVISION.db.vault``
 (UTC); ``snapshots_expired`` picks the ones beyond the count or the age from those names alone, so the backup
@@ -42,6 +46,10 @@ def _int(value: Any, key: str, what: str) -> int:
 
 
 def parse_snapshot_status(text: str) -> Dict[str, Any]:
+    if isinstance(text, str) and text.lstrip().startswith("NAME:\n  snapshot - "):
+        # etcdctl 3.6 dropped `snapshot status`: it prints the snapshot command's help and exits 0
+        raise ParseError("etcd snapshot status: the output is etcdctl's help for 'snapshot', not a status - "
+                         "etcdctl 3.6 has no 'snapshot status'; use etcdutl snapshot status -w json")
     doc = load_document(text, "etcd snapshot status")
     if not isinstance(doc, dict):
         raise ParseError("etcd snapshot status: expected a JSON object (use -w json)")
@@ -78,6 +86,58 @@ def parse_endpoint_status(text: str) -> List[Dict[str, Any]]:
                     "raft_index": status.get("raftIndex"),
                     "errors": [str(e)[:500] for e in (errors if isinstance(errors, list) else [errors])]})
     return out
+
+
+HEALTH_FIELDS = ("endpoint", "health", "took", "error")
+
+
+def parse_endpoint_health(text: str) -> List[Dict[str, Any]]:
+    """``etcdctl endpoint health -w json`` into ``[{endpoint, health, took, error}]``. Fails closed: anything but
+    a non-empty list of objects with a text ``endpoint`` and a boolean ``health`` is a ParseError naming etcdctl,
+    the layout understood and what was found; so is an endpoint that says healthy while carrying an error."""
+    what = "etcdctl endpoint health"
+    doc = load_document(text, what)
+    if not isinstance(doc, list) or not doc:
+        raise ParseError("%s: expected a JSON list of endpoints (etcdctl 3.4-3.6 with -w json), got %s" % (
+            what, "an empty list" if doc == [] else type(doc).__name__))
+    out = []
+    for i, item in enumerate(doc):
+        where = "%s[%d]" % (what, i)
+        if not isinstance(item, dict):
+            raise ParseError("%s: expected an object, got %s" % (where, type(item).__name__))
+        endpoint, health, error = item.get("endpoint"), item.get("health"), item.get("error", "")
+        if not isinstance(endpoint, str) or not endpoint or not isinstance(health, bool) or \
+                not isinstance(error, str) or not isinstance(item.get("took", ""), str):
+            raise ParseError("%s: expected the fields %s of etcdctl 3.4-3.6 (endpoint text, health true or false, "
+                             "took and error text), found %s" % (
+                                 where, ", ".join(HEALTH_FIELDS),
+                                 ", ".join("%s=%r" % (k, item[k]) for k in sorted(item)[:8]) or "none"))
+        if health and error:
+            raise ParseError("%s: %s says healthy but carries the error %r" % (where, endpoint[:300], error[:300]))
+        out.append({"endpoint": endpoint[:300], "health": health, "took": str(item.get("took", ""))[:40],
+                    "error": error[:500]})
+    return out
+
+
+def judge_endpoint_health(health: List[Dict[str, Any]], members: Optional[Sequence[str]] = None) -> Dict[str, Any]:
+    return summarize(health_checks(health, members))
+
+
+def health_checks(health: List[Dict[str, Any]], members: Optional[Sequence[str]] = None) -> List[Check]:
+    """Every endpoint healthy (etcdctl read a key through consensus and found no alarm), its error named when not;
+    with ``members`` (the inventory's etcd client URLs) the endpoints checked are exactly those members."""
+    checks = []
+    for ep in health:
+        error = ep["error"] or "etcdctl gave no error text"
+        checks.append(Check("etcd_health", ep["endpoint"], ep["health"],
+                            "healthy (took %s)" % ep["took"] if ep["health"] else "unhealthy", "healthy",
+                            "" if ep["health"] else error))
+    if not checks:
+        checks.append(Check("etcd_health", "etcd cluster", False, "no endpoint", "every member healthy",
+                            "etcdctl reported no endpoint"))
+    if members is not None:
+        checks.append(_members_check([ep["endpoint"] for ep in health], members, "health report"))
+    return checks
 
 
 def _id(value: Any) -> Optional[str]:
@@ -144,20 +204,25 @@ def endpoint_checks(endpoints: List[Dict[str, Any]], quota_bytes: Optional[int] 
                         ("" if len(clusters) == 1 and "none" not in clusters else
                          "the endpoints are not one etcd cluster")))
     if members is not None:
-        if not isinstance(members, (list, tuple)) or not all(isinstance(m, str) for m in members):
-            raise InputError("members: a list of etcd client URLs, got %r" % (members,))
-        want = {_url(m) for m in members}
-        got = {_url(ep["endpoint"]) for ep in endpoints}
-        missing, extra = sorted(want - got), sorted(got - want)
-        checks.append(Check("etcd_members", "etcd cluster", bool(want) and not missing and not extra,
-                            ", ".join(sorted(got)) or "none", ", ".join(sorted(want)) or "the inventory's members",
-                            "; ".join(x for x in ("no status from %s" % ", ".join(missing) if missing else "",
-                                                  "%s answered but %s not an inventory member" % (
-                                                      ", ".join(extra), "is" if len(extra) == 1 else "are")
-                                                  if extra else "") if x) or
-                            ("" if want else "members is empty: give every etcd member's client URL (the "
-                             "preflight's preflight_etcd_members)")))
+        checks.append(_members_check([ep["endpoint"] for ep in endpoints], members, "status"))
     return checks
+
+
+def _members_check(answered: Sequence[str], members: Sequence[str], what: str) -> Check:
+    """The endpoints that answered must be exactly the inventory's members (URLs compared by :func:`_url`)."""
+    if not isinstance(members, (list, tuple)) or not all(isinstance(m, str) for m in members):
+        raise InputError("members: a list of etcd client URLs, got %r" % (members,))
+    want = {_url(m) for m in members}
+    got = {_url(ep) for ep in answered}
+    missing, extra = sorted(want - got), sorted(got - want)
+    if not want:
+        why = "members is empty: give every etcd member's client URL (the preflight's preflight_etcd_members)"
+    else:
+        why = "; ".join(x for x in ("no %s from %s" % (what, ", ".join(missing)) if missing else "",
+                                    "%s answered but %s not an inventory member" % (
+                                        ", ".join(extra), "is" if len(extra) == 1 else "are") if extra else "") if x)
+    return Check("etcd_members", "etcd cluster", bool(want) and not missing and not extra,
+                 ", ".join(sorted(got)) or "none", ", ".join(sorted(want)) or "the inventory's members", why)
 
 
 def judge_snapshot(snapshot: Dict[str, Any], expect: Mapping[str, Any], path: str = "snapshot") -> Dict[str, Any]:

@@ -12,8 +12,12 @@ description:
     that is a member which answered (C(leader 0) is no leader), one cluster id, and a database size under
     O(max_quota_ratio) of the quota (C(dbSizeQuota) when etcd reports it, else O(quota_bytes)); with O(members),
     the members that answered must be exactly the inventory's.
+  - With O(check_health) or O(endpoint_health_output), reads C(etcdctl endpoint health -w json) too, and every
+    endpoint must be healthy (etcdctl read a key through consensus and found no alarm); an unhealthy one fails
+    naming etcdctl's error, such as C(context deadline exceeded) or the NOSPACE alarm.
   - With O(snapshot_path) or O(snapshot_output), reads C(etcdutl snapshot status -w json) (or
-    C(etcdctl snapshot status) where etcdutl is absent) and verifies the snapshot - hash, revision, keys and size.
+    C(etcdctl snapshot status) where etcdutl is absent; etcdctl 3.6 has none and prints its help, which fails
+    naming etcdutl) and verifies the snapshot - hash, revision, keys and size.
 options:
   endpoint_status_output:
     description: Captured C(etcdctl endpoint status -w json). When omitted, etcdctl is run (unless only a snapshot is
@@ -23,6 +27,16 @@ options:
     description: Gate the endpoints.
     type: bool
     default: true
+  check_health:
+    description:
+      - Also run C(etcdctl endpoint health -w json) (with C(--cluster) when O(cluster)) and gate every endpoint on
+        its health. etcdctl exits 1 when an endpoint is unhealthy and still prints each endpoint's verdict, which
+        is judged; when it prints none (the member asked is down) the module fails with etcdctl's error.
+    type: bool
+    default: false
+  endpoint_health_output:
+    description: Captured C(etcdctl endpoint health -w json); gates the endpoints' health without running etcdctl.
+    type: str
   endpoints:
     description: etcd endpoints for etcdctl.
     type: list
@@ -120,6 +134,11 @@ endpoints:
   returned: when endpoints are checked
   type: list
   elements: dict
+health:
+  description: Parsed endpoint health (endpoint, health, took, error).
+  returned: when health is checked
+  type: list
+  elements: dict
 snapshot:
   description: Parsed snapshot status (hash, revision, total_keys, total_size, version).
   returned: when a snapshot is checked
@@ -131,10 +150,14 @@ checks:
   elements: dict
 """
 
+from typing import Any, Dict, List
+
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.checks import raise_if_failed, summarize
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import GateFailed, ParseError
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.etcd import (
-    DEFAULT_MAX_QUOTA_RATIO, endpoint_checks, parse_endpoint_status, parse_snapshot_status, snapshot_checks)
+    DEFAULT_MAX_QUOTA_RATIO, endpoint_checks, health_checks, parse_endpoint_health, parse_endpoint_status,
+    parse_snapshot_status, snapshot_checks)
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.module_support import run_module
 
 
@@ -146,11 +169,33 @@ def _tls_args(p):
     return args
 
 
+def _run_health(module: Any, p: Dict[str, Any]) -> List[Dict[str, Any]]:
+    """etcdctl endpoint health: exit 1 with every endpoint's verdict on stdout is a result to judge; exit 1 with
+    none (the member asked for the cluster's list is down) is etcdctl's error, and the gate fails with it."""
+    rc, out, err = module.run_command(
+        [module.get_bin_path(p["etcdctl"], required=True)] + _tls_args(p) +
+        ["endpoint", "health", "-w", "json"] + (["--cluster"] if p["cluster"] else []))
+    try:
+        health = parse_endpoint_health(out)
+    except ParseError:
+        if rc == 0:
+            raise
+        lines = [line for line in err.strip().splitlines() if not line.startswith("{")]  # not etcdctl's zap log
+        raise GateFailed("etcdctl endpoint health exited %d: %s" % (rc, (" ".join(lines) or err.strip())[-1000:]),
+                         rc=rc)
+    if rc != 0 and all(ep["health"] for ep in health):
+        raise GateFailed("etcdctl endpoint health exited %d although every endpoint reports healthy: %s" % (
+            rc, err.strip()[-1000:]), rc=rc, health=health)
+    return health
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
             endpoint_status_output=dict(type="str"),
             check_endpoints=dict(type="bool", default=True),
+            check_health=dict(type="bool", default=False),
+            endpoint_health_output=dict(type="str"),
             endpoints=dict(type="list", elements="str", default=["https://127.0.0.1:2379"]),
             members=dict(type="list", elements="str"),
             cluster=dict(type="bool", default=True),
@@ -187,6 +232,13 @@ def main():
             checks.extend(endpoint_checks(endpoints, p["quota_bytes"], p["max_quota_ratio"] or DEFAULT_MAX_QUOTA_RATIO,
                                           p["members"]))
             result["endpoints"] = endpoints
+        if p["check_health"] or p["endpoint_health_output"] is not None:
+            text = p["endpoint_health_output"]
+            if text is None:
+                result["health"] = _run_health(module, p)
+            else:
+                result["health"] = parse_endpoint_health(text)
+            checks.extend(health_checks(result["health"], p["members"]))
         if p["snapshot_path"] or p["snapshot_output"] is not None:
             text = p["snapshot_output"]
             if text is None:
