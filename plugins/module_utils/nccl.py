@@ -2,27 +2,82 @@
 # Apache License 2.0
 """nccl-tests ``all_reduce_perf`` parser and bandwidth gate (docs/reference.md section 5).
 
-Reads the stdout table (current layout with a ``root`` column and ``#wrong``; the pre-Aug-2022 layout without
-``root`` and with a float ``error`` column; the per-iteration layout with extra ``i_*`` columns) and the ``-J``
-JSON file (``results[]{size, count, type, redop, root, out_of_place{time, alg_bw, bus_bw, nwrong}, in_place}``,
-``out_of_bounds{count, okay}``, ``average_bus_bandwidth{bandwidth, okay}``).
+Reads the stdout table and the ``-J`` JSON file (``results[]{size, count, type, redop, root, out_of_place{time,
+alg_bw, bus_bw, nwrong}, in_place}``, ``out_of_bounds{count, okay}``, ``average_bus_bandwidth{bandwidth, okay}``).
+
+Stdout layouts understood, by their column headings: the current one (``size count type redop root`` then ``time
+algbw busbw #wrong`` out of place and in place; ``cputime`` for ``time`` with ``-C``; the per-iteration ``i_min
+i_max i_p99 i_cv%`` columns), printed by nccl-tests since the Aug 2022 releases (2.13 to 2.18 seen), and the earlier
+one without ``root`` and with a floating-point ``error`` column (nccl-tests 2.x before Aug 2022). Any other heading
+is refused, naming what was found.
+
+Launcher prefixes are read and stripped: ``mpirun --tag-output`` (``[JOB,RANK]<stdout>:``, ``<stderr>:``,
+``<stddiag>:``), ``srun --label`` (``N: ``) and ``kubectl logs --prefix`` (``[pod/NAME/CONTAINER] ``, also in front
+of the two others). Each rank's stream (and each pod's) is read on its own; rank 0 of an MPI build prints the one
+table. A mix of prefixes, an unknown prefix in front of nccl-tests' lines, a tag in the middle of a line, two tables
+or two run headers in one stream, rows out of order and tables from several ranks that disagree are refused: they
+mean interleaved or concatenated output, or an nccl-tests built without MPI started once per process.
 """
 from __future__ import annotations
 
 import math
 import re
 import statistics
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.checks import Check, opted_out, summarize
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import InputError, ParseError
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.textparse import bounded_text, load_document
 
+TOOL = "all_reduce_perf"
+UNDERSTOOD = ("nccl-tests 2.x stdout: the layout with root and #wrong columns (releases since Aug 2022, 2.13 to 2.18 "
+              "seen; also -C cputime and the per-iteration i_* columns) or the earlier one with a float error column "
+              "and no root")
 _ERROR_LINE = re.compile(r"^(?P<host>\S+): Test (?P<kind>NCCL|CUDA) failure (?P<where>\S+) '?(?P<msg>.*?)'?\s*$")
+_TEST_FAILURE = re.compile(r"^\.\.\s+(?P<host>\S+)\s+pid\s+(?P<pid>\d+):\s+Test failure\s+(?P<where>\S+)\s*$")
+_LAST_ERROR = re.compile(r"^#\s*error:\s*(?P<msg>.+)$")
 _OOB = re.compile(r"^#\s*Out of bounds values\s*:\s*(?P<n>\d+)\s*(?P<state>OK|FAILED)?")
-_AVG = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*(?P<bw>[0-9.eE+-]+|nan)")
-_RANK = re.compile(r"^#\s+Rank\s+(?P<rank>\d+)\s+Group\s+\d+\s+Pid\s+\d+\s+on\s+(?P<host>\S+)\s+device\s+(?P<dev>\d+)")
+_AVG = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*(?P<bw>[0-9.eE+-]+|nan|-nan|inf|-inf)")
+_STARTING = re.compile(r"^#\s*Collective test starting:\s*(?P<name>\S+)")
+_NTHREAD = re.compile(r"^#\s*nThread\s+\d+")
+# "#  Rank %2d Group %2d Pid %6d on %10s device %2d [...] NAME" (current); "#   Rank %2d Pid %6d on ..." (before the
+# Group field).
+_RANK = re.compile(r"^#\s+Rank\s+(?P<rank>\d+)\s+(?:Group\s+\d+\s+)?Pid\s+(?P<pid>\d+)\s+on\s+(?P<host>\S+)\s+"
+                   r"device\s+(?P<dev>\d+)")
 _SIZE_UNITS = {"": 1, "B": 1, "K": 1024, "KB": 1024, "M": 1024 ** 2, "MB": 1024 ** 2, "G": 1024 ** 3, "GB": 1024 ** 3}
+
+# Launcher prefixes: mpirun --tag-output, srun --label, kubectl logs --prefix ("[pod/%s/%s] ", kubectl
+# pkg/cmd/logs/logs.go addPrefixIfNeeded).
+_TAG_MPIRUN = re.compile(r"^\[(?P<job>\d+),(?P<rank>\d+)\]<(?P<chan>stdout|stderr|stddiag)>:")
+_TAG_SRUN = re.compile(r"^\s*(?P<rank>\d+):(?: |$)")
+_TAG_KUBECTL = re.compile(r"^\[pod/(?P<pod>[^/\]\s]+)/(?P<container>[^\]\s]*)\] ")
+_TAG_INSIDE = re.compile(r"\[\d+,\d+\]<(?:stdout|stderr|stddiag)>:|\[pod/[^/\]\s]+/[^\]\s]*\] ")
+# Lines only nccl-tests prints; one found after other text means a prefix this reader does not know.
+_MARKER = re.compile(r"#\s*(?:nThread\s|Using devices|Rank\s+\d+\s|Out of bounds values|Avg bus bandwidth|"
+                     r"Collective test|nccl-tests version|size\s+count\s)")
+
+# Column headings (after "#") of each stdout layout: name, heading, (first token of out-of-place, of in-place).
+_HEAD = ("size", "count", "type", "redop", "root")
+_HALF = ("time", "algbw", "busbw", "#wrong")
+_ITER = ("i_min", "i_max", "i_p99", "i_cv%")
+_LAYOUTS: Dict[Tuple[str, ...], Tuple[str, int, int]] = {
+    _HEAD + _HALF + _HALF: ("current", 5, 9),
+    _HEAD + ("cputime",) + _HALF[1:] + ("cputime",) + _HALF[1:]: ("current", 5, 9),
+    _HEAD + _HALF + _ITER + _HALF + _ITER: ("per-iter", 5, 13),
+    _HEAD[:4] + ("time", "algbw", "busbw", "error") * 2: ("legacy", 4, 8),
+}
+# Bytes per element of each type name nccl-tests prints (src/common.cu test_typenames; "char" and "int" are the
+# NCCL 1 names).
+_WORD = {"int8": 1, "uint8": 1, "char": 1, "f8e4m3": 1, "f8e5m2": 1, "half": 2, "bfloat16": 2, "int32": 4,
+         "uint32": 4, "int": 4, "float": 4, "int64": 8, "uint64": 8, "double": 8}
+_REDOPS = ("sum", "prod", "max", "min", "avg", "mulsum")
+# The legacy "error" column is the largest absolute difference from the expected result over all ranks. nccl-tests
+# counted it wrong when it exceeded DeltaMaxValue(type) * (nranks - 1) (src/common.cu CheckData and DeltaMaxValue,
+# before the Aug 2022 #wrong count): 1e-2 for half and bfloat16, 1e-5 for float, 1e-12 for double, 1e-200 (exact)
+# for the integer types. Its "Out of bounds values" footer counts the same verdicts and stays authoritative where
+# the printed error ("%5.0le", one digit) is too coarse to tell.
+_DELTA_MAX = {"half": 1e-2, "bfloat16": 1e-2, "float": 1e-5, "double": 1e-12, "int8": 1e-200, "uint8": 1e-200,
+              "int32": 1e-200, "uint32": 1e-200, "int64": 1e-200, "uint64": 1e-200, "char": 1e-200, "int": 1e-200}
 
 
 def parse_size(value: Any, what: str = "size") -> int:
@@ -35,11 +90,20 @@ def parse_size(value: Any, what: str = "size") -> int:
     return int(match.group(1)) * _SIZE_UNITS[match.group(2).upper()]
 
 
+def legacy_tolerance(dtype: str, ranks: int) -> float:
+    """The largest ``error`` nccl-tests' pre-Aug-2022 layout accepted for ``dtype`` over ``ranks`` ranks."""
+    if dtype not in _DELTA_MAX:
+        raise ParseError("%s: data type %r in the error-column layout is not one nccl-tests checked (%s)" % (
+            TOOL, dtype[:20], ", ".join(sorted(_DELTA_MAX))))
+    return _DELTA_MAX[dtype] * (ranks - 1)
+
+
 def parse_output(text: str) -> Dict[str, Any]:
     """Parse stdout or -J JSON into ``{format, rows[{size, count, type, redop, root, oop_busbw, ip_busbw,
-    oop_algbw, ip_algbw, wrong}], out_of_bounds, avg_busbw, errors[], ranks, hosts[]}``."""
-    if not isinstance(text, str) or not bounded_text(text, "all_reduce_perf").strip():
-        raise ParseError("all_reduce_perf: output is empty (did the test start?)")
+    oop_algbw, ip_algbw, wrong}], out_of_bounds, avg_busbw, errors[], ranks, hosts[], concluded, prefix, stream}``.
+    ``prefix`` names the launcher prefix read (None without one); ``stream`` the rank or pod whose table it is."""
+    if not isinstance(text, str) or not bounded_text(text, TOOL).strip():
+        raise ParseError("%s: output is empty (did the test start?)" % TOOL)
     if text.lstrip().startswith("{"):
         return _parse_json(load_document(text, "all_reduce_perf -J"))
     return _parse_stdout(text)
@@ -53,95 +117,270 @@ def _num(token: str) -> Optional[float]:
     return value if math.isfinite(value) else None
 
 
+Key = Tuple[str, str, str, str]  # (pod/container, launcher, rank, channel); "" where absent
+
+
+def _split_prefix(line: str) -> Tuple[Key, str]:
+    """(stream key, the line without its launcher prefixes)."""
+    pod = launcher = rank = chan = ""
+    m = _TAG_KUBECTL.match(line)
+    if m:
+        pod, line = "%s/%s" % (m.group("pod"), m.group("container")), line[m.end():]
+    m = _TAG_MPIRUN.match(line)
+    if m:
+        launcher, rank, chan = "mpirun", "%s,%s" % (m.group("job"), m.group("rank")), m.group("chan")
+        line = line[m.end():]
+    else:
+        m = _TAG_SRUN.match(line)
+        if m:
+            launcher, rank, line = "srun", m.group("rank"), line[m.end():]
+    return (pod, launcher, rank, chan), line
+
+
+def _prefix_kind(key: Key) -> str:
+    kinds = (["kubectl logs --prefix"] if key[0] else []) + (
+        {"mpirun": ["mpirun --tag-output"], "srun": ["srun --label"]}.get(key[1], []))
+    return " + ".join(kinds) or "no prefix"
+
+
+def _stream_label(key: Key) -> str:
+    pod, launcher, rank, chan = key
+    parts = ["pod " + pod] if pod else []
+    if launcher == "mpirun":
+        parts.append("rank %s %s" % (rank.split(",")[1], chan))
+    elif launcher == "srun":
+        parts.append("task " + rank)
+    return ", ".join(parts)
+
+
+def _is_content(stripped: str) -> bool:
+    """A line nccl-tests itself prints: a '#' line, a data row, an error line."""
+    tokens = stripped.split()
+    return (stripped.startswith("#") or (len(tokens) >= 11 and tokens[0].isdigit() and tokens[1].isdigit())
+            or "Test NCCL failure" in stripped or "Test CUDA failure" in stripped
+            or bool(_TEST_FAILURE.match(stripped)))
+
+
 def _parse_stdout(text: str) -> Dict[str, Any]:
-    rows: List[Dict[str, Any]] = []
-    errors: List[Dict[str, str]] = []
-    hosts: List[str] = []
-    ranks = 0
-    oob: Optional[int] = None
-    avg: Optional[float] = None
-    avg_seen = False
-    fmt: Optional[str] = None
-    concluded = False
-    for lineno, line in enumerate(text.splitlines(), 1):
-        stripped = line.strip()
+    streams: Dict[Key, List[Tuple[int, str]]] = {}
+    kinds: Dict[str, int] = {}
+    for lineno, raw in enumerate(text.splitlines(), 1):
+        key, content = _split_prefix(raw)
+        inside = _TAG_INSIDE.search(content)
+        if inside:
+            raise ParseError("%s: line %d: a launcher tag %r in the middle of a line: output of several ranks "
+                             "interleaved (unbuffered writes); rerun and keep each rank's lines whole" % (
+                                 TOOL, lineno, inside.group(0)[:60]))
+        stripped = content.strip()
         if not stripped:
             continue
-        m = _ERROR_LINE.match(stripped)
+        marker = _MARKER.search(stripped)
+        if marker and marker.start() > 0 and not stripped.startswith("#"):
+            raise ParseError("%s: line %d: %r in front of nccl-tests' output is not a prefix this reader knows "
+                             "(it reads mpirun --tag-output '[1,0]<stdout>:', srun --label '0: ' and kubectl logs "
+                             "--prefix '[pod/NAME/CONTAINER] '; drop other prefixes such as --timestamps)" % (
+                                 TOOL, lineno, stripped[:marker.start()][:60]))
+        if _is_content(stripped):
+            kinds.setdefault(_prefix_kind(key), lineno)
+        streams.setdefault(key, []).append((lineno, stripped))
+    if len(kinds) > 1:
+        found = "; ".join("%s from line %d" % (k, n) for k, n in sorted(kinds.items(), key=lambda i: i[1]))
+        raise ParseError("%s: nccl-tests' lines carry different prefixes (%s): output of different launchers or "
+                         "runs mixed; give one run's output as its launcher printed it" % (TOOL, found))
+    read = [_read_stream(key, lines) for key, lines in streams.items()]
+    errors = sorted((e for r in read for e in r["errors"]), key=lambda e: e["line"])
+    tables = [r for r in read if r["fmt"] is not None]
+    if not tables:
+        if errors:
+            return {"format": "unknown", "rows": [], "out_of_bounds": None, "avg_busbw": None,
+                    "errors": [_public(e) for e in errors], "ranks": max((len(r["ranks"]) for r in read), default=0),
+                    "hosts": _hosts(max(read, key=lambda r: len(r["ranks"]))["ranks"]),
+                    "concluded": False, "prefix": _prefix_of(kinds), "stream": ""}
+        raise ParseError("%s: no result table found (not all_reduce_perf output? expected %s)" % (TOOL, UNDERSTOOD))
+    chosen = _choose(tables)
+    if not errors and (chosen["oob"] is None or not chosen["avg_seen"]):
+        raise ParseError("%s: output ends before the summary footer (truncated? the test may have been killed); %d "
+                         "data rows read" % (chosen["where"], len(chosen["rows"])))
+    return {"format": chosen["fmt"], "rows": chosen["rows"], "out_of_bounds": chosen["oob"],
+            "avg_busbw": chosen["avg"], "errors": [_public(e) for e in errors], "ranks": len(chosen["ranks"]),
+            "hosts": _hosts(chosen["ranks"]), "concluded": chosen["concluded"], "prefix": _prefix_of(kinds),
+            "stream": chosen["label"]}
+
+
+def _prefix_of(kinds: Mapping[str, int]) -> Optional[str]:
+    kind = next(iter(kinds), "no prefix")
+    return None if kind == "no prefix" else kind
+
+
+def _public(error: Mapping[str, Any]) -> Dict[str, str]:
+    return {k: error[k] for k in ("host", "kind", "where", "message")}
+
+
+def _hosts(ranks: Sequence[Tuple[int, int, str, int]]) -> List[str]:
+    hosts: List[str] = []
+    for rank in ranks:
+        if rank[2] not in hosts:
+            hosts.append(rank[2])
+    return hosts
+
+
+def _choose(tables: List[Dict[str, Any]]) -> Dict[str, Any]:
+    """The one table; of several (every rank printed one), rank 0's when all describe the same communicator and
+    sizes, else a clear error."""
+    if len(tables) == 1:
+        return tables[0]
+    first = tables[0]
+    keys = [_row_key(r) for r in first["rows"]]
+    same = all(t["ranks"] == first["ranks"] and [_row_key(r) for r in t["rows"]] == keys for t in tables[1:])
+    if not same:
+        raise ParseError("%s: %d streams each printed a result table and they disagree (%s): every process ran its "
+                         "own communicator (nccl-tests built without MPI=1 and started once per process?) or "
+                         "several runs were mixed; no table measured the whole job" % (
+                             TOOL, len(tables), "; ".join("%s: %d rank(s) on %s, %d rows" % (
+                                 t["label"] or "untagged", len(t["ranks"]), ",".join(_hosts(t["ranks"])) or "no host",
+                                 len(t["rows"])) for t in tables[:4])))
+    zero = [t for t in tables if t["rank"] in ("0", "")]
+    return zero[0] if zero else first
+
+
+def _row_key(row: Mapping[str, Any]) -> Tuple[Any, ...]:
+    return (row["size"], row["count"], row["type"], row["redop"], row["root"])
+
+
+def _read_stream(key: Key, lines: List[Tuple[int, str]]) -> Dict[str, Any]:
+    label = _stream_label(key)
+    where = "%s (%s)" % (TOOL, label) if label else TOOL
+    st: Dict[str, Any] = {"label": label, "where": where, "rank": key[2].split(",")[-1], "fmt": None, "rows": [],
+                          "oob": None, "avg": None, "avg_seen": False, "concluded": False, "ranks": [],
+                          "errors": []}
+    layout: Optional[Tuple[str, int, int]] = None
+    runs = 0
+    for lineno, s in lines:
+        m = _ERROR_LINE.match(s)
         if m:
-            errors.append({"host": m.group("host"), "kind": m.group("kind"), "where": m.group("where"),
-                           "message": m.group("msg")})
+            st["errors"].append({"line": lineno, "host": m.group("host"), "kind": m.group("kind"),
+                                 "where": m.group("where"), "message": m.group("msg")})
             continue
-        if stripped.startswith("#"):
-            if "size" in stripped and "count" in stripped and "type" in stripped:
-                fmt = "current" if " root " in stripped + " " else "legacy"
-                if "i_min" in stripped:
-                    fmt = "per-iter"
-            m = _RANK.match(stripped)
-            if m:
-                ranks += 1
-                if m.group("host") not in hosts:
-                    hosts.append(m.group("host"))
-            m = _OOB.match(stripped)
-            if m:
-                oob = int(m.group("n"))
-            m = _AVG.match(stripped)
-            if m:
-                avg_seen = True
-                try:
-                    avg = _num(m.group("bw"))
-                except ValueError:
-                    raise ParseError("all_reduce_perf: line %d: average bus bandwidth %r is not a number" % (
-                        lineno, m.group("bw")[:40]))
-            if stripped.startswith("# Collective test concluded"):
-                concluded = True
+        m = _TEST_FAILURE.match(s)
+        if m:
+            st["errors"].append({"line": lineno, "host": m.group("host"), "kind": "Test", "where": m.group("where"),
+                                 "message": "%s (pid %s)" % (m.group("where"), m.group("pid"))})
             continue
-        tokens = stripped.split()
+        if "Test NCCL failure" in s or "Test CUDA failure" in s:
+            raise ParseError("%s: line %d: an error line not in nccl-tests' 'HOST: Test NCCL|CUDA failure FILE:LINE "
+                             "'MESSAGE'' form: %r" % (where, lineno, s[:200]))
+        if s.startswith("#"):
+            heading = s[1:].split()
+            if heading[:1] == ["size"]:
+                if layout is not None:
+                    raise ParseError("%s: line %d: a second column header: two result tables in one stream (runs "
+                                     "concatenated, or processes of an nccl-tests built without MPI=1 each printing "
+                                     "their own)" % (where, lineno))
+                found = _LAYOUTS.get(tuple(heading))
+                if found is None:
+                    raise ParseError("%s: line %d: column headings %r are not a layout this reader knows (it reads %s)"
+                                     % (where, lineno, " ".join(heading)[:200], UNDERSTOOD))
+                layout = found
+                st["fmt"] = found[0]
+                continue
+            if _NTHREAD.match(s):
+                runs += 1
+                if runs > 1:
+                    raise ParseError("%s: line %d: a second '# nThread' run header in one stream: the output of "
+                                     "several processes or runs interleaved (nccl-tests built without MPI=1 and "
+                                     "started once per process prints one header each)" % (where, lineno))
+                continue
+            _header_line(st, s, lineno, where)
+            continue
+        tokens = s.split()
         if not tokens[0].isdigit():
-            continue  # NCCL INFO/WARN chatter
-        if fmt is None:
-            raise ParseError("all_reduce_perf: data row at line %d before the column header" % lineno)
-        rows.append(_row(tokens, fmt, lineno))
-    if fmt is None and not errors:
-        raise ParseError("all_reduce_perf: no result table found (not all_reduce_perf output?)")
-    if not errors and (oob is None or not avg_seen):
-        raise ParseError("all_reduce_perf: output ends before the summary footer (truncated? the test may have "
-                         "been killed); %d data rows read" % len(rows))
-    return {"format": fmt or "unknown", "rows": rows, "out_of_bounds": oob, "avg_busbw": avg, "errors": errors,
-            "ranks": ranks, "hosts": hosts, "concluded": concluded}
+            continue  # NCCL INFO/WARN chatter, launcher messages
+        if layout is None:
+            if len(tokens) < 11 or not tokens[1].isdigit():
+                continue  # a message that starts with a number; no table has begun
+            raise ParseError("%s: data row at line %d before the column header" % (where, lineno))
+        row = _row(tokens, layout, lineno, where, len(st["ranks"]))
+        previous = st["rows"][-1] if st["rows"] else None
+        if previous is not None and _row_key(previous)[2:] == _row_key(row)[2:] and row["size"] < previous["size"]:
+            raise ParseError("%s: line %d: size %d after %d: rows out of order, the output of several processes "
+                             "interleaved" % (where, lineno, row["size"], previous["size"]))
+        st["rows"].append(row)
+    return st
 
 
-def _row(tokens: List[str], fmt: str, lineno: int) -> Dict[str, Any]:
+def _header_line(st: Dict[str, Any], s: str, lineno: int, where: str) -> None:
+    m = _STARTING.match(s)
+    if m and not m.group("name").startswith(TOOL):
+        raise ParseError("%s: line %d: this is %s output, not all_reduce_perf's" % (
+            where, lineno, m.group("name")[:60]))
+    m = _RANK.match(s)
+    if m:
+        rank = (int(m.group("rank")), int(m.group("pid")), m.group("host")[:100], int(m.group("dev")))
+        clash = [r for r in st["ranks"] if r[0] == rank[0]]
+        if clash:
+            raise ParseError("%s: line %d: rank %d is listed twice (on %s and %s): the headers of several processes "
+                             "in one stream (nccl-tests built without MPI=1 and started once per process?)" % (
+                                 where, lineno, rank[0], clash[0][2], rank[2]))
+        st["ranks"].append(rank)
+        return
+    m = _OOB.match(s)
+    if m:
+        st["oob"] = int(m.group("n"))
+        return
+    m = _AVG.match(s)
+    if m:
+        st["avg_seen"] = True
+        try:
+            st["avg"] = _num(m.group("bw"))
+        except ValueError:
+            raise ParseError("%s: line %d: average bus bandwidth %r is not a number" % (
+                where, lineno, m.group("bw")[:40]))
+        return
+    m = _LAST_ERROR.match(s)
+    if m:
+        st["errors"].append({"line": lineno, "host": "", "kind": "NCCL", "where": "",
+                             "message": m.group("msg").strip()[:500]})
+        return
+    if s.startswith("# Collective test concluded"):
+        st["concluded"] = True
+
+
+def _row(tokens: List[str], layout: Tuple[str, int, int], lineno: int, where: str, ranks: int) -> Dict[str, Any]:
+    fmt, oop_at, ip_at = layout
+    width = {"current": 13, "per-iter": 21, "legacy": 12}[fmt]
     try:
-        if fmt == "legacy":
-            # size count type redop | time algbw busbw error | time algbw busbw error
-            if len(tokens) < 12:
-                raise ValueError("expected 12 columns")
-            head, oop, ip = tokens[:4] + ["-1"], tokens[4:8], tokens[8:12]
-        elif fmt == "per-iter":
-            # size count type redop root | time algbw busbw #wrong i_min i_max i_p99 i_cv% | (same) in-place
-            if len(tokens) < 21:
-                raise ValueError("expected 21 columns")
-            head, oop, ip = tokens[:5], tokens[5:9], tokens[13:17]
-        else:
-            if len(tokens) < 13:
-                raise ValueError("expected 13 columns")
-            head, oop, ip = tokens[:5], tokens[5:9], tokens[9:13]
-        wrong_values = [_num(oop[3]), _num(ip[3])]
+        if len(tokens) != width:
+            raise ValueError("%d columns where the header has %d" % (len(tokens), width))
+        size, count, dtype, redop = int(tokens[0]), int(tokens[1]), tokens[2], tokens[3]
+        root = int(tokens[4]) if fmt != "legacy" else -1
+        if dtype not in _WORD:
+            raise ValueError("data type %r is not one nccl-tests prints" % dtype[:20])
+        if redop not in _REDOPS:
+            raise ValueError("reduction %r is not an all-reduce operation (another nccl-tests binary?)" % redop[:20])
+        if root != -1 or size != count * _WORD[dtype]:
+            raise ValueError("size %d, count %d, root %d are not an all-reduce's (size = count x %d bytes of %s, "
+                             "root -1): another nccl-tests binary?" % (size, count, root, _WORD[dtype], dtype))
+        oop, ip = tokens[oop_at:oop_at + 4], tokens[ip_at:ip_at + 4]
+        marks = [_num(oop[3]), _num(ip[3])]
         # Unmeasured (None) when either column is N/A: all_reduce_perf prints N/A when run with -c 0.
-        if any(w is None for w in wrong_values):
-            wrong = None
+        if any(w is None for w in marks):
+            wrong: Optional[int] = None
         elif fmt == "legacy":
-            # the legacy float error column is a max relative error, not a count; > 0 counts as wrong
-            wrong = sum(1 for w in wrong_values if w is not None and w > 1e-6)
+            if ranks < 1:
+                raise ParseError("%s: line %d: the error column is judged against nccl-tests' tolerance for the "
+                                 "data type times (ranks - 1), and no '# Rank' line came before the table to count "
+                                 "ranks: keep the output from '# Using devices' on" % (where, lineno))
+            tolerance = legacy_tolerance(dtype, ranks)
+            wrong = sum(1 for w in marks if w is not None and (w < 0 or w > tolerance))
         else:
-            wrong = int(sum(w or 0 for w in wrong_values))
-        return {"size": int(head[0]), "count": int(head[1]), "type": head[2], "redop": head[3], "root": int(head[4]),
+            if any(w is not None and (w < 0 or w != int(w)) for w in marks):
+                raise ValueError("#wrong is not a count")
+            wrong = int(sum(w or 0 for w in marks))
+        return {"size": size, "count": count, "type": dtype, "redop": redop, "root": root,
                 "oop_time": _num(oop[0]), "oop_algbw": _num(oop[1]), "oop_busbw": _num(oop[2]),
                 "ip_time": _num(ip[0]), "ip_algbw": _num(ip[1]), "ip_busbw": _num(ip[2]), "wrong": wrong}
     except (ValueError, IndexError, OverflowError) as exc:
-        raise ParseError("all_reduce_perf: malformed data row at line %d (%s): %r" % (
-            lineno, exc, " ".join(tokens)[:300]))
+        raise ParseError("%s: malformed data row at line %d (%s): %r" % (where, lineno, exc, " ".join(tokens)[:300]))
 
 
 def _parse_json(doc: Any) -> Dict[str, Any]:
@@ -177,7 +416,7 @@ def _parse_json(doc: Any) -> Dict[str, Any]:
     return {"format": "json", "rows": rows, "out_of_bounds": oob_count, "avg_busbw": _f(avg),
             "errors": [{"host": "", "kind": "NCCL", "where": "", "message": str(e)[:500]} for e in errors if e],
             "ranks": len(devices), "hosts": sorted({str(d.get("hostname", ""))[:100] for d in devices} - {""}),
-            "concluded": True}
+            "concluded": True, "prefix": None, "stream": ""}
 
 
 def _f(value: Any) -> Optional[float]:
