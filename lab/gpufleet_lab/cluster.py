@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import pathlib
 import subprocess
 import time
 from typing import Any, Dict, List, Tuple
@@ -86,9 +87,27 @@ def etcd_url(cfg: LabConfig) -> str:
     return "https://127.0.0.1:%d" % cfg.ports["etcd"]
 
 
+# The cell's one etcd member is the etcd host's static pod (SIMULATION of its kubelet: the lab controller stops and
+# starts the real etcd as /etc/kubernetes/manifests/etcd.yaml goes and comes, controller.StaticPods): it runs here,
+# on the lab machine, with its data directory in the host's state directory, which the host sees at
+# ETCD_DATA_ON_HOST - so a restore's etcdutl and its swap of data directories on the host act on the real member.
+ETCD_DATA_ON_HOST = "/var/lib/gpufleet-lab/etcd-data"
+
+
+def etcd_host(cfg: LabConfig) -> str:
+    return cfg.control_plane[0]
+
+
+def etcd_data(cfg: LabConfig) -> pathlib.Path:
+    return cfg.run / "hosts" / etcd_host(cfg) / pathlib.PurePosixPath(ETCD_DATA_ON_HOST).name
+
+
 def start_etcd(cfg: LabConfig) -> None:
     p = cfg.pki
-    data = cfg.run / "etcd"
+    data = etcd_data(cfg)
+    if not data.exists() and (cfg.run / "etcd" / "member").is_dir() and not procs.pid_of(cfg.run, "etcd"):
+        data.parent.mkdir(parents=True, exist_ok=True)  # a cell made before the member moved to its host
+        (cfg.run / "etcd").rename(data)
     data.mkdir(parents=True, exist_ok=True)
     data.chmod(0o700)
     peer = "http://127.0.0.1:%d" % cfg.ports["etcd_peer"]

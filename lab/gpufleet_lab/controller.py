@@ -12,19 +12,22 @@
 5. Canary-workload SIMULATION (the containers of gpufleet's canary gang and latency probe): see workloads.py.
 6. Inference-service SIMULATION: the cell's request latency histogram on /metrics, for the fleet's p99 reading:
    see inference.py.
+7. Static-pod SIMULATION (the kubelet's part): a control-plane host's kube-apiserver, and the etcd host's etcd,
+   stop when their manifest leaves /etc/kubernetes/manifests and start when it is back (StaticPods).
 """
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import itertools
 import json
 import signal
 import sys
 import time
 import traceback
-from typing import Dict, List
+from typing import Dict, List, Set, Tuple
 
-from gpufleet_lab import cluster, faults, inference, kube
+from gpufleet_lab import cluster, faults, inference, kube, procs
 from gpufleet_lab.config import LabConfig
 
 
@@ -74,7 +77,6 @@ class LoadBalancer:
 def reconcile_controllers(cfg: LabConfig, state: Dict) -> None:
     want = cluster.oldest(list(state["apiserver"].values()))
     if cluster.controllers_version(cfg) != want:
-        from gpufleet_lab import procs
         procs.stop(cfg.run, "controller-manager")
         procs.stop(cfg.run, "scheduler")
         cluster.start_controllers(cfg, want)
@@ -156,6 +158,70 @@ async def requests_loop(cfg: LabConfig) -> None:
         await asyncio.sleep(0.3)
 
 
+class StaticPods:
+    """SIMULATION of a kubelet's static pods, for the real processes the lab runs in their place: the etcd host's
+    etcd and each control-plane host's kube-apiserver stop when their manifest leaves the host's
+    /etc/kubernetes/manifests and start again when it is back (etcd first) - what a restore's swap of etcd's data
+    directory relies on (playbooks/etcd_restore.yml). It starts only what a missing manifest stopped, so `lab up`,
+    `lab down` and version switches keep their say. What runs is written to the host's containers.json, which the
+    host's crictl lists (SIMULATION)."""
+
+    def __init__(self, cfg: LabConfig) -> None:
+        self.cfg = cfg
+        self.stopped: Set[Tuple[str, str]] = set()
+        self.seen: Set[Tuple[str, str]] = set()  # manifests `lab up` has written (before that, nothing to act on)
+        self.listed: Dict[str, str] = {}
+
+    def pods(self) -> List[Tuple[str, str, str]]:
+        """(host, component, lab process), etcd first: an apiserver started before its etcd would not get ready."""
+        return [(cluster.etcd_host(self.cfg), "etcd", "etcd")] + [
+            (h, "kube-apiserver", "apiserver-" + h) for h in self.cfg.control_plane]
+
+    def reconcile(self) -> None:
+        for host, component, name in self.pods():
+            present = (self.cfg.run / "hosts" / host / "manifests" / (component + ".yaml")).exists()
+            if present:
+                self.seen.add((host, component))
+            if not present and (host, component) in self.seen and procs.pid_of(self.cfg.run, name):
+                print("static pod %s on %s: its manifest is gone; stopping %s" % (component, host, name), flush=True)
+                procs.stop(self.cfg.run, name)
+                self.stopped.add((host, component))
+            elif present and (host, component) in self.stopped:
+                print("static pod %s on %s: its manifest is back; starting %s" % (component, host, name), flush=True)
+                if component == "etcd":
+                    cluster.start_etcd(self.cfg)
+                else:
+                    cluster.start_apiserver(self.cfg, host, cluster.load_state(self.cfg)["apiserver"][host])
+                self.stopped.discard((host, component))
+        self.write_containers()
+
+    def write_containers(self) -> None:
+        for host in self.cfg.control_plane:
+            running = []
+            for pod_host, component, name in self.pods():
+                pid = procs.pid_of(self.cfg.run, name)
+                if pod_host == host and pid:
+                    uid = "%s/%s/%d" % (host, component, pid)
+                    running.append({"name": component, "id": hashlib.sha256(uid.encode()).hexdigest()})
+            text = json.dumps({"containers": running})
+            if self.listed.get(host) != text:
+                path = self.cfg.run / "hosts" / host / "containers.json"
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.with_suffix(".tmp").write_text(text)
+                path.with_suffix(".tmp").replace(path)
+                self.listed[host] = text
+
+
+async def static_pods_loop(cfg: LabConfig) -> None:
+    pods = StaticPods(cfg)
+    while True:
+        try:
+            await asyncio.to_thread(pods.reconcile)
+        except Exception:
+            traceback.print_exc()
+        await asyncio.sleep(0.5)
+
+
 async def training_loop(cfg: LabConfig) -> None:
     from gpufleet_lab.training import Training
     from gpufleet_lab.workloads import Workloads
@@ -181,7 +247,7 @@ async def amain(cfg: LabConfig) -> None:
     inference.serve(cfg)
     print("lab controller: inference metrics on 127.0.0.1:%d/metrics" % cfg.ports["inference"], flush=True)
     async with server:
-        await asyncio.gather(server.serve_forever(), requests_loop(cfg), training_loop(cfg))
+        await asyncio.gather(server.serve_forever(), requests_loop(cfg), training_loop(cfg), static_pods_loop(cfg))
 
 
 def main(cfg: LabConfig) -> None:

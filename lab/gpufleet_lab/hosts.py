@@ -14,7 +14,7 @@ from typing import Any, Dict, List, Tuple
 
 import yaml
 
-from gpufleet_lab import helm, packages
+from gpufleet_lab import cluster, helm, packages
 from gpufleet_lab.config import LAB_DIR, REPO, LabConfig
 from gpufleet_lab.procs import LabError
 
@@ -112,6 +112,16 @@ def container_state(name: str) -> Tuple[str, str]:
     return status, image
 
 
+# What a host's mounts are; a host made with others is made again (2: the manifests are writable, for etcd_restore).
+LAYOUT = "2"
+
+
+def container_layout(name: str) -> str:
+    proc = podman("container", "inspect", "--format", '{{index .Config.Labels "gpufleet-lab-layout"}}', name,
+                  check=False)
+    return proc.stdout.strip() if proc.returncode == 0 else ""
+
+
 def ssh_port(cfg: LabConfig, host: str) -> int:
     return cfg.ports["ssh"] + cfg.machines.index(host)
 
@@ -173,12 +183,15 @@ def ensure_hosts(cfg: LabConfig) -> None:
         name = container(cfg, host)
         role = "cp" if host in cfg.control_plane else "gpu"
         status, image = container_state(name)
+        if status != "absent" and image == images[role] and container_layout(name) != LAYOUT:
+            say("host %s was made with other mounts; recreating it" % host)
+            image = ""
         if status != "absent" and image == images[role]:
             if status == "paused":
                 podman("unpause", name)
             if status in ("running", "paused"):
                 continue
-        elif status != "absent":
+        elif status != "absent" and image:
             say("host %s runs %s; recreating it from %s (packages changed)" % (host, image, images[role]))
         podman("rm", "-f", "-t", "2", name, check=False)
         hostdir = cfg.run / "hosts" / host
@@ -187,7 +200,7 @@ def ensure_hosts(cfg: LabConfig) -> None:
         if not statefile.exists():
             statefile.write_text(json.dumps(initial_host_state(cfg, host), indent=2))
         args = ["run", "-d", "--name", name, "--hostname", host, "--network", "host",
-                "--label", "gpufleet-lab=" + cfg.cell,
+                "--label", "gpufleet-lab=" + cfg.cell, "--label", "gpufleet-lab-layout=" + LAYOUT,
                 "-e", "GPUFLEET_SIM_HOST=%s" % host,
                 "-v", "%s:/var/lib/gpufleet-lab" % hostdir,
                 "-v", "%s:/var/lib/gpufleet-lab/cluster:ro" % (cfg.run / "cluster"),
@@ -197,7 +210,8 @@ def ensure_hosts(cfg: LabConfig) -> None:
         if role == "cp":
             args += ["-v", "%s:/etc/kubernetes/pki:ro" % cfg.pki,
                      "-v", "%s:/etc/kubernetes/admin.conf:ro" % (cfg.run / "kubeconfigs" / "admin.conf"),
-                     "-v", "%s:/etc/kubernetes/manifests:ro" % (hostdir / "manifests")]  # lab/gpufleet_lab/kubeadm.py
+                     # read and written (a restore moves etcd.yaml and kube-apiserver.yaml aside): kubeadm.py
+                     "-v", "%s:/etc/kubernetes/manifests" % (hostdir / "manifests")]
         say("starting host %s (%s, sshd on 127.0.0.1:%d)" % (host, images[role], ssh_port(cfg, host)))
         podman(*args, images[role], *sshd_command(cfg, host))
     for host in cfg.backup_hosts:
@@ -248,13 +262,17 @@ def host_status(cfg: LabConfig) -> Dict[str, str]:
 
 
 def etcd_vars(cfg: LabConfig) -> Dict[str, Any]:
-    """The etcd group's cell-specific settings: the cell's etcd member, and where the etcd_snapshot role ships its
-    encrypted snapshots in the lab - the backup host and the lab's S3 server (its lab-only keys: a real cell's come
-    from an AWX credential or the environment). The rest is in inventories/lab/group_vars/etcd.yml."""
+    """The etcd group's cell-specific settings: the cell's etcd member (for a restore too), and where the
+    etcd_snapshot role ships its encrypted snapshots in the lab - the backup host and the lab's S3 server (its
+    lab-only keys: a real cell's come from an AWX credential or the environment). The rest is in
+    inventories/lab/group_vars/etcd.yml."""
     out: Dict[str, Any] = {"etcd_snapshot_endpoints": ["https://127.0.0.1:%d" % cfg.ports["etcd"]],
                            "etcd_snapshot_s3_bucket": cfg.s3["bucket"], "etcd_snapshot_s3_prefix": "lab/",
            "etcd_snapshot_s3_endpoint_url": "http://127.0.0.1:%d" % cfg.ports["s3"],
-           "etcd_snapshot_s3_access_key": cfg.s3["access_key"], "etcd_snapshot_s3_secret_key": cfg.s3["secret_key"]}
+           "etcd_snapshot_s3_access_key": cfg.s3["access_key"], "etcd_snapshot_s3_secret_key": cfg.s3["secret_key"],
+           # the member as the restore must make it again: its name, peer URL and data directory on its host
+           "etcd_restore_member_name": "lab", "etcd_restore_peer_url": "http://127.0.0.1:%d" % cfg.ports["etcd_peer"],
+           "etcd_restore_data_dir": cluster.ETCD_DATA_ON_HOST}
     if cfg.backup_hosts:
         out["etcd_snapshot_backup_host"] = cfg.backup_hosts[0]
     return out
@@ -287,7 +305,8 @@ def write_inventory(cfg: LabConfig, cluster_uid: str) -> pathlib.Path:
                 h: {"ansible_port": ssh_port(cfg, h),
                     "gpufleet_apiserver_url": "https://127.0.0.1:%d" % cfg.apiserver_port(h)}
                 for h in cfg.control_plane}},
-            "etcd": {"children": {"kube_control_plane": {}}, "vars": etcd_vars(cfg)},
+            # the cell's one etcd member is a static pod of its first control-plane host (cluster.start_etcd)
+            "etcd": {"hosts": {cluster.etcd_host(cfg): {}}, "vars": etcd_vars(cfg)},
             "gpu_nodes": {"children": gpu_children},
             # off the cell: copies of the encrypted etcd snapshots (the etcd group's vars above name the host)
             "backup_hosts": {"hosts": {h: {"ansible_port": ssh_port(cfg, h)} for h in cfg.backup_hosts}},

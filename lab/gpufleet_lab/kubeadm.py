@@ -146,13 +146,33 @@ def versions(state: Dict[str, Any], controllers: str) -> Dict[str, Dict[str, str
             for host, v in state["apiserver"].items()}
 
 
+def etcd_static_pod(cfg: LabConfig) -> Dict[str, Any]:
+    """The etcd host's etcd.yaml, as kubeadm's guide to an external etcd run by a kubelet writes it (the lab's
+    controller starts the member while it is there, controller.StaticPods; its flags are cluster.start_etcd's)."""
+    data, image = cluster.ETCD_DATA_ON_HOST, "registry.k8s.io/etcd:%s-0" % cfg.etcd_version.lstrip("v")
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "etcd", "namespace": "kube-system",
+                         "labels": {"component": "etcd", "tier": "control-plane"}},
+            "spec": {"hostNetwork": True, "priorityClassName": "system-node-critical",
+                     "containers": [{"name": "etcd", "image": image,
+                                     "command": ["etcd", "--name=lab", "--data-dir=%s" % data,
+                                                 "--advertise-client-urls=https://127.0.0.1:%d" % cfg.ports["etcd"]],
+                                     "volumeMounts": [{"name": "etcd-data", "mountPath": data}]}],
+                     "volumes": [{"name": "etcd-data", "hostPath": {"path": data, "type": "DirectoryOrCreate"}}]}}
+
+
 def write_manifests(cfg: LabConfig, state: Dict[str, Any], controllers: str) -> None:
-    """Each control-plane host's /etc/kubernetes/manifests (its state directory's `manifests`, mounted there)."""
+    """Each control-plane host's /etc/kubernetes/manifests (its state directory's `manifests`, mounted there), and
+    the etcd host's etcd.yaml."""
     for host, components in versions(state, controllers).items():
         folder = cfg.run / "hosts" / host / "manifests"
         folder.mkdir(parents=True, exist_ok=True)
-        for component, version in components.items():
-            text = yaml.safe_dump(static_pod(cfg, component, host, version), sort_keys=False)
+        pods = [static_pod(cfg, component, host, version) for component, version in components.items()]
+        if host == cluster.etcd_host(cfg):
+            pods.append(etcd_static_pod(cfg))
+        for pod in pods:
+            component = pod["metadata"]["name"]
+            text = yaml.safe_dump(pod, sort_keys=False)
             path = folder / ("%s.yaml" % component)
             if not path.exists() or path.read_text() != text:
                 tmp = pathlib.Path(str(path) + ".tmp")

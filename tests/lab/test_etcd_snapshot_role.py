@@ -11,13 +11,36 @@ import subprocess
 import sys
 
 import pytest
+from kubernetes import client, config
+from kubernetes.client.rest import ApiException
 
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.etcd import judge_snapshot, parse_snapshot_status
 from tests.lab.conftest import ROOT, lab_cli, podman_exec, s3_client
 
+from gpufleet_lab.cluster import ETCD_DATA_ON_HOST  # lab/, on sys.path through tests.lab.conftest
+
 pytestmark = pytest.mark.lab
 BIN = pathlib.Path(sys.executable).parent
 KEY = "lab-test-key-0123456789abcdef"
+DATA = ETCD_DATA_ON_HOST  # the lab's etcd member's data directory, as its host sees it
+
+
+def lab_api_client(lab, host=None):
+    """A client of the cell (through its load balancer), or of one host's apiserver."""
+    api = config.new_client_from_config(str(lab.kubeconfig))
+    if host:
+        api.configuration.host = "https://127.0.0.1:%d" % lab.apiserver_port(host)
+    return api
+
+
+def core_api(lab):
+    return client.CoreV1Api(lab_api_client(lab))
+
+
+def etcd_flags(lab):
+    """What every etcdctl call on a lab host needs."""
+    return ["--endpoints=https://127.0.0.1:%d" % lab.ports["etcd"], "--cacert=/etc/kubernetes/pki/ca.crt",
+            "--cert=/etc/kubernetes/pki/etcd-client.crt", "--key=/etc/kubernetes/pki/etcd-client.key"]
 
 
 def backup(lab, backup_dir, *extra, key=KEY):
@@ -103,36 +126,66 @@ def restore(lab, *extra, records=None):
                           cwd=ROOT, env=env, capture_output=True, text=True, check=False, timeout=600)
 
 
-def test_etcd_restore_is_break_glass_and_restores_a_verified_snapshot(lab, tmp_path):
+def test_etcd_restore_is_break_glass_and_brings_the_cell_back_to_the_snapshot(lab, tmp_path):
+    """The whole restore on the lab's real etcd member (a static pod of its etcd host, SIMULATION of the kubelet:
+    lab/gpufleet_lab/controller.py StaticPods) and its three real apiservers: every apiserver stopped, the member
+    stopped, its data directory swapped for the restored one, and all started again - after which each apiserver
+    serves the snapshot's data, not what was written after it."""
+    api = core_api(lab)
+    marker = {"metadata": {"name": "gpufleet-restore-marker", "namespace": "default"}, "data": {"at": "snapshot"}}
+    later = {"metadata": {"name": "gpufleet-restore-later", "namespace": "default"}, "data": {"at": "after"}}
+    for cm in (marker, later):
+        try:
+            api.delete_namespaced_config_map(cm["metadata"]["name"], "default")
+        except ApiException as exc:
+            assert exc.status == 404
+    api.create_namespaced_config_map("default", marker)
     backups = tmp_path / "backups"
     assert backup(lab, backups, "-e", "etcd_snapshot_reuse_minutes=0").returncode == 0
     (vault_file,) = backups.glob("etcd-%s-*.db.vault" % lab.cell)
-    podman_exec("cp-1", "sh", "-c", "rm -rf /var/lib/etcd.restored-*")
+    api.create_namespaced_config_map("default", later)  # after the snapshot: the restore takes both of these away
+    api.patch_namespaced_config_map(marker["metadata"]["name"], "default", {"data": {"at": "after"}})
+    member = lab.control_plane[0]  # the etcd group: the member's host
+    podman_exec(member, "sh", "-c", "rm -rf %s.restored-* %s.before-*" % (DATA, DATA))
     # without the exact confirmation: refused, nothing changed
     for confirm in ([], ["-e", "gpufleet_break_glass_etcd_restore=yes"]):
         refused = restore(lab, "-e", "etcd_restore_snapshot=%s" % vault_file, *confirm)
         assert refused.returncode != 0
         assert "restore %s from %s" % (lab.cell, vault_file.name) in refused.stdout
         assert "Nothing was changed" in refused.stdout
-    assert podman_exec("cp-1", "sh", "-c", "ls -d /var/lib/etcd.restored-* 2>/dev/null").stdout.strip() == ""
-    # confirmed: every member restores the verified snapshot into a new data directory (the lab's etcd is not a
-    # static pod on its hosts, so the swap is off here)
-    done = restore(lab, "-e", "etcd_restore_snapshot=%s" % vault_file, "-e", "etcd_restore_swap=false",
+    assert podman_exec(member, "sh", "-c", "ls -d %s.* 2>/dev/null" % DATA).stdout.strip() == ""
+    assert api.read_namespaced_config_map(later["metadata"]["name"], "default").data == {"at": "after"}
+    # confirmed: the member restored from the verified snapshot and swapped in under stopped static pods
+    done = restore(lab, "-e", "etcd_restore_snapshot=%s" % vault_file,
                    "-e", json.dumps({"gpufleet_break_glass_etcd_restore":
                                      "restore %s from %s" % (lab.cell, vault_file.name)}),
                    records=tmp_path / "records")
     assert done.returncode == 0, done.stdout[-4000:]
     assert KEY not in done.stdout and "BREAK GLASS: restore %s from" % lab.cell in done.stdout
+    for stage in ("Stop every kube-apiserver", "Swap etcd's data directory", "Start every kube-apiserver again"):
+        assert "PLAY [%s" % stage in done.stdout, stage
     (record,) = (tmp_path / "records").glob("*-etcd_restore.yml.json")
     (used,) = json.loads(record.read_text())["break_glass"]
-    assert used["action"] == "etcd_restore" and used["nodes"] == lab.control_plane and vault_file.name in used["detail"]
-    # no decrypted copy outlives the run: not on the controller, not on a member
+    assert used["action"] == "etcd_restore" and used["nodes"] == [member] and vault_file.name in used["detail"]
+    # every apiserver serves the snapshot's data: the marker as it was, the later object gone
+    for host in lab.control_plane:
+        direct = client.CoreV1Api(lab_api_client(lab, host))
+        assert direct.read_namespaced_config_map(marker["metadata"]["name"], "default").data == {"at": "snapshot"}
+        with pytest.raises(ApiException) as gone:
+            direct.read_namespaced_config_map(later["metadata"]["name"], "default")
+        assert gone.value.status == 404, host
+    # the member's revision was bumped past everything a watch cache held, and the old data is kept beside it
+    status = json.loads(podman_exec(member, "etcdctl", *etcd_flags(lab), "endpoint", "status", "-w", "json").stdout)
+    assert status[0]["Status"]["header"]["revision"] > 1000000000
+    kept = podman_exec(member, "sh", "-c", "ls -d %s.before-*/member %s.restored-* 2>/dev/null" % (DATA, DATA))
+    assert len(kept.stdout.split()) == 1 and ".before-" in kept.stdout, kept.stdout
+    # no decrypted copy outlives the run, not on the controller, not on the member; no manifest left aside
     assert not list(pathlib.Path(os.environ.get("TMPDIR", "/tmp")).glob("gpufleet-etcd-restore-*"))
     for host in lab.control_plane:
-        listing = podman_exec(host, "sh", "-c", "ls /var/lib/etcd.restored-*/member/snap/db /root/etcd-restore-* "
-                                                "2>/dev/null").stdout.split()  # no /root/etcd-restore-*.db left
-        assert len(listing) == 1 and listing[0].endswith("/member/snap/db"), (host, listing)
-        podman_exec(host, "sh", "-c", "rm -rf /var/lib/etcd.restored-*")
+        left = podman_exec(host, "sh", "-c", "ls /root/etcd-restore-* /root/*.yaml.* 2>/dev/null").stdout.split()
+        assert left == [], (host, left)
+    podman_exec(member, "sh", "-c", "rm -rf %s.before-*" % DATA)
+    api.delete_namespaced_config_map(marker["metadata"]["name"], "default")
 
 
 def copies(lab):
@@ -192,16 +245,15 @@ def test_snapshot_encrypted_copied_off_reused_kept_to_retention_and_restored_fro
     for p in backups.iterdir():
         p.unlink()
     for source in ("s3", "backup_host"):
-        podman_exec("cp-1", "sh", "-c", "rm -rf /var/lib/etcd.restored-*")
+        podman_exec("cp-1", "sh", "-c", "rm -rf %s.restored-*" % DATA)
         done = restore(lab, "-e", "etcd_restore_source=%s" % source, "-e", "etcd_restore_snapshot=%s" % newest,
                        "-e", "etcd_restore_swap=false",
                        "-e", json.dumps({"gpufleet_break_glass_etcd_restore":
                                          "restore %s from %s" % (lab.cell, newest)}))
         assert done.returncode == 0, (source, done.stdout[-4000:])
-        restored = podman_exec("cp-1", "sh", "-c", "ls /var/lib/etcd.restored-*/member/snap/db").stdout.split()
+        restored = podman_exec("cp-1", "sh", "-c", "ls %s.restored-*/member/snap/db" % DATA).stdout.split()
         assert len(restored) == 1, (source, restored)
-    for host_name in lab.control_plane:
-        podman_exec(host_name, "sh", "-c", "rm -rf /var/lib/etcd.restored-*")
+    podman_exec("cp-1", "sh", "-c", "rm -rf %s.restored-*" % DATA)
     assert not list(pathlib.Path(os.environ.get("TMPDIR", "/tmp")).glob("gpufleet-etcd-restore-*"))
 
 
