@@ -64,12 +64,16 @@ def _etcd(text):
     return etcd.judge_endpoints(etcd.parse_endpoint_status(text))["passed"]
 
 
+def _health(text):
+    return etcd.judge_endpoint_health(etcd.parse_endpoint_health(text))["passed"]
+
+
 def _snapshot(text):
     return etcd.judge_snapshot(etcd.parse_snapshot_status(text), {"min_revision": 1})["passed"]
 
 
 def _kubeadm(text):
-    kubeadm_plan.judge_plan(kubeadm_plan.parse_plan(text), "v1.34.2", required=True)  # raises unless offered
+    kubeadm_plan.judge_plan(kubeadm_plan.parse_plan(text), "v1.36.3", required=True)  # raises unless offered
     return True
 
 
@@ -121,29 +125,43 @@ CELL_HOSTS = json.dumps({"cp-1": {}, "gpu-a1": {"gpufleet_pool": "h100-train", "
                          "gpu-b1": {"gpufleet_pool": "h100-train", "gpufleet_failure_domain": "rs-b"}})
 
 TARGETS: Dict[str, tuple] = {
-    "nccl stdout (slow)": (mutations("nccl/allreduce-8gpu-slow.txt"), _nccl, True),
-    "nccl stdout (wrong)": (mutations("nccl/allreduce-8gpu-wrong.txt"), _nccl, True),
-    "nccl stdout (good)": (mutations("nccl/allreduce-8gpu-run1.txt", "nccl/allreduce-legacy-2021.txt"), _nccl,
-                           False),
-    "nccl -J json": (st.one_of(mutations("nccl/allreduce-8gpu.json"), structured("nccl/allreduce-8gpu.json")), _nccl,
-                     False),
-    "dcgmi diag (fail)": (st.one_of(mutations("dcgm/diag-r1-fail.json"), structured("dcgm/diag-r1-fail.json")), _dcgm,
-                          True),
-    "dcgmi diag (pass)": (st.one_of(mutations("dcgm/diag-r1-pass.json", "dcgm/diag-dcgm3-fail.json"),
-                                    structured("dcgm/diag-r1-pass.json")), _dcgm, False),
+    "nccl stdout (slow)": (mutations("nccl/synthetic-allreduce-8gpu-slow.txt"), _nccl, True),
+    "nccl stdout (wrong, real)": (mutations("nccl/real-2.17.8-gh200-2node-wrong.txt"), _nccl, True),
+    "nccl stdout (real)": (mutations("nccl/real-h100-8gpu-single-node.txt", "nccl/real-h100-16rank-2node.txt",
+                                     "nccl/real-legacy-k80-4gpu.txt"), _nccl, False),
+    "nccl stdout (tagged, real)": (mutations("nccl/real-2.18.0-mpirun-tag-output.txt",
+                                             "nccl/real-srun-label-h100-16rank-2node.txt",
+                                             "nccl/real-mpijob-launcher-2node-t4.txt"), _nccl, False),
+    "nccl -J json": (st.one_of(mutations("nccl/synthetic-allreduce-8gpu.json"),
+                               structured("nccl/synthetic-allreduce-8gpu.json")), _nccl, False),
+    "dcgmi diag (fail)": (st.one_of(mutations("dcgm/synthetic-4.2.3-r1-fail.json"),
+                                    structured("dcgm/synthetic-4.2.3-r1-fail.json")), _dcgm, True),
+    "dcgmi diag (real, GB10)": (st.one_of(mutations("dcgm/real-4.2.3-gb10-r1.json"),
+                                          structured("dcgm/real-4.2.3-gb10-r1.json")), _dcgm, True),
+    "dcgmi diag (pass)": (st.one_of(mutations("dcgm/synthetic-4.2.3-r1-pass.json", "dcgm/synthetic-3.3.7-r2-fail.json"),
+                                    structured("dcgm/synthetic-4.2.3-r1-pass.json")), _dcgm, False),
     "nvidia-smi --query-gpu (7 of 8)": (mutations("nvidia_smi/query-gpu-7-of-8.csv"), _gpus, True),
     "nvidia-smi --query-gpu (ok)": (mutations("nvidia_smi/query-gpu-8-ok.csv"), _gpus, False),
     "nvidia-smi --query-remapped-rows (pending)": (mutations("nvidia_smi/remapped-rows-pending.csv"), _remaps, True),
-    "journalctl -k (XID 79)": (mutations("nvidia_smi/kern-xid79.log"), _kernel, "Xid"),
+    "nvidia-smi -q (real) where the CSV goes": (mutations("nvidia_smi/smi-q-remapped-rows-pending.txt"), _remaps,
+                                                "Pending                           : Yes"),
+    "journalctl -k (XID 79, real)": (mutations("nvidia_smi/kern-real-xid79-dmesg.log"), _kernel, "Xid"),
+    "journalctl -k (off the bus, no Xid, real)": (mutations("nvidia_smi/kern-real-fallen-off-bus-no-xid-dmesg.log"),
+                                                  _kernel, "fallen off the bus"),
+    "journalctl -k (NVLink Fatal, real)": (mutations("nvidia_smi/kern-real-nvlink5-fatal.log"), _kernel, "Fatal"),
     "Node object": (st.one_of(mutations("k8s/node-gpu-a1-ready.json"), structured("k8s/node-gpu-a1-degraded.json")),
                     _node, False),
-    "etcdctl endpoint status": (st.one_of(mutations("etcd/endpoint-status-ok.json"),
-                                          structured("etcd/endpoint-status-alarm-36.json")), _etcd, False),
-    "etcd snapshot status": (st.one_of(mutations("etcd/snapshot-status.json"),
-                                       structured("etcd/snapshot-status-etcdutl36.json")), _snapshot, False),
-    "kubeadm upgrade plan": (st.one_of(mutations("kubeadm/plan-1.34-text.txt", "kubeadm/plan-1.34.yaml",
-                                                 "kubeadm/plan-1.27-legacy.txt"), structured("kubeadm/plan-1.34.json")),
-                             _kubeadm, False),
+    "etcdctl endpoint status": (st.one_of(mutations("etcd/real-3.6.16-endpoint-status-3.json"),
+                                          structured("etcd/real-3.6.16-endpoint-status-alarm.json")), _etcd, False),
+    "etcdctl endpoint health (member down)": (st.one_of(
+        mutations("etcd/real-3.6.16-endpoint-health-member-down.json"),
+        structured("etcd/real-3.6.16-endpoint-health-member-down.json")), _health, '"health":false'),
+    "etcd snapshot status": (st.one_of(mutations("etcd/real-3.6.16-etcdutl-snapshot-status.json"),
+                                       structured("etcd/real-3.6.16-etcdutl-snapshot-status.json")), _snapshot, False),
+    "kubeadm upgrade plan": (st.one_of(mutations("kubeadm/real-1.36.3-plan.txt",
+                                                 "kubeadm/upstream-1.36.3-plan_test-structured.yaml",
+                                                 "kubeadm/upstream-grouped-plan_test-multiple-kubelets.txt"),
+                                       structured("kubeadm/real-1.36.3-plan.json")), _kubeadm, False),
     "manifests": (mutations("manifests/broken.yaml", "baselines/h100-train.yml"), _manifest, False),
     "apiserver /metrics": (mutations("metrics/real-1.35.4-deprecated-excerpt.prom"), _metrics,
                            'resource="resourceclaims",subresource="",version="v1beta1"} 1'),

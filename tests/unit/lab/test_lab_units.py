@@ -235,8 +235,14 @@ def test_what_kubeadm_reads_follows_each_component_s_version(cfg):
     kubeadm.write_manifests(cfg, state, "v1.35.4")
     manifest = yaml.safe_load((cfg.run / "hosts" / "cp-2" / "manifests" / "kube-apiserver.yaml").read_text())
     assert manifest["spec"]["containers"][0]["image"] == "registry.k8s.io/kube-apiserver:v1.35.4"
-    assert sorted(p.name for p in (cfg.run / "hosts" / "cp-1" / "manifests").iterdir()) == [
+    assert sorted(p.name for p in (cfg.run / "hosts" / "cp-2" / "manifests").iterdir()) == [
         "kube-apiserver.yaml", "kube-controller-manager.yaml", "kube-scheduler.yaml"]
+    # the etcd host (the first control-plane host) has the member's static pod too, its data where the member's is
+    assert sorted(p.name for p in (cfg.run / "hosts" / "cp-1" / "manifests").iterdir()) == [
+        "etcd.yaml", "kube-apiserver.yaml", "kube-controller-manager.yaml", "kube-scheduler.yaml"]
+    etcd_pod = yaml.safe_load((cfg.run / "hosts" / "cp-1" / "manifests" / "etcd.yaml").read_text())
+    assert "--data-dir=%s" % kubeadm.cluster.ETCD_DATA_ON_HOST in etcd_pod["spec"]["containers"][0]["command"]
+    assert kubeadm.cluster.etcd_data(cfg) == cfg.run / "hosts" / "cp-1" / "etcd-data"
 
 
 @pytest.mark.parametrize("later, message", [

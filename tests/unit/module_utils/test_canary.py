@@ -171,7 +171,7 @@ def test_object_names_fit():
 
 # -- judging -----------------------------------------------------------------------------------------------------------
 def test_training_passes_on_a_good_gang():
-    pods = [pod("r0", "n1", message=gang("allreduce-8gpu-run1.txt"), index=0), pod("r1", "n2", index=1)]
+    pods = [pod("r0", "n1", message=gang("synthetic-allreduce-8gpu-run1.txt"), index=0), pod("r1", "n2", index=1)]
     out = canary.judge_training(pods, ["n1", "n2"], 8, baseline(), "pool gang")
     assert out["passed"], out["failures"]
     assert out["busbw"] == {"1G": 477.76, "8G": 480.0}
@@ -179,20 +179,20 @@ def test_training_passes_on_a_good_gang():
 
 @pytest.mark.parametrize("change, check", [
     (lambda p: p[0]["status"]["containerStatuses"][0]["state"]["terminated"].update(
-        message=gang("allreduce-8gpu-slow.txt")), "canary_training_busbw"),
+        message=gang("synthetic-allreduce-8gpu-slow.txt")), "canary_training_busbw"),
     (lambda p: p[0]["status"]["containerStatuses"][0]["state"]["terminated"].update(
-        message=gang("allreduce-8gpu-wrong.txt")), "canary_training_wrong_elements"),
+        message=gang("synthetic-allreduce-8gpu-wrong.txt")), "canary_training_wrong_elements"),
     (lambda p: p[0]["status"]["containerStatuses"][0]["state"]["terminated"].update(message=""),
      "canary_training_busbw"),
     (lambda p: p[0]["status"]["containerStatuses"][0]["state"]["terminated"].update(
-        message=fixture_text("nccl", "allreduce-truncated.txt")), "canary_training_busbw"),
+        message=fixture_text("nccl", "synthetic-allreduce-truncated.txt")), "canary_training_busbw"),
     (lambda p: p[1]["status"]["containerStatuses"][0]["state"]["terminated"].update(exitCode=1), "rank_exit"),
     (lambda p: p[1]["spec"].update(nodeName="n1"), "canary_training_placement"),
     (lambda p: p.pop(), "canary_training_placement"),
     (lambda p: p[0]["metadata"]["labels"].pop(canary.JOB_INDEX), "canary_training_busbw"),
 ])
 def test_training_fails_closed(change, check):
-    pods = [pod("r0", "n1", message=gang("allreduce-8gpu-run1.txt"), index=0), pod("r1", "n2", index=1)]
+    pods = [pod("r0", "n1", message=gang("synthetic-allreduce-8gpu-run1.txt"), index=0), pod("r1", "n2", index=1)]
     change(pods)
     out = canary.judge_training(pods, ["n1", "n2"], 8, baseline(), "pool gang")
     assert not out["passed"]
@@ -200,13 +200,13 @@ def test_training_fails_closed(change, check):
 
 
 def test_training_tolerance_comes_from_the_canary_section():
-    pods = [pod("r0", "n1", message=gang("allreduce-8gpu-slow.txt", hosts=["n1"]), index=0)]
+    pods = [pod("r0", "n1", message=gang("synthetic-allreduce-8gpu-slow.txt", hosts=["n1"]), index=0)]
     assert canary.judge_training(pods, ["n1"], 8, baseline(training_tolerance_pct=30), "g")["passed"]
 
 
 @pytest.mark.parametrize("message, measured", [
-    (gang("allreduce-8gpu-run1.txt", hosts=["n1"]), "8 ranks on 1 hosts"),      # one node's NVLink only
-    (gang("allreduce-8gpu-run1.txt", ranks=False), "0 ranks on 0 hosts"),       # the rank lines left out
+    (gang("synthetic-allreduce-8gpu-run1.txt", hosts=["n1"]), "8 ranks on 1 hosts"),      # one node's NVLink only
+    (gang("synthetic-allreduce-8gpu-run1.txt", ranks=False), "0 ranks on 0 hosts"),       # the rank lines left out
 ])
 def test_a_result_that_does_not_span_every_canary_node_fails(message, measured):
     pods = [pod("r0", "n1", message=message, index=0), pod("r1", "n2", index=1)]
@@ -342,7 +342,7 @@ class Clock:
         self.now += seconds
 
 
-RANKS = [pod("r0", "n1", message=gang("allreduce-8gpu-run1.txt"), index=0), pod("r1", "n2", index=1)]
+RANKS = [pod("r0", "n1", message=gang("synthetic-allreduce-8gpu-run1.txt"), index=0), pod("r1", "n2", index=1)]
 BOTH = [{"workload": "training", "pool": "p", "nodes": ["n1", "n2"]},
         {"workload": "inference", "pool": "p", "nodes": ["n1", "n2"]}]
 

@@ -39,14 +39,14 @@ def test_version_skew(run):
 
 
 def test_kubeadm_plan_runs_kubeadm_json(run):
-    out = run(kubeadm_plan, {"target": "v1.34.2"},
-              {"upgrade plan v1.34.2 -o json": ok(fixture_text("kubeadm", "plan-1.34.json"))})
+    out = run(kubeadm_plan, {"target": "v1.36.3"},
+              {"upgrade plan v1.36.3 -o json": ok(fixture_text("kubeadm", "real-1.35.4-plan-v1.36.3.json"))})
     # the target named: kubeadm plans for it and never looks up the latest release on the internet
-    assert out.result["_calls"] == [["/usr/bin/kubeadm", "upgrade", "plan", "v1.34.2", "-o", "json"]]
-    assert out.result["needs_upgrade"] and out.result["kubeadm_required"] == "v1.34.2"
-    miss = run(kubeadm_plan, {"target": "v1.35.0", "node": "cp-1", "output": fixture_text("kubeadm",
-                                                                                         "plan-1.34-text.txt")})
-    assert miss.failed and miss.result["msg"].startswith("kubeadm upgrade plan on cp-1 does not offer v1.35.0")
+    assert out.result["_calls"] == [["/usr/bin/kubeadm", "upgrade", "plan", "v1.36.3", "-o", "json"]]
+    assert out.result["needs_upgrade"] and out.result["kubeadm_required"] == "v1.36.3"
+    miss = run(kubeadm_plan, {"target": "v1.37.0", "node": "cp-1", "output": fixture_text("kubeadm",
+                                                                                         "real-1.36.3-plan.txt")})
+    assert miss.failed and miss.result["msg"].startswith("kubeadm upgrade plan on cp-1 does not offer v1.37.0")
     skipped = run(kubeadm_plan, {"target": "v1.34.2"}, check_mode=True)
     assert skipped.result["skipped"] and skipped.result["_calls"] == []
     failing = run(kubeadm_plan, {}, {"upgrade plan": (1, "", "[ERROR CoreDNSUnsupportedPlugins]: ...")})
@@ -57,10 +57,11 @@ def test_kubeadm_plan_runs_kubeadm_json(run):
 def test_dcgm_diag(run):
     policy = pool_baseline(dcgm={"required_tests": ["memory"], "allowed_skip": []})
     out = run(dcgm_diag, {"level": 2, "baseline": policy, "node": "gpu-a1"},
-              {"diag -r 2 -j": (226, fixture_text("dcgm", "diag-r2-warning.json"), "")})
+              {"diag -r 2 -j": (226, fixture_text("dcgm", "synthetic-4.2.3-r2-warning.json"), "")})
     assert not out.failed and out.result["passed"] and len(out.result["warnings_found"]) == 1
     assert out.result["_calls"][0] == ["/usr/bin/dcgmi", "diag", "-r", "2", "-j"]
-    fail = run(dcgm_diag, {"baseline": policy, "node": "gpu-a1", "output": fixture_text("dcgm", "diag-r1-fail.json")})
+    fail = run(dcgm_diag, {"baseline": policy, "node": "gpu-a1",
+                           "output": fixture_text("dcgm", "synthetic-4.2.3-r1-fail.json")})
     assert fail.failed
     assert fail.result["msg"] == ("dcgm_diag gate failed: gpu-a1 gpu 5 memory: check dcgm_test: measured Fail, "
                                   "baseline Pass (GPU 5: Memory test failed: DBE detected (isolate))")
@@ -69,21 +70,21 @@ def test_dcgm_diag(run):
     assert parse.failed and parse.result["error_type"] == "ParseError"
     assert run(dcgm_diag, {"baseline": policy}, check_mode=True).result["skipped"]
     canary = run(dcgm_diag, {"baseline": policy, "canary": True},
-                 {"diag -r 3 -j": (0, fixture_text("dcgm", "diag-r1-pass.json"), "")})
+                 {"diag -r 3 -j": (0, fixture_text("dcgm", "synthetic-4.2.3-r1-pass.json"), "")})
     assert canary.result["level"] == 3  # the baseline's canary_level
 
 
 def test_nccl_allreduce(run):
     baseline = pool_baseline(nccl={"busbw_gbps": {"8G": 470.0}, "tolerance_pct": 10, "min_runs": 3})
-    texts = [fixture_text("nccl", "allreduce-8gpu-run%d.txt" % i) for i in (1, 2, 3)]
+    texts = [fixture_text("nccl", "synthetic-allreduce-8gpu-run%d.txt" % i) for i in (1, 2, 3)]
     out = run(nccl_allreduce, {"baseline": baseline, "outputs": texts})
     assert out.result["passed"] and out.result["median_busbw"][str(8 * 1024 ** 3)] == pytest.approx(480.0, abs=0.01)
     slow = run(nccl_allreduce, {"baseline": baseline, "node": "gpu-a1",
-                                "outputs": [fixture_text("nccl", "allreduce-8gpu-slow.txt")] * 3})
+                                "outputs": [fixture_text("nccl", "synthetic-allreduce-8gpu-slow.txt")] * 3})
     assert slow.failed and "gpu-a1 size 8G: check nccl_busbw: measured 336.00, baseline >= 423.00 GB/s" in \
         slow.result["msg"]
     reading = run(nccl_allreduce, {"baseline": baseline, "node": "gpu-a1", "gate": False,
-                                   "outputs": [fixture_text("nccl", "allreduce-8gpu-slow.txt")] * 3})
+                                   "outputs": [fixture_text("nccl", "synthetic-allreduce-8gpu-slow.txt")] * 3})
     assert not reading.failed and reading.result["passed"] is False  # the same checks, judged by the caller
     assert reading.result["median_busbw"][str(8 * 1024 ** 3)] == pytest.approx(336.0, abs=0.01)
     assert [c["name"] for c in reading.result["checks"] if not c["passed"]] == ["nccl_busbw"]
@@ -94,7 +95,7 @@ def test_nccl_allreduce_runs_the_tool_the_baselines_min_runs(run):
     baseline = pool_baseline(nccl={"busbw_gbps": {"8G": 470.0}, "tolerance_pct": 10, "min_runs": 3,
                                    "args": ["-b", "1G", "-e", "8G", "-f", "2", "-g", "8"]})
     out = run(nccl_allreduce, {"baseline": baseline},
-              {"-b 1G -e 8G": ok(fixture_text("nccl", "allreduce-8gpu-run1.txt"))})
+              {"-b 1G -e 8G": ok(fixture_text("nccl", "synthetic-allreduce-8gpu-run1.txt"))})
     assert len(out.result["_calls"]) == 3 and out.result["_calls"][0][1:3] == ["-b", "1G"]
     assert out.result["passed"]
     opted = dict(baseline, opt_out={"nccl": "single-GPU inference nodes have no collective", "xids": {}})
@@ -187,19 +188,19 @@ def test_addon_support(run):
 
 def test_etcd_status(run):
     out = run(etcd_status, {"cacert": "/pki/ca.crt", "cert": "/pki/c.crt", "key": "/pki/c.key",
-                            "snapshot_path": "/backup/snap.db", "expect": {"min_revision": 1000}},
-              {"--endpoints=https://127.0.0.1:2379 --cacert=/pki/ca.crt": ok(fixture_text("etcd",
-                                                                                         "endpoint-status-ok.json")),
-               "snapshot status /backup/snap.db -w json": ok(fixture_text("etcd", "snapshot-status.json"))})
-    assert out.result["passed"] and out.result["snapshot"]["revision"] == 1048213
+                            "snapshot_path": "/backup/snap.db", "expect": {"min_revision": 201}},
+              {"--endpoints=https://127.0.0.1:2379 --cacert=/pki/ca.crt": ok(fixture_text(
+                  "etcd", "real-3.6.16-endpoint-status-3.json")),
+               "snapshot status /backup/snap.db -w json": ok(fixture_text(
+                   "etcd", "real-3.6.16-etcdutl-snapshot-status.json"))})
+    assert out.result["passed"] and out.result["snapshot"]["revision"] == 201
     assert out.result["_calls"][1][0] == "/usr/bin/etcdutl"
-    big = run(etcd_status, {"endpoint_status_output": fixture_text("etcd", "endpoint-status-big.json")})
-    assert big.failed and "70.0% of quota" in big.result["msg"]
-    snap_fail = run(etcd_status, {"check_endpoints": False, "snapshot_output": fixture_text("etcd",
-                                                                                           "snapshot-status.json"),
-                                  "expect": {"hash": 7}})
+    big = run(etcd_status, {"endpoint_status_output": fixture_text("etcd", "real-3.6.16-endpoint-status-big.json")})
+    assert big.failed and "69.9% of quota 1048576" in big.result["msg"]
+    snap_fail = run(etcd_status, {"check_endpoints": False, "snapshot_output": fixture_text(
+        "etcd", "real-3.6.16-etcdutl-snapshot-status.json"), "expect": {"hash": 7}})
     assert snap_fail.failed
-    assert "snapshot: check snapshot_hash: measured 3842719201, baseline 7" in snap_fail.result["msg"]
+    assert "snapshot: check snapshot_hash: measured 478079473, baseline 7" in snap_fail.result["msg"]
     broken = run(etcd_status, {"check_endpoints": False, "snapshot_path": "/b.db"},
                  {"snapshot status": (1, "", "Error: snapshot file integrity check failed")})
     assert broken.failed and "integrity check failed" in broken.result["msg"]
