@@ -8,13 +8,16 @@ module: dcgm_diag
 short_description: Run or read C(dcgmi diag -j) and judge it against a pool baseline
 version_added: 0.1.0
 description:
-  - Parses C(dcgmi diag -r N -j) of DCGM 4.x (C(DCGM Diagnostic)) and 3.x (C(DCGM GPU Diagnostic)), and the
-    runtime-error form. Reports per GPU and per test status.
+  - Parses C(dcgmi diag -r N -j) of DCGM 4.x (C(DCGM Diagnostic), with C(metadata) and C(entity_groups) beside
+    it at the top of the report) and 3.x (C(DCGM GPU Diagnostic), with C(version), C(Driver Version Detected) and
+    C(GPU Device IDs) at the top), and the runtime-error form; a layout it does not know fails, naming the keys
+    found. Reports per GPU and per test status.
   - DCGM reports a warning as C(Fail) in JSON; a result is a warning when every warning on it has an
     C(error_severity) at or below the baseline's C(dcgm.warning_max_severity), else a failure.
   - The gate fails on any failure, on a skipped test not in the baseline's C(dcgm.allowed_skip), on a missing
     required test (C(dcgm.required_tests)), on a runtime error, on warnings when C(dcgm.warnings_fail), on a report
-    with no test results, and when the report does not cover C(gpu.count) GPUs.
+    with no test results, when the report does not list and cover C(gpu.count) GPUs, when its driver is not the
+    baseline's C(gpu.driver_version) or not named, and on a failing C(test_summary).
 options:
   level:
     description: Diagnostic level for C(-r) (1 short, 2 medium, 3 long, 4 xlong) when the tool is run; by default

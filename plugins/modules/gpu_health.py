@@ -12,8 +12,15 @@ description:
     the kernel log (XID lines), running them unless captured output is given.
   - Fails when the GPU count differs from the baseline's C(gpu.count) (a node Ready with 7 of 8 GPUs is worse than
     a failed node), when a GPU reports another driver than C(gpu.driver_version), on any uncorrectable ECC error, a
-    pending or failed row remap, persistence mode off, or an XID from the fatal list (NVIDIA's catalogue plus
-    C(gpu.fatal_xids_extra), less C(opt_out.xids)) in the kernel log.
+    pending or failed row remap, persistence mode off, or a fatal XID in the kernel log. An XID is fatal when
+    NVIDIA's catalogue (R570/R580, every XID with its documented action) asks for more than restarting the
+    application, plus 63 and 94 (a row remap waits for a GPU reset) and C(gpu.fatal_xids_extra), less
+    C(opt_out.xids); the NVLink XIDs 144-150 are judged by the severity word the driver prints (C(Fatal) fails,
+    C(Nonfatal) does not); an XID the catalogue does not know fails unless C(gpu.benign_xids) names it with a
+    reason.
+  - A GPU the driver lost without an XID line (C(GPU has fallen off the bus), C(RmInitAdapter failed), a failed
+    probe) fails too (check C(gpu_lost)).
+  - Captured C(nvidia-smi -q) text given where the CSV is expected is refused by name, with the command to run.
   - Fails closed - a value nvidia-smi does not give (C([N/A])), a GPU without a remapped-rows line, or a kernel log
     that is empty or says C(-- No entries --) is unmeasured, and fails unless the baseline opts that check out
     (C(opt_out.ecc), C(opt_out.remapped_rows), C(opt_out.kernel_log), C(opt_out.persistence_mode)).
@@ -70,7 +77,8 @@ gpus:
   type: list
   elements: dict
 xids:
-  description: Every XID event found in the kernel log.
+  description: Every XID event found in the kernel log, each with its C(verdict) and C(why) (the catalogue's
+    action, the driver's severity word, or the baseline's reason).
   returned: success
   type: list
   elements: dict
