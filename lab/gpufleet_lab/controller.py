@@ -202,7 +202,10 @@ class StaticPods:
                 pid = procs.pid_of(self.cfg.run, name)
                 if pod_host == host and pid:
                     uid = "%s/%s/%d" % (host, component, pid)
-                    running.append({"name": component, "id": hashlib.sha256(uid.encode()).hexdigest()})
+                    running.append({"name": component, "id": hashlib.sha256(uid.encode()).hexdigest(),
+                                    "labels": {"io.kubernetes.pod.namespace": "kube-system",
+                                               "io.kubernetes.pod.name": "%s-%s" % (component, host),
+                                               "io.kubernetes.container.name": component}})
             text = json.dumps({"containers": running})
             if self.listed.get(host) != text:
                 path = self.cfg.run / "hosts" / host / "containers.json"

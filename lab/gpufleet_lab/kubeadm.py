@@ -156,7 +156,9 @@ def etcd_static_pod(cfg: LabConfig) -> Dict[str, Any]:
             "spec": {"hostNetwork": True, "priorityClassName": "system-node-critical",
                      "containers": [{"name": "etcd", "image": image,
                                      "command": ["etcd", "--name=lab", "--data-dir=%s" % data,
-                                                 "--advertise-client-urls=https://127.0.0.1:%d" % cfg.ports["etcd"]],
+                                                 "--advertise-client-urls=https://127.0.0.1:%d" % cfg.ports["etcd"],
+                                                 "--initial-advertise-peer-urls=http://127.0.0.1:%d"
+                                                 % cfg.ports["etcd_peer"]],
                                      "volumeMounts": [{"name": "etcd-data", "mountPath": data}]}],
                      "volumes": [{"name": "etcd-data", "hostPath": {"path": data, "type": "DirectoryOrCreate"}}]}}
 

@@ -253,8 +253,18 @@ APPLICATION: Dict[int, str] = {
 SEVERITY_DECIDES: FrozenSet[int] = frozenset(c for c, x in CATALOGUE.items() if x.action == "WORKFLOW_NVLINK5_ERR")
 
 
+# XIDs judged by the XID that caused them (NVIDIA's investigatory action for 45: "Not Solo: IGNORE (follow other
+# Xid)"): the driver names the cause on the line ("caused by previous Xid 149"), and that XID's verdict is the
+# line's. Alone, 45 is what the driver logs when it tears down an application that was stopped - Control-C, a
+# SIGKILL, a GPU reset - which a drain does to every GPU pod it evicts; it passes, with that reason recorded.
+FOLLOWS: Dict[int, str] = {
+    45: "alone, logged when the driver tears down an application that was stopped (Control-C, SIGKILL, a GPU "
+        "reset), as a drain stops GPU pods; with 'caused by previous Xid N' the cause decides",
+}
+
+
 def _fatal(xid: Xid) -> bool:
-    return xid.code in STRICTER or xid.action not in ACTIONS_THAT_PASS
+    return xid.code in STRICTER or (xid.action not in ACTIONS_THAT_PASS and xid.code not in FOLLOWS)
 
 
 FATAL_XIDS: Dict[int, str] = {code: xid.meaning for code, xid in CATALOGUE.items() if _fatal(xid)}

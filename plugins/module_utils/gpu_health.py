@@ -55,6 +55,7 @@ _ADAPTER: Tuple[Tuple[str, re.Pattern[str]], ...] = (
     ("no NVIDIA GPU was initialised", re.compile(r"NVRM: None of the NVIDIA (?:devices|graphics adapters) were "
                                                 r"initiali[sz]ed")),
 )
+_CAUSED_BY = re.compile(r"\bcaused by previous Xid (?P<xid>[0-9]{1,6})\b")
 _NO_ENTRIES = "-- No entries --"
 UNKNOWN_XID = -1  # an "NVRM: Xid" line the parser cannot read
 XID_BASELINE = "no XID that needs more than an application restart in NVIDIA's catalogue, and none outside it"
@@ -288,6 +289,12 @@ def xid_verdict(event: Mapping[str, Any], baseline: Mapping[str, Any]) -> Tuple[
         return "fail", ("%s; an XID the catalogue does not know is not harmless until the pool says so: name it in "
                         "gpu.benign_xids with the reason" % data_xids.meaning(xid))
     action = "NVIDIA's action %s" % (entry.action or "not given (read as fatal)")
+    if xid in data_xids.FOLLOWS and event.get("severity") != "Fatal":
+        cause = _CAUSED_BY.search(event.get("detail") or "")
+        if cause is None:
+            return "pass", "%s; %s" % (data_xids.meaning(xid), data_xids.FOLLOWS[xid])
+        verdict, why = xid_verdict(dict(event, xid=int(cause.group("xid")), severity=None, unit=None), baseline)
+        return verdict, "%s, caused by XID %s: %s" % (data_xids.meaning(xid), cause.group("xid"), why)
     if event.get("severity") == "Fatal":
         return "fail", "%s; %s; %s" % (data_xids.meaning(xid), said, action)
     if xid in data_xids.SEVERITY_DECIDES:

@@ -36,6 +36,12 @@ UNDERSTOOD = ("nccl-tests 2.x stdout: the layout with root and #wrong columns (r
 _ERROR_LINE = re.compile(r"^(?P<host>\S+): Test (?P<kind>NCCL|CUDA) failure (?P<where>\S+) '?(?P<msg>.*?)'?\s*$")
 _TEST_FAILURE = re.compile(r"^\.\.\s+(?P<host>\S+)\s+pid\s+(?P<pid>\d+):\s+Test failure\s+(?P<where>\S+)\s*$")
 _LAST_ERROR = re.compile(r"^#\s*error:\s*(?P<msg>.+)$")
+# What the launcher prints when a rank dies (Open MPI's mpirun/prterun, Slurm's srun): the table rank 0 printed may
+# look complete, but a rank did not finish.
+_LAUNCHER_FAILURE = re.compile(r"^(?:(?:mpirun|prterun) (?:noticed that process rank \d+ .{0,200}exited on signal"
+                               r"|has exited due to process rank \d+)|Primary job +terminated normally, but \d+ process"
+                               r"|srun: error: .{0,200}(?:exited with exit code [1-9]|Terminated|Killed)"
+                               r"|slurmstepd: error: .{0,200}(?:CANCELLED|oom-kill|Killed))")
 _OOB = re.compile(r"^#\s*Out of bounds values\s*:\s*(?P<n>\d+)\s*(?P<state>OK|FAILED)?")
 _AVG = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*(?P<bw>[0-9.eE+-]+|nan|-nan|inf|-inf)")
 _STARTING = re.compile(r"^#\s*Collective test starting:\s*(?P<name>\S+)")
@@ -256,6 +262,11 @@ def _read_stream(key: Key, lines: List[Tuple[int, str]]) -> Dict[str, Any]:
     layout: Optional[Tuple[str, int, int]] = None
     runs = 0
     for lineno, s in lines:
+        m = _LAUNCHER_FAILURE.match(s)
+        if m:
+            st["errors"].append({"line": lineno, "host": "", "kind": "launcher", "where": "",
+                                 "message": s[:300]})
+            continue
         m = _ERROR_LINE.match(s)
         if m:
             st["errors"].append({"line": lineno, "host": m.group("host"), "kind": m.group("kind"),
@@ -301,9 +312,10 @@ def _read_stream(key: Key, lines: List[Tuple[int, str]]) -> Dict[str, Any]:
             raise ParseError("%s: data row at line %d before the column header" % (where, lineno))
         row = _row(tokens, layout, lineno, where, len(st["ranks"]))
         previous = st["rows"][-1] if st["rows"] else None
-        if previous is not None and _row_key(previous)[2:] == _row_key(row)[2:] and row["size"] < previous["size"]:
-            raise ParseError("%s: line %d: size %d after %d: rows out of order, the output of several processes "
-                             "interleaved" % (where, lineno, row["size"], previous["size"]))
+        if previous is not None and _row_key(previous)[2:] == _row_key(row)[2:] and (
+                row["size"] < previous["size"] or 0 < row["size"] == previous["size"]):
+            raise ParseError("%s: line %d: size %d after %d: rows out of order or repeated, the output of several "
+                             "processes interleaved" % (where, lineno, row["size"], previous["size"]))
         st["rows"].append(row)
     return st
 

@@ -155,6 +155,15 @@ def test_etcd_restore_is_break_glass_and_brings_the_cell_back_to_the_snapshot(la
         assert "Nothing was changed" in refused.stdout
     assert podman_exec(member, "sh", "-c", "ls -d %s.* 2>/dev/null" % DATA).stdout.strip() == ""
     assert api.read_namespaced_config_map(later["metadata"]["name"], "default").data == {"at": "after"}
+    confirmed = json.dumps({"gpufleet_break_glass_etcd_restore": "restore %s from %s" % (lab.cell, vault_file.name)})
+    # confirmed, but the inventory names the member otherwise than its etcd runs: refused before anything changes
+    wrong = restore(lab, "-e", "etcd_restore_snapshot=%s" % vault_file, "-e", confirmed,
+                    "-e", "etcd_restore_member_name=cp-1")
+    assert wrong.returncode != 0
+    assert ("%s's etcd runs as --name=lab --initial-advertise-peer-urls=http://127.0.0.1:%d, but the restore would "
+            "make it cp-1" % (member, lab.ports["etcd_peer"])) in wrong.stdout, wrong.stdout[-3000:]
+    assert podman_exec(member, "sh", "-c", "ls -d %s.* /root/*.yaml.gpufleet-etcd-restore 2>/dev/null" % DATA
+                       ).stdout.strip() == ""
     # confirmed: the member restored from the verified snapshot and swapped in under stopped static pods
     done = restore(lab, "-e", "etcd_restore_snapshot=%s" % vault_file,
                    "-e", json.dumps({"gpufleet_break_glass_etcd_restore":
@@ -162,11 +171,13 @@ def test_etcd_restore_is_break_glass_and_brings_the_cell_back_to_the_snapshot(la
                    records=tmp_path / "records")
     assert done.returncode == 0, done.stdout[-4000:]
     assert KEY not in done.stdout and "BREAK GLASS: restore %s from" % lab.cell in done.stdout
-    for stage in ("Stop every kube-apiserver", "Swap etcd's data directory", "Start every kube-apiserver again"):
+    for stage in ("Check every host the restore touches", "Stop every kube-apiserver", "Swap etcd's data directory",
+                  "Start every kube-apiserver again"):
         assert "PLAY [%s" % stage in done.stdout, stage
     (record,) = (tmp_path / "records").glob("*-etcd_restore.yml.json")
     (used,) = json.loads(record.read_text())["break_glass"]
-    assert used["action"] == "etcd_restore" and used["nodes"] == [member] and vault_file.name in used["detail"]
+    # the record names every host it touched: the member, and each control-plane host whose apiserver it stopped
+    assert used["action"] == "etcd_restore" and used["nodes"] == lab.control_plane and vault_file.name in used["detail"]
     # every apiserver serves the snapshot's data: the marker as it was, the later object gone
     for host in lab.control_plane:
         direct = client.CoreV1Api(lab_api_client(lab, host))
@@ -182,7 +193,8 @@ def test_etcd_restore_is_break_glass_and_brings_the_cell_back_to_the_snapshot(la
     # no decrypted copy outlives the run, not on the controller, not on the member; no manifest left aside
     assert not list(pathlib.Path(os.environ.get("TMPDIR", "/tmp")).glob("gpufleet-etcd-restore-*"))
     for host in lab.control_plane:
-        left = podman_exec(host, "sh", "-c", "ls /root/etcd-restore-* /root/*.yaml.* 2>/dev/null").stdout.split()
+        left = podman_exec(host, "sh", "-c", "ls /root/etcd-restore-* /root/*.yaml.gpufleet-etcd-restore "
+                                             "2>/dev/null").stdout.split()
         assert left == [], (host, left)
     podman_exec(member, "sh", "-c", "rm -rf %s.before-*" % DATA)
     api.delete_namespaced_config_map(marker["metadata"]["name"], "default")

@@ -257,6 +257,11 @@ def test_kubeadm_plan_parses(lab, fmt):
 
 
 # -- faults change what the checks see -----------------------------------------------------------------------------
+def _test_failure(measured):
+    """nccl-tests' own words for a run whose data was wrong (" .. HOST pid N: Test failure common.cu:LINE")."""
+    return measured.startswith("Test failure common.cu:")
+
+
 # Each fault fails its own gate and only that: the failed checks (name, subject, measured) are exactly these.
 # A measured value given as a callable is judged by it (bandwidth varies from run to run, under the floor).
 GATE_FAULTS = {
@@ -270,7 +275,8 @@ GATE_FAULTS = {
     "nccl-slow": ("nccl", {("nccl_busbw", " size 1G", lambda m: m < 450.0 * 0.9),  # baseline less tolerance
                            ("nccl_busbw", " size 8G", lambda m: m < 470.0 * 0.9)}),
     "nccl-wrong": ("nccl", {(name, " run %d" % run, value) for run in (1, 2, 3)
-                            for name, value in (("nccl_wrong_elements", 1024), ("nccl_out_of_bounds", 1))}),
+                            for name, value in (("nccl_wrong_elements", 1024), ("nccl_out_of_bounds", 1),
+                                                ("nccl_error", _test_failure))}),
 }
 
 

@@ -206,11 +206,36 @@ def test_real_kernel_logs(log, failures):
 
 
 def test_xid45_after_nvlink_errors_fails_on_every_gpu():
+    """45 names its cause ("caused by previous Xid 149"): the cause decides - here NVLink XIDs whose own lines are
+    not in the log, so no severity word: read as Fatal."""
     failures = judge(log="kern-real-xid45-after-nvlink.log")["failures"]
     assert len(failures) == 1 and failures[0].startswith(
-        "gpu-a1: check gpu_xid: measured XID 45 on PCI:0000:dc:00 x2, PCI:0000:ed:00 x2, PCI:0000:ba:00 x2, "
-        "PCI:0000:97:00 (Preemptive cleanup, due to previous errors")
-    assert "NVIDIA's action WORKFLOW_XID_45" in failures[0]
+        "gpu-a1: check gpu_xid: measured XID 45 on PCI:0000:dc:00 x2 (Preemptive cleanup, due to previous errors")
+    assert "caused by XID 149: NVLINK: NETIR Error, NVLINK_NETIR_ERROR; the line has no 'UNIT Fatal|Nonfatal XC0 " \
+        "i0 Link N' part, read as Fatal" in failures[0]
+    assert "; XID 45 on PCI:0000:ed:00 x2, PCI:0000:ba:00 x2, PCI:0000:97:00 (Preemptive cleanup" in failures[0]
+    assert "caused by XID 145: NVLINK: RLW Error" in failures[0]
+
+
+def test_xid45_alone_or_after_an_application_fault_passes():
+    """A drain stops GPU pods; the driver logs 45 for each application it tears down. Alone, or caused by an
+    application's own fault (13), it passes, its reason recorded."""
+    alone = "kernel: NVRM: Xid (PCI:0000:18:00): 45, pid=1234, name=python3, Ch 00000008\n"
+    summary = judge_health(parse_query_gpu(fixture_text("nvidia_smi", "query-gpu-8-ok.csv")),
+                           parse_remapped_rows(fixture_text("nvidia_smi", "remapped-rows-ok.csv")),
+                           scan_kernel_log(alone), POLICY, "gpu-a1")
+    assert summary["passed"], summary["failures"]
+    (event,) = summary["xids"]
+    assert event["verdict"] == "pass" and "as a drain stops GPU pods" in event["why"]
+    after13 = alone.replace("Ch 00000008", "Ch 00000008 caused by previous Xid 13")
+    (event,) = judge_health(parse_query_gpu(fixture_text("nvidia_smi", "query-gpu-8-ok.csv")),
+                            parse_remapped_rows(fixture_text("nvidia_smi", "remapped-rows-ok.csv")),
+                            scan_kernel_log(after13), POLICY, "gpu-a1")["xids"]
+    assert event["verdict"] == "pass" and "caused by XID 13: Graphics Engine Exception" in event["why"]
+    after79 = alone.replace("Ch 00000008", "Ch 00000008 caused by previous Xid 79")
+    assert not judge_health(parse_query_gpu(fixture_text("nvidia_smi", "query-gpu-8-ok.csv")),
+                            parse_remapped_rows(fixture_text("nvidia_smi", "remapped-rows-ok.csv")),
+                            scan_kernel_log(after79), POLICY, "gpu-a1")["passed"]
 
 
 def test_nvlink_severity_words_are_read():
@@ -318,11 +343,13 @@ def test_the_fatal_set_is_derived_from_the_catalogue():
     from ansible_collections.gpufleet.upgrade.plugins.module_utils import data_xids
     assert sorted(data_xids.CATALOGUE) == list(range(1, 173))
     for code, xid in data_xids.CATALOGUE.items():
-        expected = code in data_xids.STRICTER or xid.action not in ("RESTART_APP", "IGNORE")
+        expected = code in data_xids.STRICTER or (xid.action not in ("RESTART_APP", "IGNORE")
+                                                  and code not in data_xids.FOLLOWS)
         assert (code in data_xids.FATAL_XIDS) is expected, code
     assert set(data_xids.FATAL_XIDS) | set(data_xids.PASSING_XIDS) == set(data_xids.CATALOGUE)
     assert {144, 145, 146, 147, 148, 149, 150} == data_xids.SEVERITY_DECIDES <= set(data_xids.FATAL_XIDS)
-    assert {45, 46, 48, 64, 74, 79, 95, 109, 119, 120, 140, 143, 154}.issubset(data_xids.FATAL_XIDS)
+    assert {46, 48, 64, 74, 79, 95, 109, 119, 120, 140, 143, 154}.issubset(data_xids.FATAL_XIDS)
+    assert 45 not in data_xids.FATAL_XIDS  # its cause decides (data_xids.FOLLOWS)
     assert {13, 31, 43}.issubset(data_xids.PASSING_XIDS) and set(data_xids.APPLICATION) == {13, 31, 43}
     assert set(data_xids.STRICTER) == {63, 94}
     assert data_xids.action(79) == "RESTART_BM" and data_xids.entry(999) is None

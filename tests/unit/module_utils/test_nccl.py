@@ -384,3 +384,29 @@ def test_opt_out_judges_nothing_and_says_why():
 def test_a_size_takes_ascii_digits_only(size):
     with pytest.raises(InputError, match="is not a size"):
         parse_size(size, "nccl.busbw_gbps")
+
+
+def test_a_rank_the_launcher_saw_die_fails_a_table_that_looks_complete():
+    """Rank 0's table can be complete while another rank was killed: mpirun's and srun's own lines say so."""
+    clean = fixture_text("nccl", "real-h100-8gpu-single-node.txt")
+    assert parse_output(clean)["errors"] == []
+    for launcher in ("mpirun noticed that process rank 3 with PID 0 on node gpu-a1 exited on signal 9 (Killed).",
+                     "srun: error: gpu-a1: task 3: exited with exit code 1",
+                     "slurmstepd: error: Detected 1 oom-kill event(s) in StepId=42.0. Some of the step tasks have "
+                     "been OOM Killed."):
+        parsed = parse_output(clean + launcher + "\n")
+        (error,) = parsed["errors"]
+        assert error["kind"] == "launcher" and error["message"] == launcher
+        summary = judge_runs([parsed] * 3, BASELINE, "gpu-a1")
+        assert not summary["passed"] and any("check nccl_error: measured launcher failure " + launcher[:40] in f
+                                             for f in summary["failures"]), summary["failures"]
+
+
+def test_a_repeated_row_is_refused_not_overwritten():
+    """The same size twice in one table (two processes' rows interleaved) is refused; the later row must not win."""
+    clean = fixture_text("nccl", "real-h100-8gpu-single-node.txt")
+    row = ("  1073741824     268435456     float     sum      -1   4038.8  265.85  465.25      0   4043.6  265.54  "
+           "464.70      0\n")
+    slow = row.replace("465.25", " 46.52").replace("464.70", " 46.47")
+    with pytest.raises(ParseError, match=r"size 1073741824 after 1073741824: rows out of order or repeated"):
+        parse_output(clean.replace(row, row + slow))
