@@ -453,6 +453,16 @@ def busbw_by_size(parsed: Mapping[str, Any]) -> Dict[int, float]:
     return out
 
 
+def with_exit_status(parsed: Dict[str, Any], rc: int) -> Dict[str, Any]:
+    """The parsed run, with the tool's exit status as an error when it failed without saying why in its output:
+    all_reduce_perf exits non-zero on wrong data (which its table shows) and on a failure it may not print (a rank
+    killed, an abort after the table); a table that looks clean does not outweigh the exit status."""
+    if rc == 0 or parsed["errors"]:
+        return parsed
+    return dict(parsed, errors=[{"host": "", "kind": "exit", "where": "",
+                                 "message": "%s exited %d with no error in its output" % (TOOL, rc)}])
+
+
 def judge_runs(runs: Sequence[Mapping[str, Any]], baseline: Mapping[str, Any], node: str = "") -> Dict[str, Any]:
     """Judge several parsed runs against a validated pool baseline (``nccl``: ``busbw_gbps`` {size: GB/s},
     ``tolerance_pct``, ``min_runs``; ``opt_out.nccl``).

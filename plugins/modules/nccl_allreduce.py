@@ -90,7 +90,7 @@ from ansible_collections.gpufleet.upgrade.plugins.module_utils.baseline import v
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.checks import raise_if_failed
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.module_support import (
     check_mode_skip, run_module, run_tool)
-from ansible_collections.gpufleet.upgrade.plugins.module_utils.nccl import judge_runs, parse_output
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.nccl import judge_runs, parse_output, with_exit_status
 
 
 def main():
@@ -118,14 +118,16 @@ def main():
             return {"passed": True, "median_busbw": {}, "checks": summary["checks"], "opt_outs": summary["opt_outs"],
                     "runs": []}
         texts = p["outputs"] or ([p["output"]] if p["output"] is not None else [])
-        if not texts:
+        if texts:
+            runs = [parse_output(t) for t in texts]
+        else:
             if module.check_mode:
                 return check_mode_skip("all_reduce_perf")
-            # all_reduce_perf exits non-zero on wrong elements but still prints its table.
-            texts = [run_tool(module, p["binary"], p["args"] or baseline["nccl"]["args"],
-                              allow_output_on_error=True)["stdout"]
-                     for _run in range(max(p["runs"] or baseline["nccl"]["min_runs"], 1))]
-        runs = [parse_output(t) for t in texts]
+            # all_reduce_perf exits non-zero on wrong elements but still prints its table; a non-zero exit its
+            # output does not explain is an error of the run (with_exit_status).
+            done = [run_tool(module, p["binary"], p["args"] or baseline["nccl"]["args"], allow_output_on_error=True)
+                    for _run in range(max(p["runs"] or baseline["nccl"]["min_runs"], 1))]
+            runs = [with_exit_status(parse_output(d["stdout"]), d["rc"]) for d in done]
         summary = judge_runs(runs, baseline, p["node"])
         if p["gate"]:
             raise_if_failed("nccl_allreduce", summary, median_busbw=summary["median_busbw"])

@@ -9,7 +9,7 @@ import pytest
 
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import InputError, ParseError
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.nccl import (
-    busbw_by_size, judge_runs, legacy_tolerance, parse_output, parse_size)
+    busbw_by_size, judge_runs, legacy_tolerance, parse_output, parse_size, with_exit_status)
 from tests.conftest import fixture_text, pool_baseline
 
 # A pool whose 8-GPU H100 nodes reach ~470 GB/s at 4 GiB (the real single-node capture below).
@@ -410,3 +410,15 @@ def test_a_repeated_row_is_refused_not_overwritten():
     slow = row.replace("465.25", " 46.52").replace("464.70", " 46.47")
     with pytest.raises(ParseError, match=r"size 1073741824 after 1073741824: rows out of order or repeated"):
         parse_output(clean.replace(row, row + slow))
+
+
+def test_a_non_zero_exit_the_output_does_not_explain_is_an_error():
+    clean = parse_output(fixture_text("nccl", "real-h100-8gpu-single-node.txt"))
+    assert with_exit_status(clean, 0) is clean
+    failed = with_exit_status(clean, 137)
+    assert failed["errors"] == [{"host": "", "kind": "exit", "where": "",
+                                 "message": "all_reduce_perf exited 137 with no error in its output"}]
+    summary = judge_runs([failed] * 3, BASELINE, "gpu-a1")
+    assert any("check nccl_error: measured exit failure all_reduce_perf exited 137" in f for f in summary["failures"])
+    wrong = parse_output(fixture_text("nccl", "real-2.17.8-gh200-2node-wrong.txt"))
+    assert with_exit_status(wrong, 1)["errors"] == wrong["errors"]  # its own words already say why
