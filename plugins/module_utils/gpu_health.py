@@ -52,8 +52,8 @@ _ADAPTER: Tuple[Tuple[str, re.Pattern[str]], ...] = (
     ("fell off the bus", re.compile(r"NVRM: .{0,200}fallen off the bus")),
     ("RmInitAdapter failed", re.compile(r"NVRM: .{0,120}\b(?:RmInitAdapter|rm_init_adapter) failed")),
     ("the NVIDIA probe routine failed", re.compile(r"NVRM: The NVIDIA probe routine failed")),
-    ("no NVIDIA GPU was initialised", re.compile(r"NVRM: None of the NVIDIA (?:devices|graphics adapters) were "
-                                                r"initiali[sz]ed")),
+    ("no NVIDIA GPU was initialised",
+     re.compile(r"NVRM: None of the NVIDIA (?:devices|graphics adapters) were initiali[sz]ed")),
 )
 _CAUSED_BY = re.compile(r"\bcaused by previous Xid (?P<xid>[0-9]{1,6})\b")
 _NO_ENTRIES = "-- No entries --"
@@ -259,8 +259,8 @@ def judge_health(gpus: List[Dict[str, Optional[str]]], remaps: List[Dict[str, Op
     for item in opt.get("xids") or {}:
         checks.append(opted_out("gpu_xid_%s" % item, subject, opt["xids"][item]))
     for item, reason in sorted((gpu_policy.get("benign_xids") or {}).items()):
-        checks.append(opted_out("gpu_xid_%s" % item, subject, "not in NVIDIA's catalogue; named benign in "
-                                                             "gpu.benign_xids: %s" % reason))
+        checks.append(opted_out("gpu_xid_%s" % item, subject,
+                                "not in NVIDIA's catalogue; named benign in gpu.benign_xids: %s" % reason))
     summary = summarize(checks)
     summary["gpu_count"] = len(gpus)
     summary["xids"] = [dict(e, verdict=v, why=w) for e, (v, w) in zip(
@@ -304,10 +304,10 @@ def xid_verdict(event: Mapping[str, Any], baseline: Mapping[str, Any]) -> Tuple[
                         % (data_xids.meaning(xid), action))
     if xid in data_xids.FATAL_XIDS:
         stricter = data_xids.STRICTER.get(xid)
-        return "fail", "%s; %s%s" % (data_xids.meaning(xid), action, ("; gpufleet fails it: " + stricter)
-                                      if stricter else "")
-    return "pass", "%s; %s%s" % (data_xids.meaning(xid), action, ("; " + data_xids.APPLICATION[xid])
-                                  if xid in data_xids.APPLICATION else "")
+        return "fail", "%s; %s%s" % (data_xids.meaning(xid), action,
+                                     ("; gpufleet fails it: " + stricter) if stricter else "")
+    return "pass", "%s; %s%s" % (data_xids.meaning(xid), action,
+                                 ("; " + data_xids.APPLICATION[xid]) if xid in data_xids.APPLICATION else "")
 
 
 def _kernel_checks(kernel_log: Mapping[str, Any], baseline: Mapping[str, Any], subject: str) -> List[Check]:
@@ -326,12 +326,12 @@ def _kernel_checks(kernel_log: Mapping[str, Any], baseline: Mapping[str, Any], s
         for (xid, why), where in failed.items())
     checks = [Check("gpu_xid", subject, not failed, measured or "none", XID_BASELINE)]
     lost = [a for a in kernel_log.get("adapter") or [] if not (a["gpu"] and a["gpu"] in lost_with_xid)]
-    checks.append(Check("gpu_lost", subject, not lost, "; ".join(
-        "%s%s%s (%r)" % (("GPU %s: " % a["gpu"]) if a["gpu"] else "", a["kind"],
-                         (" x%d" % a["count"]) if a["count"] > 1 else "", a["line"][:160]) for a in lost) or "none",
-        "no GPU lost or failing to initialise", "the driver lost a GPU or could not initialise it, with no Xid line: "
-        "reboot the node (NVIDIA's action for a GPU that fell off the bus: RESTART_BM), replace the GPU if it "
-        "persists" if lost else ""))
+    lost_text = "; ".join("%s%s%s (%r)" % (("GPU %s: " % a["gpu"]) if a["gpu"] else "", a["kind"],
+                                           (" x%d" % a["count"]) if a["count"] > 1 else "", a["line"][:160])
+                          for a in lost) or "none"
+    why = ("the driver lost a GPU or could not initialise it, with no Xid line: reboot the node (NVIDIA's action for "
+           "a GPU that fell off the bus: RESTART_BM), replace the GPU if it persists") if lost else ""
+    checks.append(Check("gpu_lost", subject, not lost, lost_text, "no GPU lost or failing to initialise", why))
     return checks
 
 
