@@ -12,8 +12,12 @@ ROLES = sorted(p for p in (pathlib.Path(__file__).resolve().parents[2] / "roles"
 
 @pytest.mark.parametrize("role", ROLES, ids=[r.name for r in ROLES])
 def test_argument_specs_match_defaults(role):
-    spec = yaml.safe_load((role / "meta" / "argument_specs.yml").read_text())["argument_specs"]["main"]["options"]
+    entries = yaml.safe_load((role / "meta" / "argument_specs.yml").read_text())["argument_specs"]
+    assert "main" in entries, "%s: no main entry point in argument_specs" % role.name
     defaults = yaml.safe_load((role / "defaults" / "main.yml").read_text()) or {}
+    spec = {}  # every entry point's options (main's and, e.g., etcd_snapshot's fetch and health)
+    for entry in entries.values():
+        spec.update(entry.get("options") or {})
     for name, option in spec.items():
         assert name.startswith(role.name + "_"), "%s: %s is not prefixed with the role name" % (role.name, name)
         assert option.get("type"), "%s: %s has no type" % (role.name, name)
