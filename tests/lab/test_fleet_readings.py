@@ -73,7 +73,8 @@ def test_nccl_and_inference_readings_halt_on_a_slow_probe_and_a_missing_one_is_u
     again = read(entry, tmp_path / "again.json", entry["nccl_hosts"])
     assert again["unmeasured"] == {}, again["unmeasured"]
     assert fleet_run.halts(lab.cell, before, again, plan["halt_policy"], wanted) == []
-    # the only real probe fails (gpu-missing: all_reduce_perf cannot start), one is not in the inventory and one is
+    # the only real probe fails (gpu-missing: all_reduce_perf cannot start, and ends with nccl-tests' own
+    # " .. HOST pid N: Test failure common.cu:LINE"), one is not in the inventory and one is
     # a group (its hosts are no probes: none of them runs all_reduce_perf): the readings are still written, with the
     # NCCL reading unmeasured, naming all three
     try:
@@ -83,9 +84,10 @@ def test_nccl_and_inference_readings_halt_on_a_slow_probe_and_a_missing_one_is_u
         lab_cli("clear", probe)
     assert missing["nccl_busbw_gbps"] is None
     why = missing["unmeasured"]["nccl_busbw_gbps"]
-    assert "%s: its all_reduce_perf run failed: " % probe in why and "gpu-zz: no all_reduce_perf result" in why, why
+    assert why.startswith("%s: nccl_error Test failure common.cu:1058 (pid " % probe), why
+    assert "gpu-zz: no all_reduce_perf result" in why, why
     assert "kube_control_plane: no all_reduce_perf result (not a host of the cell's inventory - a group's" in why
     assert set(missing["nccl_busbw_by_host"]) == {probe, "gpu-zz", "kube_control_plane"}, missing
     halted = fleet_run.halts(lab.cell, before, missing, plan["halt_policy"], ["nccl_busbw_gbps"])
-    assert "nccl_busbw_gbps was not measured after the upgrade (%s: its all_reduce_perf run failed" % probe in \
-        halted[0]["message"], halted
+    assert "nccl_busbw_gbps was not measured after the upgrade (%s: nccl_error Test failure common.cu:1058" % probe \
+        in halted[0]["message"], halted
