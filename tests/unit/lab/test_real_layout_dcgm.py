@@ -7,17 +7,14 @@ of the layout in the parser cannot make the simulator and the parser agree with 
 from __future__ import annotations
 
 import json
-import os
 import pathlib
-import subprocess
-import sys
 from typing import Any, Callable, Dict, Tuple
 
 import pytest
 
+from tests.unit.lab.simulators import Simulators
 from tests.conftest import fixture_text
 
-SIM = pathlib.Path(__file__).resolve().parents[3] / "lab" / "simulators"
 REAL_V4 = ("real-4.2.3-gb10-r1.json",)
 # Key paths dcgmi prints only when it has something to say there (its JSON writer adds "info" to a test or a result
 # with info messages, tests/fixtures/dcgm/README.md): a report may leave them out.
@@ -43,24 +40,12 @@ def shape(node: Any, path: Path = ()) -> Dict[Path, str]:
 
 @pytest.fixture
 def dcgmi(tmp_path: pathlib.Path) -> Callable[..., Any]:
-    """Runs the simulator against a temporary state directory (the fixture of tests/unit/lab/test_simulators.py,
-    cut down to what dcgmi reads)."""
-    state_dir, versions = tmp_path / "state", tmp_path / "versions"
-    (state_dir / "cluster").mkdir(parents=True)
-    versions.mkdir()
-    for key, value in {"nvidia-driver": "570.172.08", "dcgm": "4.2.3"}.items():
-        (versions / (key + ".version")).write_text(value + "\n")
-    state = {"gpus": 8, "persistence": True, "faults": {}, "services": {}}
-    (state_dir / "state.json").write_text(json.dumps(state))
-    env = dict(os.environ, GPUFLEET_SIM_STATE=str(state_dir), GPUFLEET_SIM_VERSIONS=str(versions),
-               GPUFLEET_SIM_LIB=str(SIM), GPUFLEET_SIM_HOST="gpu-a1")
+    """Runs the simulator against a temporary state directory (tests/unit/lab/simulators.py)."""
+    sims = Simulators(tmp_path, {"nvidia-driver": "570.172.08", "dcgm": "4.2.3"})
 
     def run(*faults: str, level: str = "1") -> Any:
-        (state_dir / "state.json").write_text(json.dumps(dict(state, faults={f: True for f in faults})))
-        proc = subprocess.run([sys.executable, str(SIM / "dcgmi"), "diag", "-r", level, "-j"], capture_output=True,
-                              text=True, env=env, check=False, timeout=60)
-        assert proc.returncode == (226 if faults else 0), proc.stdout + proc.stderr
-        return json.loads(proc.stdout)
+        sims.write_state(faults)
+        return json.loads(sims.run("dcgmi", "diag", "-r", level, "-j", rc=226 if faults else 0).stdout)
 
     return run
 

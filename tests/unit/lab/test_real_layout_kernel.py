@@ -4,18 +4,13 @@ their sources), by patterns written from those captures and by token-for-token e
 swapped - not by the gate's own parser, so a parser that read a wrong layout could not hide a wrong simulator."""
 from __future__ import annotations
 
-import json
-import os
-import pathlib
 import re
-import subprocess
-import sys
 
 import pytest
 
+from tests.unit.lab.simulators import Simulators
 from tests.conftest import fixture_text
 
-SIM = pathlib.Path(__file__).resolve().parents[3] / "lab" / "simulators"
 
 # Written from the captures (kern-real-xid79-dmesg.log, kern-real-xid79-no-pid.log, kern-xid79 lines of the issue
 # threads): an XID 79 message, the GPU-at line before it and the fallen-off line after it, and the load line.
@@ -50,21 +45,11 @@ CAPTURED = messages(fixture_text("nvidia_smi", "kern-real-xid79-dmesg.log") +
 
 @pytest.fixture
 def journalctl(tmp_path):
-    state_dir = tmp_path / "state"
-    versions = tmp_path / "versions"
-    state_dir.mkdir()
-    versions.mkdir()
-    (versions / "nvidia-driver.version").write_text("570.172.08\n")
-    (state_dir / "state.json").write_text(json.dumps({"gpus": 8, "faults": {}, "boot_time": 1764489600}))
-    env = dict(os.environ, GPUFLEET_SIM_STATE=str(state_dir), GPUFLEET_SIM_VERSIONS=str(versions),
-               GPUFLEET_SIM_LIB=str(SIM), GPUFLEET_SIM_HOST="gpu-a1")
+    sims = Simulators(tmp_path, {"nvidia-driver": "570.172.08"}, {"gpus": 8, "faults": {}, "boot_time": 1764489600})
 
     def run(*faults):
-        (state_dir / "state.json").write_text(json.dumps({"gpus": 8, "faults": {f: True for f in faults},
-                                                          "boot_time": 1764489600}))
-        proc = subprocess.run([sys.executable, str(SIM / "journalctl"), "-k"], capture_output=True, text=True,
-                              env=env, check=True, timeout=60)
-        return proc.stdout
+        sims.write_state(faults)
+        return sims.run("journalctl", "-k").stdout
 
     return run
 

@@ -5,19 +5,15 @@ shapes and column edges, the footer. Written without the checks engine's parser,
 simulator that drifted from the real tool."""
 from __future__ import annotations
 
-import json
-import os
 import pathlib
 import re
-import subprocess
-import sys
 from typing import Any, List, Tuple
 
 import pytest
 
+from tests.unit.lab.simulators import Simulators
 from tests.conftest import fixture_text
 
-SIM = pathlib.Path(__file__).resolve().parents[3] / "lab" / "simulators"
 REAL = "real-2.17.8-gh200-2node-wrong.txt"  # nccl-tests 2.17.8, the release line the simulator prints (2.17.6)
 REAL_OK = "real-2.18.0-mpirun-tag-output.txt"  # 2.18.0, a passing run, behind mpirun --tag-output
 REAL_NA = "real-srun-label-h100-16rank-2node.txt"  # -c 0 (validation: 0), behind srun --label
@@ -46,24 +42,13 @@ RANK0 = re.compile(r"^\[\d+,0\]<stdout>:|^ *0:(?: |$)")  # mpirun --tag-output, 
 
 @pytest.fixture
 def sim(tmp_path: pathlib.Path) -> Any:
-    state_dir = tmp_path / "state"
-    (state_dir / "cluster").mkdir(parents=True)
-    state = {"gpus": 8, "persistence": True, "faults": {}, "services": {}}
-    (state_dir / "state.json").write_text(json.dumps(state))
-    env = dict(os.environ, GPUFLEET_SIM_STATE=str(state_dir), GPUFLEET_SIM_VERSIONS=str(tmp_path / "versions"),
-               GPUFLEET_SIM_LIB=str(SIM), GPUFLEET_SIM_HOST="gpu-a1")
+    sims = Simulators(tmp_path, {})
 
     class Sim:
         def run(self, *args: str, rc: int = 0) -> str:
-            proc = subprocess.run([sys.executable, str(SIM / "all_reduce_perf"), *args], capture_output=True,
-                                  text=True, env=env, check=False, timeout=60)
-            assert proc.returncode == rc, proc.stdout + proc.stderr
-            return proc.stdout
+            return sims.run("all_reduce_perf", *args, rc=rc).stdout
 
-        def fault(self, kind: str) -> None:
-            data = json.loads((state_dir / "state.json").read_text())
-            data["faults"][kind] = True
-            (state_dir / "state.json").write_text(json.dumps(data))
+        fault = staticmethod(sims.fault)
 
     return Sim()
 

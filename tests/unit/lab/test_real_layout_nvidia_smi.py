@@ -13,19 +13,15 @@ report, which is as far as the captures go (Azure's compatibility test of the qu
 remapped_rows.failure; README.md has the link)."""
 from __future__ import annotations
 
-import json
-import os
 import pathlib
 import re
-import subprocess
-import sys
 from typing import Any, Callable, Dict, List, Tuple
 
 import pytest
 
+from tests.unit.lab.simulators import Simulators
 from tests.conftest import fixture_text
 
-SIM = pathlib.Path(__file__).resolve().parents[3] / "lab" / "simulators"
 REAL_FULL = ("real-query-gpu-h100-590.48.01.txt", "real-query-gpu-h200-580.173.02.txt")
 REAL_GTX = "real-query-gpu-gtx-5gpu.txt"
 REAL_Q = "smi-q-remapped-rows-pending.txt"
@@ -122,22 +118,13 @@ def test_the_patterns_are_the_captures() -> None:
 
 @pytest.fixture
 def smi(tmp_path: pathlib.Path) -> Callable[..., Any]:
-    """Runs the simulators against a temporary state directory (the fixture of tests/unit/lab/test_simulators.py,
-    cut down to what nvidia-smi and journalctl read)."""
-    state_dir, versions = tmp_path / "state", tmp_path / "versions"
-    (state_dir / "cluster").mkdir(parents=True)
-    versions.mkdir()
-    (versions / "nvidia-driver.version").write_text("570.172.08\n")
-    env = dict(os.environ, GPUFLEET_SIM_STATE=str(state_dir), GPUFLEET_SIM_VERSIONS=str(versions),
-               GPUFLEET_SIM_LIB=str(SIM), GPUFLEET_SIM_HOST="gpu-a1")
+    """Runs the simulators against a temporary state directory (tests/unit/lab/simulators.py)."""
+    sims = Simulators(tmp_path, {"nvidia-driver": "570.172.08"},
+                      {"gpus": 8, "persistence": True, "services": {}, "boot_time": 1764489600})
 
     def run(*args: str, faults: Tuple[str, ...] = (), tool: str = "nvidia-smi", **state: Any) -> str:
-        full = dict({"gpus": 8, "persistence": True, "services": {}, "boot_time": 1764489600}, **state)
-        (state_dir / "state.json").write_text(json.dumps(dict(full, faults={f: True for f in faults})))
-        proc = subprocess.run([sys.executable, str(SIM / tool), *args], capture_output=True, text=True, env=env,
-                              check=False, timeout=60)
-        assert proc.returncode == 0, proc.stdout + proc.stderr
-        return proc.stdout
+        sims.write_state(faults, **state)
+        return sims.run(tool, *args).stdout
 
     return run
 

@@ -4,10 +4,6 @@ inside the podman hosts."""
 from __future__ import annotations
 
 import json
-import os
-import pathlib
-import subprocess
-import sys
 
 import pytest
 
@@ -16,11 +12,11 @@ from ansible_collections.gpufleet.upgrade.plugins.module_utils.gpu_health import
     judge_health, parse_query_gpu, parse_remapped_rows, scan_kernel_log)
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.nccl import judge_runs, parse_output
 from tests.conftest import pool_baseline
+from tests.unit.lab.simulators import Simulators
 
 LAB_BASELINE = pool_baseline(gpu={"driver_version": "570.172.08"},
                              dcgm={"required_tests": ["software", "memory", "pcie"]},
                              nccl={"busbw_gbps": {"1G": 450.0, "8G": 470.0}, "tolerance_pct": 10, "min_runs": 3})
-SIM = pathlib.Path(__file__).resolve().parents[3] / "lab" / "simulators"
 QUERY = ("--query-gpu=index,uuid,pci.bus_id,name,driver_version,persistence_mode,"
          "ecc.errors.uncorrected.volatile.total")
 REMAP = ("--query-remapped-rows=gpu_bus_id,gpu_uuid,remapped_rows.correctable,remapped_rows.uncorrectable,"
@@ -29,38 +25,12 @@ REMAP = ("--query-remapped-rows=gpu_bus_id,gpu_uuid,remapped_rows.correctable,re
 
 @pytest.fixture
 def sim(tmp_path):
-    state_dir = tmp_path / "state"
-    versions = tmp_path / "versions"
-    (state_dir / "cluster").mkdir(parents=True)
-    versions.mkdir()
-    for key, value in {"nvidia-driver": "570.172.08", "kubeadm": "v1.36.3", "kubelet": "v1.35.4",
-                       "dcgm": "4.2.3"}.items():
-        (versions / (key + ".version")).write_text(value + "\n")
-    state = {"gpus": 8, "persistence": True, "faults": {}, "services": {}}
-    (state_dir / "state.json").write_text(json.dumps(state))
-    (state_dir / "cluster" / "state.json").write_text(json.dumps({
+    sims = Simulators(tmp_path, {"nvidia-driver": "570.172.08", "kubeadm": "v1.36.3", "kubelet": "v1.35.4",
+                                 "dcgm": "4.2.3"},
+                      extra_env={"GPUFLEET_KUBEADM_REAL": str(tmp_path / "kubeadm-real")})  # none, unless written
+    (sims.state_dir / "cluster" / "state.json").write_text(json.dumps({
         "apiserver": {"cp-1": "v1.35.4", "cp-2": "v1.35.4"}, "kubelet": {"cp-1": "v1.35.4", "gpu-a1": "v1.35.4"}}))
-    env = dict(os.environ, GPUFLEET_SIM_STATE=str(state_dir), GPUFLEET_SIM_VERSIONS=str(versions),
-               GPUFLEET_SIM_LIB=str(SIM), GPUFLEET_SIM_HOST="gpu-a1",
-               GPUFLEET_KUBEADM_REAL=str(tmp_path / "kubeadm-real"))  # none, unless a test writes one
-
-    class Sim:
-        def run(self, tool, *args, rc=0, host="gpu-a1"):
-            proc = subprocess.run([sys.executable, str(SIM / tool), *args], capture_output=True, text=True,
-                                  env=dict(env, GPUFLEET_SIM_HOST=host), check=False, timeout=60)
-            if rc is not None:
-                assert proc.returncode == rc, proc.stdout + proc.stderr
-            return proc
-
-        def fault(self, kind):
-            data = json.loads((state_dir / "state.json").read_text())
-            data["faults"][kind] = True
-            (state_dir / "state.json").write_text(json.dumps(data))
-
-        def set_version(self, key, value):
-            (versions / (key + ".version")).write_text(value + "\n")
-
-    return Sim()
+    return sims
 
 
 def health(sim):
