@@ -243,11 +243,3 @@ def slice_row(line: str, columns: Sequence[Tuple[str, int]]) -> Dict[str, str]:
         end = columns[i + 1][1] if i + 1 < len(columns) else len(line)
         cells[name] = line[start:end].strip() if start < len(line) else ""
     return cells
-
-
-_WS = re.compile(r"\s{2,}")
-
-
-def split_wide(line: str) -> List[str]:
-    """Split on runs of two or more spaces (tabwriter padding)."""
-    return [p for p in _WS.split(line.strip()) if p]

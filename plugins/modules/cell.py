@@ -1,8 +1,8 @@
 #!/usr/bin/python
 # Copyright: gpufleet contributors
 # Apache License 2.0
-# The work is done by the action plugin of the same name (plugins/action/cell.py) on the controller; this file
-# holds its documentation.
+# The work is done on the controller by the collection's action (plugins/action/controller.py, which meta/runtime.yml
+# routes this module to; plugins/plugin_utils/cell_action.py); this file holds its documentation.
 from __future__ import annotations
 
 DOCUMENTATION = r"""
@@ -105,7 +105,7 @@ cell:
       description: Each host's pool (C(control-plane) for control-plane hosts).
       type: dict
     waves:
-      description: Every wave, control plane first (see M(gpufleet.upgrade.wave_plan)).
+      description: Every wave, control plane first.
       type: list
       elements: dict
     gpu_waves:

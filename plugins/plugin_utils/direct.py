@@ -6,7 +6,7 @@
 Why: most gpufleet tasks talk to the Kubernetes API from the controller. As a separate process each one paid about
 0.5 CPU-s before doing anything - Python, ``ansible.module_utils.basic`` compiled from the AnsiballZ zip, and the
 ``kubernetes`` client (about 0.25 s: it imports every API and model class). That was about 40 % of the CPU of an
-upgrade run (docs/controller-cpu.md). The worker is forked from ``ansible-playbook``, which imported the
+upgrade run (docs/design/direct-execution.md). The worker is forked from ``ansible-playbook``, which imported the
 ``kubernetes`` client once when it loaded this plugin, so a task here pays only for its own work. ansible.netcommon
 does the same for network modules (its ``import_modules`` option); ansible-core keeps a hook for it
 (``AnsibleModule._record_module_result``). Nothing is written by hand that a library does: the module's own
@@ -52,6 +52,10 @@ display = Display()
 PROFILE = "legacy"  # gpufleet modules declare no METADATA, so ansible-core encodes their I/O with this profile
 LOCAL_CONNECTIONS = frozenset(("local", "ansible.builtin.local"))
 SWITCH = "GPUFLEET_DIRECT_EXECUTION"
+# Modules whose relative paths mean the controller's working directory (where ansible-playbook was started): given
+# it as ``working_dir`` whichever way they run. As its own process on the local connection a module runs in the
+# playbook's directory (inside an installed collection), where a relative cell inventory or ./out are not.
+CONTROLLER_CWD = frozenset(("fleet_plan",))
 
 
 def ineligible(connection: str, become: bool, async_val: int, interpreter: Optional[str], executable: str,
@@ -172,6 +176,11 @@ def run_main(module: Any, module_args: Dict[str, Any]) -> Tuple[str, str]:
     return out.getvalue(), err.getvalue()
 
 
+def module_name(task: Any) -> str:
+    """The module a task runs, without its collection (``gang`` for ``gpufleet.upgrade.gang``)."""
+    return str(getattr(task, "resolved_action", None) or task.action).split(".")[-1]
+
+
 def failure(exc: BaseException) -> str:
     msg = "MODULE FAILURE: %s: %s (run in the worker; set %s=0 to run it as its own process)" % (
         type(exc).__name__, exc, SWITCH)
@@ -179,14 +188,20 @@ def failure(exc: BaseException) -> str:
 
 
 class DirectActionModule(ActionBase):
-    """The action of every gpufleet module that has no action of its own (see the module docstring)."""
+    """How a gpufleet module runs from plugins/action/controller.py (see the module docstring)."""
 
     _supports_check_mode = True
     _supports_async = True
 
     def _module(self) -> Any:
-        name = (getattr(self._task, "resolved_action", None) or self._task.action).split(".")[-1]
-        return importlib.import_module("ansible_collections.gpufleet.upgrade.plugins.modules.%s" % name)
+        return importlib.import_module("ansible_collections.gpufleet.upgrade.plugins.modules.%s"
+                                       % module_name(self._task))
+
+    def _module_args(self) -> Dict[str, Any]:
+        args = dict(self._task.args)
+        if module_name(self._task) in CONTROLLER_CWD:
+            args["working_dir"] = os.path.abspath(args.get("working_dir") or os.getcwd())  # the controller's
+        return args
 
     def _interpreter(self, task_vars: Dict[str, Any]) -> Optional[str]:
         host_vars = task_vars
@@ -205,13 +220,14 @@ class DirectActionModule(ActionBase):
         if why:
             display.vvvv("gpufleet: %s runs as its own process (%s)" % (self._task.action, why))
             wrap_async = self._task.async_val and not self._connection.has_native_async
-            result = merge_hash(result, self._execute_module(task_vars=task_vars, wrap_async=wrap_async))
+            result = merge_hash(result, self._execute_module(module_args=self._module_args(), task_vars=task_vars,
+                                                             wrap_async=wrap_async))
             if not wrap_async:
                 self._remove_tmp_path(self._connection._shell.tmpdir)  # pylint: disable=protected-access
             return result
         display.vvvv("gpufleet: %s runs in the worker process%s" % (
             self._task.action, "" if PRELOADED else " (the kubernetes client was not preloaded)"))
-        module_args = dict(self._task.args)
+        module_args = self._module_args()
         self._update_module_args(self._task.action, module_args, task_vars)
         env: Dict[str, Any] = {}
         self._compute_environment_string(raw_environment_out=env)

@@ -24,7 +24,8 @@ FORBIDDEN = ["lab/*", "bin/*", "tests/*", "benchmarks/*", ".ci/*", ".config/*", 
              "requirements-dev.txt", "pyproject.toml", ".git*", "*.pyc", "*/__pycache__/*"]
 REQUIRED = ["MANIFEST.json", "FILES.json", "LICENSE", "README.md", "CHANGELOG.rst", "changelogs/changelog.yaml",
             "meta/runtime.yml", "requirements.txt", "playbooks/upgrade_wave.yml", "plugins/modules/cell.py",
-            "plugins/action/cell.py", "plugins/callback/change_record.py", "roles/drain/tasks/main.yml",
+            "plugins/action/controller.py", "plugins/plugin_utils/cell_action.py",
+            "plugins/callback/change_record.py", "roles/drain/tasks/main.yml",
             "roles/drain/meta/argument_specs.yml", "inventories/example/hosts.yml"]
 
 

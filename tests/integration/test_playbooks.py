@@ -9,7 +9,6 @@ import shutil
 import subprocess
 import sys
 
-import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 BIN = pathlib.Path(sys.executable).parent
@@ -131,32 +130,30 @@ def test_built_collection_installs_and_runs_by_fqcn(tmp_path):
     ansible("ansible-galaxy", "collection", "install", "--no-deps", "--force", "-p", str(dest), str(artifact),
             cwd=tmp_path, env_extra=isolated, check=True)
     installed = dest / "ansible_collections" / "gpufleet" / "upgrade"
-    assert (installed / "plugins" / "modules" / "wave_plan.py").is_file()
+    assert (installed / "plugins" / "action" / "controller.py").is_file()
     assert not (installed / "collections").exists() and not (installed / ".ansible").exists()
-    # Run from a directory without ansible.cfg: the module must resolve from the installed collection only.
+    # Run from a directory without ansible.cfg: the module must resolve from the installed collection only, and its
+    # action through the installed meta/runtime.yml's routing (-vvvv prints where it ran).
     work = tmp_path / "elsewhere"
     work.mkdir()
-    nodes = json.dumps({"nodes": [{"name": "cp-1", "role": "control-plane"},
-                                  {"name": "g1", "failure_domain": "rs-a", "gpus": 8, "gpu_type": "H100"},
-                                  {"name": "g2", "failure_domain": "rs-b", "gpus": 8, "gpu_type": "H100"}],
-                        "caps": {"max_gpu_fraction": 0.5}})
+    args = json.dumps({"components": [{"component": "kube-apiserver", "node": "cp-1", "version": "v1.35.0"},
+                                      {"component": "kubelet", "node": "g1", "version": "v1.33.0"}],
+                       "target": "v1.36.1"})
     env = {"ANSIBLE_COLLECTIONS_PATH": str(dest), "ANSIBLE_CONFIG": str(work / "none.cfg")}
-    proc = ansible("ansible", "localhost", "-m", "gpufleet.upgrade.wave_plan", "-a", nodes, "-o", cwd=work,
-                   env_extra=env, check=True)
-    result = json.loads(proc.stdout.split(" => ", 1)[1])
-    assert result["canaries"] == ["g1"] and [w["kind"] for w in result["waves"]] == ["control-plane", "canary",
-                                                                                      "domain"]
+    proc = ansible("ansible", "localhost", "-m", "gpufleet.upgrade.version_skew", "-a", args, "-o", "-vvvv",
+                   cwd=work, env_extra=env, check=True)
+    assert "gpufleet: gpufleet.upgrade.version_skew runs in the worker process" in proc.stdout
+    result = json.loads(proc.stdout.split("localhost | SUCCESS => ", 1)[1].splitlines()[0])
+    assert result["plan"]["control_plane_path"] == ["v1.36.1"] and result["plan"]["node_drains"] == 1
+    assert result["plan"]["pools"][0]["skip_level"] is True
     doc = ansible("ansible-doc", "gpufleet.upgrade.dcgm_diag", cwd=work, env_extra=env, check=True)
     assert str(installed) in doc.stdout
 
 
-@pytest.mark.parametrize("module", ["version_skew", "wave_plan"])
-def test_check_mode_from_checkout(module, tmp_path):
-    args = {"version_skew": {"components": [{"component": "kube-apiserver", "node": "cp", "version": "v1.35.0"}],
-                             "target": "v1.36.1"},
-            "wave_plan": {"nodes": [{"name": "cp", "role": "control-plane"}]}}[module]
-    proc = ansible("ansible", "localhost", "-m", "gpufleet.upgrade." + module, "-a", json.dumps(args), "--check", "-o",
-                   env_extra={"ANSIBLE_CONFIG": str(ROOT / "ansible.cfg")}, check=True)
+def test_check_mode_from_checkout():
+    args = {"components": [{"component": "kube-apiserver", "node": "cp", "version": "v1.35.0"}], "target": "v1.36.1"}
+    proc = ansible("ansible", "localhost", "-m", "gpufleet.upgrade.version_skew", "-a", json.dumps(args), "--check",
+                   "-o", env_extra={"ANSIBLE_CONFIG": str(ROOT / "ansible.cfg")}, check=True)
     assert "localhost | SUCCESS => " in proc.stdout
     assert json.loads(proc.stdout.split(" => ", 1)[1])["changed"] is False
 

@@ -7,8 +7,8 @@
   passes;
 - awx_definitions: a valid configuration with one field replaced by random JSON, or by a string holding Jinja, a
   trailing newline or full-width letters, is computed or refused - never accepted with Jinja or a newline in it;
-- the cell: the action's own path (plugins/action/cell.py cell_of) with one cell variable replaced by random JSON or
-  such a string (tests/unit/test_fuzz_parsers.py's "cell inventory" does the per-host variables).
+- the cell: the action's own path (plugins/plugin_utils/cell_action.py cell_of) with one cell variable replaced by
+  random JSON or such a string (tests/unit/test_fuzz_parsers.py's "cell inventory" does the per-host variables).
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from typing import Any, List
 import pytest
 from hypothesis import strategies as st
 
-from ansible_collections.gpufleet.upgrade.plugins.action import cell as cell_action
+from ansible_collections.gpufleet.upgrade.plugins.plugin_utils import cell_action
 from ansible_collections.gpufleet.upgrade.plugins.module_utils import awx
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.cluster_checks import (
     crd_findings, pdb_findings, summarize_findings, webhook_findings)

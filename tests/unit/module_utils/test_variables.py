@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from ansible_collections.gpufleet.upgrade.plugins.action import cell as cell_action
+from ansible_collections.gpufleet.upgrade.plugins.plugin_utils import cell_action
 from ansible_collections.gpufleet.upgrade.plugins.module_utils import cell, variables
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import InputError
 

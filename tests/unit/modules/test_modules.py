@@ -9,7 +9,7 @@ import pytest
 
 from ansible_collections.gpufleet.upgrade.plugins.modules import (
     addon_support, awx_definitions, baseline_info, dcgm_diag, etcd_status, fleet_ledger, fleet_plan, fleet_report,
-    gpu_health, kubeadm_plan, nccl_allreduce, node_gate, removed_apis, version_skew, wave_plan)
+    gpu_health, kubeadm_plan, nccl_allreduce, node_gate, removed_apis, version_skew)
 from tests.conftest import pool_baseline, FIXTURES, fixture_text
 
 
@@ -215,18 +215,6 @@ def test_baseline_info(run):
     assert bad.result["field"] == "gpu.count"
     neither = run(baseline_info, {})
     assert neither.failed and "one of the following is required: path, baseline" in neither.result["msg"]
-
-
-def test_wave_plan(run):
-    nodes = [{"name": "cp-1", "role": "control-plane"}] + [
-        {"name": "g%d" % i, "pool": "p", "failure_domain": "rs-%d" % (i // 2), "gpus": 8, "gpu_type": "H100"}
-        for i in range(8)]
-    out = run(wave_plan, {"nodes": nodes, "caps": {"max_gpu_fraction": 0.25}})
-    assert [w["kind"] for w in out.result["waves"]] == ["control-plane", "canary", "domain", "domain", "domain",
-                                                        "domain"]
-    bad = run(wave_plan, {"nodes": nodes, "caps": {"max_gpu_fraction": 0.1}})
-    assert bad.failed and bad.result["error_type"] == "PlanError"
-    assert "rs-0 has 8 GPUs, more than the cap of 6 GPUs" in bad.result["msg"]
 
 
 def test_fleet_plan(run):

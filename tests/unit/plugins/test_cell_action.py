@@ -1,11 +1,12 @@
-"""plugins/action/cell.py: the action reads the inventory as Ansible hands it over, and every failure - a refused
-input or an exception nobody anticipated - comes back as a failed result naming the action, never a traceback."""
+"""The cell action (plugins/action/controller.py, plugins/plugin_utils/cell_action.py): the action reads the inventory
+as Ansible hands it over, and every failure - a refused input or an exception nobody anticipated - comes back as a
+failed result naming the action, never a traceback."""
 from __future__ import annotations
 
 import pathlib
 import types
 
-from ansible_collections.gpufleet.upgrade.plugins.action import cell as cell_action
+from ansible_collections.gpufleet.upgrade.plugins.action import controller
 from ansible_collections.gpufleet.upgrade.plugins.module_utils import cell as cell_utils
 
 BASELINES = str(pathlib.Path(__file__).resolve().parents[2] / "fixtures" / "baselines")
@@ -25,7 +26,7 @@ def run(tv, **args):
     task = types.SimpleNamespace(args=args, async_val=0, check_mode=False, action="gpufleet.upgrade.cell")
     connection = types.SimpleNamespace(_shell=types.SimpleNamespace(tmpdir="/tmp"))
     templar = types.SimpleNamespace(template=lambda value: value)
-    action = cell_action.ActionModule(task, connection, None, None, templar, None)
+    action = controller.ActionModule(task, connection, None, None, templar, None)
     return action.run(task_vars=tv)
 
 

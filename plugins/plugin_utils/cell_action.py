@@ -1,7 +1,8 @@
 # Copyright: gpufleet contributors
 # Apache License 2.0
-"""Action plugin for gpufleet.upgrade.cell: runs on the controller, reads the inventory (groups, host variables,
-cell variables) and the pool baselines, and returns the checked cell (module_utils/cell.py does the work)."""
+"""The action of gpufleet.upgrade.cell (plugins/action/controller.py routes it here): runs on the controller, reads
+the inventory (groups, host variables, cell variables) and the pool baselines, and returns the checked cell
+(module_utils/cell.py does the work)."""
 from __future__ import annotations
 
 import os
@@ -9,7 +10,6 @@ import traceback
 from typing import Any, Callable, Dict, Mapping
 
 from ansible.errors import AnsibleError
-from ansible.plugins.action import ActionBase
 
 from ansible_collections.gpufleet.upgrade.plugins.module_utils import cell as cell_utils
 from ansible_collections.gpufleet.upgrade.plugins.module_utils import variables
@@ -57,37 +57,33 @@ def cell_of(task_vars: Mapping[str, Any], args: Mapping[str, Any], template: Cal
                             output_dir=cell_utils.out_dir(cell_vars["gpufleet_out_dir"], os.environ, os.getcwd()))
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
-    _VALID_ARGS = frozenset(("allow_limit", "baseline_dir", "warn_forks"))
+VALID_ARGS = frozenset(("allow_limit", "baseline_dir", "warn_forks"))
 
-    def run(self, tmp=None, task_vars=None):
-        result = super().run(tmp, task_vars)
-        task_vars = task_vars or {}
-        args = self._task.args
-        try:
-            warn_forks = variables.to_bool(args.get("warn_forks"), "warn_forks")
-            cell = cell_of(task_vars, args, self._templar.template)
-        except GpufleetError as exc:
-            result.update(failed=True, msg=exc.msg, error_type=type(exc).__name__)
-            return result
-        except AnsibleError as exc:  # a variable Ansible could not template: its own message says which
-            result.update(failed=True, error_type=type(exc).__name__, exception=traceback.format_exc(),
-                          msg="gpufleet.upgrade.cell: a variable of the inventory could not be read: %s. Nothing was "
-                              "changed." % str(exc)[:1000])
-            return result
-        except Exception as exc:  # a bug, or input no check anticipated: a clear failure, as run_module does
-            result.update(failed=True, error_type="UnexpectedError", exception=traceback.format_exc(),
-                          msg="gpufleet.upgrade.cell failed on its input: %s: %s. Nothing was changed; run with -vvv "
-                              "for the traceback and report it with the inventory." % (
-                                  type(exc).__name__, str(exc)[:500]))
-            return result
-        result.update(changed=False, cell=cell.as_dict(), msg=cell.summary)
-        if warn_forks:
-            wide = cell_utils.forks_warning(cell.gpu_waves, task_vars.get("ansible_forks"))
-            if wide:
-                result.setdefault("warnings", []).append(wide)
-        for used in cell.break_glass_used:
-            self._display.warning("BREAK GLASS confirmed for %s: %s (%s)" % (
-                cell.name, used["action"], used["effect"]))
+
+def run(result: Dict[str, Any], args: Mapping[str, Any], task_vars: Mapping[str, Any],
+        template: Callable[[Any], Any], display: Any) -> Dict[str, Any]:
+    """The cell action's result: ``result`` (ActionBase.run's) with the checked cell, or failed naming the input."""
+    try:
+        warn_forks = variables.to_bool(args.get("warn_forks"), "warn_forks")
+        cell = cell_of(task_vars, args, template)
+    except GpufleetError as exc:
+        result.update(failed=True, msg=exc.msg, error_type=type(exc).__name__)
         return result
+    except AnsibleError as exc:  # a variable Ansible could not template: its own message says which
+        result.update(failed=True, error_type=type(exc).__name__, exception=traceback.format_exc(),
+                      msg="gpufleet.upgrade.cell: a variable of the inventory could not be read: %s. Nothing was "
+                          "changed." % str(exc)[:1000])
+        return result
+    except Exception as exc:  # a bug, or input no check anticipated: a clear failure, as run_module does
+        result.update(failed=True, error_type="UnexpectedError", exception=traceback.format_exc(),
+                      msg="gpufleet.upgrade.cell failed on its input: %s: %s. Nothing was changed; run with -vvv "
+                          "for the traceback and report it with the inventory." % (type(exc).__name__, str(exc)[:500]))
+        return result
+    result.update(changed=False, cell=cell.as_dict(), msg=cell.summary)
+    if warn_forks:
+        wide = cell_utils.forks_warning(cell.gpu_waves, task_vars.get("ansible_forks"))
+        if wide:
+            result.setdefault("warnings", []).append(wide)
+    for used in cell.break_glass_used:
+        display.warning("BREAK GLASS confirmed for %s: %s (%s)" % (cell.name, used["action"], used["effect"]))
+    return result
