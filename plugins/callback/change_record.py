@@ -13,6 +13,9 @@ description:
     the failures, and the rollback trigger conditions. Writes C(<time>-<playbook>.json) and C(.md).
   - Plays describe themselves with variables - C(gpufleet_objective), C(gpufleet_target_version), C(gpufleet_wave)
     (a wave name or number), C(gpufleet_canary) (true for canary waves) and C(gpufleet_rollback_triggers) (a list).
+  - The run's objective is C(gpufleet_run_objective) where a play has it (a playbook of stages, such as
+    C(upgrade_wave.yml), sets it on its imports), else the first play's C(gpufleet_objective); each play's own
+    objective is kept with the play.
   - Results of tasks with C(no_log) are recorded as censored; their values never reach the record.
   - Break glass has its own section - each confirmed switch (M(gpufleet.upgrade.cell)) and each use of one by a
     role (a fact named C(*_break_glass_record), e.g. C(drain_break_glass_record) - drain without eviction, forced
@@ -83,6 +86,7 @@ class CallbackModule(CallbackBase):
         self._task_start = {}
         self._play = None
         self._out_dir = None
+        self._run_objective = ""
 
     # -- collection --------------------------------------------------------------------------------------------
     def v2_playbook_on_start(self, playbook):
@@ -93,6 +97,7 @@ class CallbackModule(CallbackBase):
                        "gangs": {"resumed": [], "stay_stopped": []}, "security": [],
                        "canary_workloads": [], "disruptions": {}}
         self._started = time.time()
+        self._run_objective = ""
 
     def v2_playbook_on_play_start(self, play):
         manager = play.get_variable_manager()
@@ -110,9 +115,13 @@ class CallbackModule(CallbackBase):
 
         if self._out_dir is None:
             self._out_dir = self._inventory_out_dir(play, manager)
-        self._play = {"name": play.get_name(), "wave": var("gpufleet_wave", ""),
-                      "canary": bool(var("gpufleet_canary", False)), "started": _now().isoformat(), "hosts": {}}
+        self._play = {"name": play.get_name(), "objective": str(var("gpufleet_objective") or ""),
+                      "wave": var("gpufleet_wave", ""), "canary": bool(var("gpufleet_canary", False)),
+                      "started": _now().isoformat(), "hosts": {}}
         self.record["plays"].append(self._play)
+        run_objective = var("gpufleet_run_objective")
+        if run_objective and not self._run_objective:  # the run's own: it replaces a play's taken before it
+            self._run_objective = self.record["objective"] = str(run_objective)
         for key, field in (("gpufleet_objective", "objective"), ("gpufleet_target_version", "target_version")):
             value = var(key)
             if value and not self.record[field]:
@@ -327,7 +336,7 @@ def _cell(value):
 
 def markdown(rec):
     lines = ["# Change record: %s" % rec["playbook"], "",
-             "- Objective: %s" % (rec["objective"] or "(not given: set gpufleet_objective)"),
+             "- Objective: %s" % (rec["objective"] or "(not given: set gpufleet_run_objective or gpufleet_objective)"),
              "- Outcome: **%s**" % rec["outcome"],
              "- Operator: %s; started %s; finished %s (%.0f s)" % (
                  rec["operator"], rec["started"], rec["finished"], rec["duration_s"]),

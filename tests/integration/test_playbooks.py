@@ -191,6 +191,17 @@ def test_change_record_callback(tmp_path):
     assert (tmp_path / "records").stat().st_mode & 0o777 == 0o700
 
 
+def test_change_record_names_the_runs_objective_not_its_first_stages(tmp_path):
+    env = {"ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"), "GPUFLEET_CHANGE_RECORD_DIR": str(tmp_path / "records")}
+    proc = ansible("ansible-playbook", "tests/integration/playbooks/change_record_stages.yml", env_extra=env)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    (record_json,) = (tmp_path / "records").glob("*-change_record_stages.yml.json")
+    record = json.loads(record_json.read_text())
+    assert record["objective"] == "rehearse a run of stages"
+    assert [p["objective"] for p in record["plays"]] == ["the first stage", "the second stage"]
+    assert "- Objective: rehearse a run of stages" in record_json.with_suffix(".md").read_text()
+
+
 def test_change_record_takes_each_hosts_wave_from_add_host(tmp_path):
     env = {"ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"), "GPUFLEET_CHANGE_RECORD_DIR": str(tmp_path / "records")}
     proc = ansible("ansible-playbook", "tests/integration/playbooks/change_record_waves.yml", "-e",
