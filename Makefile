@@ -27,8 +27,8 @@ $(VENV)/.installed:
 	$(BIN)/python -m pip install --quiet -r requirements-dev.txt
 	@touch $@
 
-# The main job. Until the lab lands (issue 3) it plans the upgrade of the example GPU cell offline: skew check,
-# control-plane path, per-pool kubelet plan, support calendar, baseline validation and the wave plan.
+# The offline plan of the example GPU cell (inventories/example, no host contacted): skew check, control-plane
+# path, per-pool kubelet plan, support calendar, baseline validation and the wave plan.
 plan: setup
 	$(BIN)/ansible-playbook playbooks/plan.yml -i inventories/example/hosts.yml $(ARGS)
 
@@ -52,7 +52,7 @@ fleet: setup
 #   round 1  lab-tests-a on `lab`: the wave story, then the jobs in the execution-environment image, then on the
 #            reset cell the etcd_snapshot Molecule scenario (its platform's name is its own, so it runs beside the
 #            scenarios on lab-b) and the benchmarks at small sizes (bench-smoke: figures printed, not gates; they
-#            share the machine with the other stream, so CI's figures are not docs/measured.md's); `lab` goes down after
+#            share the machine with the other stream, so CI's figures are not docs/measurements.md's); `lab` goes down after
 #            them (an idle cell of three apiservers costs about 15 % of a core, and round 2 is CPU-bound;
 #            `make wave` brings it up again), and the three fleet cells come up for round 2 (this stream ends
 #            before lab-tests-b, so their start-up is off round 2's critical path);
@@ -62,7 +62,7 @@ fleet: setup
 #            waits on its cells' waves and soaks; beside it the lab-free checks (lint, docs, sanity, unit), then
 #            the skip-level cycle on its own cell (up for it, down after), and the Molecule scenario that needs no
 #            cluster.
-# Round 2 runs also after a failed round 1, so every result is known. Measured on a 2-core machine (docs/measured.md): this split was the fastest of the four tried; putting Molecule beside the fleet instead kept round 2
+# Round 2 runs also after a failed round 1, so every result is known. Measured on a 2-core machine (docs/measurements.md, "CI"): this split was the fastest of the four tried; putting Molecule beside the fleet instead kept round 2
 # 96 % busy and took longer, and every phase in one round kept the machine 98 % busy and took 2,537 s against
 # 1,957 s.
 PHASE := bin/phase
@@ -89,14 +89,14 @@ test: setup
 
 # The benchmarks at small sizes on the running lab cell (make test runs it after the story): that they still run,
 # and their figures printed. The figures to compare are from `make bench`, `bench-scale` and `bench-hosts` run on a
-# quiet machine (docs/measured.md).
+# quiet machine (docs/measurements.md).
 bench-smoke: setup
 	@$(PHASE) bench $(M) bench
 	@$(PHASE) bench-scale $(M) bench-scale SCALE_ARGS="--sizes 8,16 --pods-per-node 3"
 	@$(PHASE) bench-hosts $(M) bench-hosts HOSTS_ARGS="--sizes 1,4 --forks 0 --out out/bench/scale-hosts-ci.json"
 
 lint: setup
-	$(BIN)/ruff check plugins tests benchmarks lab bin/docs-check
+	$(BIN)/ruff check plugins tests benchmarks lab bin/docs-check bin/roles-readme
 	$(BIN)/mypy
 	$(BIN)/yamllint -s .
 	$(BIN)/ansible-lint --profile production
@@ -144,10 +144,12 @@ lab-tests-skip: setup
 sanity: setup
 	tests/sanity/run
 
-# docs/variables.md from the variable schema (plugins/module_utils/variables.py); a unit test checks it is current.
+# docs/variables.md from the variable schema (plugins/module_utils/variables.py), and each roles/ROLE/README.md from
+# its meta/argument_specs.yml (bin/roles-readme); unit tests check that both are current.
 docs-gen: setup
 	PYTHONPATH=collections $(BIN)/python -c 'from ansible_collections.gpufleet.upgrade.plugins.module_utils import \
 	  variables; open("docs/variables.md", "w").write(variables.markdown())'
+	$(BIN)/python bin/roles-readme
 
 bench: setup
 	$(BIN)/python benchmarks/plan_waves.py
