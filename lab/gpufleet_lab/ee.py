@@ -1,15 +1,17 @@
 """The execution-environment image the lab runs AWX-style jobs in, built with ansible-builder from the project's own
 execution-environment.yml.
 
-No registry is reachable here, so two things differ from a production build, and only these two:
+No registry or Galaxy server is reachable here, so two things differ from a production build, and only these two:
 - the base image is local: the lab's Debian bookworm host image (Python 3.11) with pip, the machine's CA bundle
-  (pip reaches the package index through it), the Helm 3 CLI the addons stage runs (the lab's build of it, where a
-  production base carries its own) and a `dnf` stand-in that maps ansible-builder 3's two package-manager calls
-  (`install -y PKGS`, `clean all`) to apt (``BASE``, built once per lab image tag and Helm version);
+  (pip reaches the package index through it), the machine's Go toolchain (Debian's golang is too old to build
+  Helm; the shipped definition's Helm step installs and removes its distribution's golang, which the stand-in
+  skips) and a `dnf` stand-in that maps ansible-builder 3's package-manager calls and the definition's
+  (`install -y PKGS`, `remove -y PKGS`, `clean all`) to apt (``BASE``, built once per lab image tag);
 - the collections come from local tarballs instead of Galaxy: gpufleet.upgrade built from this checkout, and its
   dependencies packed from the copies installed in the development virtualenv.
 Everything else (ansible-core, ansible-runner, the collections' Python requirements found by introspection, the
-system packages for the Debian platform) is what ansible-builder does with the shipped definition.
+system packages for the Debian platform, the Helm CLI built from its Go module in the base stage) is what
+ansible-builder does with the shipped definition.
 
   lab ee    -> builds (layer-cached) and prints the image name
 """
@@ -33,7 +35,7 @@ from gpufleet_lab import config
 from gpufleet_lab.procs import LabError
 
 IMAGE = "localhost/gpufleet-ee:lab"
-BASE_REVISION = 4  # bump when BASE_CONTAINERFILE or DNF_SHIM changes
+BASE_REVISION = 5  # bump when BASE_CONTAINERFILE or DNF_SHIM changes
 BASE_CONTAINERFILE = """\
 FROM {host_image}
 # pip (Debian disables ensurepip for its system Python, so the definition skips ansible-builder's pip step); the
@@ -44,21 +46,27 @@ RUN apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq 
       python3-pip >/dev/null && apt-get clean && rm -rf /var/lib/apt/lists/* \\
     && rm -f /usr/lib/python3.11/EXTERNALLY-MANAGED
 COPY dnf /usr/bin/dnf
-# the Helm 3 CLI (kubernetes.core.helm runs it in the addons stage)
-COPY helm /usr/local/bin/helm
+# Go, for the definition's Helm build (GOTOOLCHAIN=auto there fetches a newer one if Helm's go.mod asks for it)
+COPY go /usr/local/go
+ENV PATH=/usr/local/go/bin:$PATH
 """
-# ansible-builder 3 calls "$PKGMGR install -y [opts] PKGS" and "$PKGMGR clean all" and nothing else.
+# ansible-builder 3 calls "$PKGMGR install -y [opts] PKGS" and "$PKGMGR clean all"; the definition's Helm step
+# "$PKGMGR install -y golang" and "$PKGMGR remove -y golang". golang is the base's own Go (see BASE_CONTAINERFILE).
 DNF_SHIM = """\
 #!/bin/sh
-# dnf on a Debian base for ansible-builder 3 (lab only): install -> apt-get install, clean -> apt-get clean.
+# dnf on a Debian base for ansible-builder 3 (lab only): install -> apt-get install, remove -> apt-get remove,
+# clean -> apt-get clean; golang is skipped (the base carries Go in /usr/local/go).
 set -e
 cmd=$1; shift
+pkgs=$(for a in "$@"; do case "$a" in -*|golang) ;; *) echo "$a" ;; esac; done)
 case "$cmd" in
   install)
-    pkgs=$(for a in "$@"; do case "$a" in -*) ;; *) echo "$a" ;; esac; done)
     [ -n "$pkgs" ] || exit 0
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $pkgs ;;
+  remove)
+    [ -n "$pkgs" ] || exit 0
+    DEBIAN_FRONTEND=noninteractive apt-get remove -y -qq $pkgs ;;
   clean) apt-get clean; rm -rf /var/lib/apt/lists/* ;;
   *) echo "dnf (apt stand-in): '$cmd' is not supported" >&2; exit 2 ;;
 esac
@@ -77,8 +85,20 @@ def _run(argv: List[str], **kw) -> subprocess.CompletedProcess:
     return proc
 
 
+GOROOT = pathlib.Path(shutil.which("go") or "/usr/local/go/bin/go").resolve().parents[1]
+
+
+def go_version() -> str:
+    """The machine's Go release (its GOROOT/VERSION first line, e.g. go1.26.8): part of the base image's name."""
+    try:
+        return (GOROOT / "VERSION").read_text().split()[0]
+    except (OSError, IndexError) as exc:
+        raise LabError("no Go toolchain at %s (the execution environment's Helm build needs one): %s"
+                       % (GOROOT, exc)) from exc
+
+
 def base_image(cfg: config.LabConfig) -> str:
-    name = "localhost/gpufleet-ee-base:%s-%d-helm-%s" % (cfg.image_tag, BASE_REVISION, cfg.helm_version)
+    name = "localhost/gpufleet-ee-base:%s-%d-%s" % (cfg.image_tag, BASE_REVISION, go_version())
     if subprocess.run(["podman", "image", "exists", name], check=False).returncode == 0:
         return name
     say("building the base %s from the lab's host image (apt, about a minute)" % name)
@@ -89,8 +109,7 @@ def base_image(cfg: config.LabConfig) -> str:
         shutil.copy("/etc/ssl/certs/ca-certificates.crt", path / "ca-certificates.crt")
         (path / "dnf").write_text(DNF_SHIM)
         (path / "dnf").chmod(0o755)
-        from gpufleet_lab import helm
-        shutil.copy(helm.binary(cfg), path / "helm")
+        shutil.copytree(GOROOT, path / "go", symlinks=True)
         _run(["podman", "build", "--network=host", "-t", name, str(path)])
     return name
 

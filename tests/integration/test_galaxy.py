@@ -65,7 +65,8 @@ def test_tarball_holds_the_collection_only(tarball):
     assert not [n for n in REQUIRED if n not in names], sorted(names)
     assert not any(b"not-for-galaxy" in text for text in contents)
     manifest = json.loads(dict(zip(names, contents))["MANIFEST.json"])
-    assert manifest["collection_info"]["dependencies"] == {"kubernetes.core": ">=5.0.0", "amazon.aws": ">=8.0.0"}
+    assert manifest["collection_info"]["dependencies"] == {"kubernetes.core": ">=6.2.0,<6.3.0",
+                                                           "amazon.aws": ">=8.0.0,<11.0.0"}
     assert manifest["collection_info"]["license"] == ["Apache-2.0"]
 
 
@@ -101,5 +102,28 @@ def test_execution_environment_takes_the_run_time_requirements_only(tarball, tmp
     assert deps["system"] == []
     definition = yaml.safe_load((ROOT / "execution-environment.yml").read_text())
     assert definition["version"] == 3
-    assert {c["name"] for c in definition["dependencies"]["galaxy"]["collections"]} >= {"gpufleet.upgrade",
-                                                                                       "kubernetes.core", "amazon.aws"}
+    # the collection's own dependencies (with their bounds) come with it from Galaxy, not listed again
+    assert [c["name"] for c in definition["dependencies"]["galaxy"]["collections"]] == ["gpufleet.upgrade"]
+
+
+def test_galaxy_installs_the_collection_and_its_tested_dependencies_within_their_bounds(tarball, tmp_path):
+    """As `ansible-galaxy collection install gpufleet.upgrade` resolves it, offline: the collection and its
+    dependencies as artifacts (the tested kubernetes.core and amazon.aws, packed from the development environment),
+    resolved against galaxy.yml's bounds, without --pre (that the version is a release is test_bounds.py's)."""
+    sys.path.insert(0, str(ROOT / "lab"))
+    from gpufleet_lab import ee
+
+    deps = tmp_path / "deps"
+    deps.mkdir()
+    packed = [ee.pack_installed(fqcn, deps) for fqcn in ("kubernetes.core", "amazon.aws")]
+    requirements = tmp_path / "requirements.yml"
+    requirements.write_text(json.dumps({"collections": [{"name": str(p), "type": "file"}
+                                                        for p in [tarball, *packed]]}))
+    dest = tmp_path / "installed"
+    proc = run(BIN / "ansible-galaxy", "collection", "install", "--offline", "-r", requirements, "-p", dest,
+               cwd=tmp_path, env_extra={"ANSIBLE_CONFIG": str(tmp_path / "none.cfg")})
+    assert "gpufleet.upgrade:0.3.0 was installed successfully" in proc.stdout, proc.stdout
+    manifests = {p.parent.relative_to(dest / "ansible_collections").as_posix().replace("/", "."):
+                 json.loads(p.read_text())["collection_info"]["version"]
+                 for p in (dest / "ansible_collections").glob("*/*/MANIFEST.json")}
+    assert set(manifests) == {"gpufleet.upgrade", "kubernetes.core", "amazon.aws"}, manifests

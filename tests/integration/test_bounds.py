@@ -1,0 +1,83 @@
+"""The versions a Galaxy or AWX user may combine are the versions CI tests, and those are the newest the bounds
+allow. plugins/plugin_utils/direct.py uses ansible-core internals and plugins/module_utils/kube.py kubernetes.core's
+module_utils, so requires_ansible (meta/runtime.yml) stops at the tested ansible-core minor and galaxy.yml's
+kubernetes.core at the tested minor (amazon.aws, used through its public s3_object only, at the tested major).
+The last test asks PyPI (as `make setup` does) whether a newer allowed release exists: then the pins must move."""
+from __future__ import annotations
+
+import json
+import pathlib
+import re
+import subprocess
+import sys
+
+import yaml
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+GALAXY = yaml.safe_load((ROOT / "galaxy.yml").read_text())
+RUNTIME = yaml.safe_load((ROOT / "meta" / "runtime.yml").read_text())
+PINS = dict(line.split("==") for line in (ROOT / "requirements-dev.txt").read_text().splitlines()
+            if "==" in line and not line.startswith("#"))
+
+
+def installed_collection(fqcn: str) -> Version:
+    import ansible_collections
+    namespace, name = fqcn.split(".")
+    for root in ansible_collections.__path__:
+        manifest = pathlib.Path(root) / namespace / name / "MANIFEST.json"
+        if manifest.is_file():
+            return Version(json.loads(manifest.read_text())["collection_info"]["version"])
+    raise AssertionError("%s is not installed in the development environment (make setup)" % fqcn)
+
+
+def upper(spec: str) -> Version:
+    (bound,) = [s for s in SpecifierSet(spec) if s.operator == "<"]
+    return Version(bound.version)
+
+
+def test_the_collection_version_is_a_release():
+    assert re.fullmatch(r"\d+\.\d+\.\d+", GALAXY["version"]), (
+        "galaxy.yml version %r: Galaxy skips pre-releases unless the user gives --pre" % GALAXY["version"])
+
+
+def test_the_tested_versions_are_inside_the_bounds_and_the_bounds_stop_after_them():
+    import ansible
+    from ansible.release import __version__ as core
+    del ansible
+    core_v = Version(core)
+    assert core_v == Version(PINS["ansible-core"])
+    assert core_v in SpecifierSet(RUNTIME["requires_ansible"])
+    assert upper(RUNTIME["requires_ansible"]) == Version("%d.%d.0" % (core_v.major, core_v.minor + 1))
+    k8s = installed_collection("kubernetes.core")
+    assert k8s in SpecifierSet(GALAXY["dependencies"]["kubernetes.core"])
+    assert upper(GALAXY["dependencies"]["kubernetes.core"]) == Version("%d.%d.0" % (k8s.major, k8s.minor + 1))
+    aws = installed_collection("amazon.aws")
+    assert aws in SpecifierSet(GALAXY["dependencies"]["amazon.aws"])
+    assert upper(GALAXY["dependencies"]["amazon.aws"]) == Version("%d.0.0" % (aws.major + 1))
+    shipped = {c["name"]: c["version"] for c in yaml.safe_load((ROOT / "requirements.yml").read_text())["collections"]}
+    assert shipped == {k: v for k, v in GALAXY["dependencies"].items()}
+
+
+def newest_on_pypi(package: str, spec: str) -> Version:
+    proc = subprocess.run([sys.executable, "-m", "pip", "index", "versions", package], capture_output=True,
+                          text=True, timeout=120, check=False)
+    assert proc.returncode == 0, "pip index versions %s (PyPI is needed, as for make setup): %s" % (
+        package, proc.stderr.strip()[-500:])
+    found = re.search(r"Available versions: (.*)", proc.stdout)
+    assert found, proc.stdout
+    allowed = [Version(v) for v in found.group(1).split(", ") if Version(v) in SpecifierSet(spec)]
+    return max(allowed)
+
+
+def test_ci_tests_the_newest_releases_the_bounds_allow():
+    core_spec = RUNTIME["requires_ansible"]
+    assert newest_on_pypi("ansible-core", core_spec) == Version(PINS["ansible-core"]), (
+        "a newer ansible-core inside requires_ansible %s exists: pin it in requirements-dev.txt (make freeze) and "
+        "run CI" % core_spec)
+    # kubernetes.core reaches the development environment in the `ansible` package of the pinned ansible-core's
+    # line: the newest such package carries the newest kubernetes.core CI can test.
+    ansible_major = Version(PINS["ansible"]).major
+    assert newest_on_pypi("ansible", "==%d.*" % ansible_major) == Version(PINS["ansible"]), (
+        "a newer ansible %d.x exists: pin it (its kubernetes.core may be newer) and run CI" % ansible_major)
