@@ -7,15 +7,15 @@ argument specs). The same definitions say how AWX launches each job (its extra v
 ansible-runner rehearsal in tests/lab uses to run a template as AWX would."""
 from __future__ import annotations
 
+import datetime
 import re
-from typing import Any, Dict, List, Mapping
+from typing import Any, Dict, List, Mapping, Optional
 
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import InputError
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.fleet_report import parse_latest_patches
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.versions import parse_release
 
 SNAPSHOT_CREDENTIAL_TYPE = "gpufleet etcd snapshot key"
-KUBERNETES_CREDENTIAL_TYPE = "OpenShift or Kubernetes API Bearer Token"  # AWX's own: injects K8S_AUTH_*
 BREAK_GLASS_SURVEY = (
     ("gpufleet_break_glass_disable_eviction", "Break glass: delete pods without the eviction API",
      "disable eviction on {cell} for {target}"),
@@ -44,8 +44,6 @@ WORKFLOW = ("preflight", "etcd_backup", "control_plane", "addons", "canary", "ap
 # Whole-value patterns, matched with fullmatch (``$`` also matches before a trailing newline) and ASCII only (``\d``
 # and str.isalnum() take full-width and other Unicode digits and letters).
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9 ._-]{0,99}")
-RRULE = re.compile(r"DTSTART(;TZID=[A-Za-z_/+-]+)?:[0-9]{8}T[0-9]{6}Z? "
-                   r"RRULE:FREQ=(DAILY|WEEKLY|MONTHLY)(;[A-Z]+=[A-Z0-9,+-]+)*")
 PLAYBOOK_DIR = re.compile(r"[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*")
 # Jinja's markers: AWX hands a job template's extra_vars to ansible-playbook, which templates them, so a value that
 # holds one would run as Jinja on the AWX side (a lookup, a pipe) - refused, naming the field.
@@ -101,6 +99,164 @@ def _absolute_dir(config: Mapping[str, Any], key: str, what: str) -> str:
         raise InputError("awx.%s: expected an absolute directory %s, got %r" % (key, what, value))
     no_templates(value, "awx.%s" % key)
     return value
+
+
+# -- the maintenance window's rule, checked as AWX checks a schedule's rule -----------------------------------------
+# AWX (the ansible/awx repository) refuses a rule in two places: SchedulePreviewSerializer.validate_rrule in
+# awx/api/serializers.py (the textual rules; the messages below quote its words) and Schedule.rrulestr in
+# awx/main/models/schedules.py (a naive UNTIL is read in DTSTART's zone - coerce_naive_until -, then
+# dateutil.rrule.rrulestr with forceset and the UTC zone names, and a DTSTART left without a zone - a TZID that
+# dateutil.tz.gettz does not find - is refused). Multiple BYMONTHDAYs or BYMONTHs, BYYEARDAY and BYWEEKNO are refused
+# by the AWX releases before rule sets (their validate_rrule, same words); they stay refused here so that every AWX
+# takes the rule. The zone names are looked up on the controller: its time zone data, like AWX's, must know the zone.
+RRULE_EXAMPLE = "DTSTART;TZID=UTC:20261205T020000 RRULE:FREQ=WEEKLY;INTERVAL=1;BYDAY=SA"
+RRULE_DATETIME = re.compile(r"[0-9]{8}T[0-9]{6}Z?")
+RRULE_BYDAY_NUMERIC = re.compile(r"[0-9]+[A-Z]{2}")  # AWX's BYDAY[:=][0-9]+[a-zA-Z]{2}: 2MO is refused, -1SU is not
+RRULE_PROPERTIES = ("DTSTART", "RRULE", "EXRULE", "EXDATE", "RDATE")
+
+
+def _rrule_refused(text: Any, why: str) -> InputError:
+    return InputError("awx.window.rrule: %s; give an iCal rule AWX accepts, such as %r; got %r" % (
+        why, RRULE_EXAMPLE, text[:300] if isinstance(text, str) else text))
+
+
+def _awx_says(words: str, what: str = "") -> str:
+    return "AWX refuses it: '%s'%s" % (words, " (%s)" % what if what else "")
+
+
+def check_rrule(text: Any, now: Optional[datetime.datetime] = None) -> None:
+    """Refuse the maintenance window's iCal rule ``text`` where AWX would refuse it, naming the field and the rule
+    broken in AWX's words, and refuse a rule with no occurrence after ``now`` (default: the current time) - AWX
+    accepts that one, but its schedule would never run. Reads nothing but the controller's time zone data (and the
+    clock when ``now`` is not given)."""
+    if not isinstance(text, str):
+        raise _rrule_refused(text, "expected a string")
+    if not text.isascii() or any(ord(c) < 32 or ord(c) == 127 for c in text):
+        raise _rrule_refused(text, "expected ASCII on one line, its parts separated by spaces (no newline, tab or "
+                                   "full-width character)")
+    try:
+        from dateutil import parser as du_parser, rrule as du_rrule, tz as du_tz
+    except ImportError as exc:  # pragma: no cover - python-dateutil is in requirements.txt (kubernetes needs it too)
+        raise InputError("awx.window.rrule: checking the rule needs the Python library python-dateutil on the "
+                         "controller: pip install -r requirements.txt from the collection") from exc
+    dtstarts: List[Any] = []
+    rules: List[Any] = []
+    for prop in text.split(" "):
+        if not prop:
+            continue
+        head, colon, value = prop.partition(":")
+        params = head.split(";")
+        if not colon or params[0] not in RRULE_PROPERTIES:
+            raise _rrule_refused(text, "%r is not a part AWX takes: DTSTART and RRULE (and EXRULE), each NAME:VALUE "
+                                       "in upper case, separated by spaces" % prop[:100])
+        if params[0] in ("EXDATE", "RDATE"):
+            raise _rrule_refused(text, _awx_says("%s not allowed in rrule" % params[0]))
+        (dtstarts if params[0] == "DTSTART" else rules).append((params[0], params[1:], value))
+
+    start_hint = "DTSTART;TZID=ZONE:YYYYMMDDTHHMMSS, or DTSTART:YYYYMMDDTHHMMSSZ in UTC"
+    if not dtstarts:
+        raise _rrule_refused(text, _awx_says("Valid DTSTART required in rrule", start_hint))
+    if len(dtstarts) > 1:
+        raise _rrule_refused(text, _awx_says("Multiple DTSTART is not supported"))
+    _, start_params, start = dtstarts[0]
+    if not RRULE_DATETIME.fullmatch(start):
+        raise _rrule_refused(text, _awx_says("Valid DTSTART required in rrule", start_hint))
+    tzids = [p[len("TZID="):] for p in start_params if p.startswith("TZID=")]
+    if not tzids and not start.endswith("Z"):
+        raise _rrule_refused(text, _awx_says("DTSTART cannot be a naive datetime",
+                                             "give ;TZID=ZONE, or a trailing Z for UTC"))
+    zone: Any = du_tz.UTC
+    if tzids:
+        tzid = tzids[-1]
+        # never a path: gettz opens a file by the name it is given
+        found = (du_tz.gettz(tzid) if len(tzids) == 1 and tzid and not tzid.startswith("/")
+                 and ".." not in tzid.split("/") else None)
+        if found is None:
+            raise _rrule_refused(text, _awx_says("A valid TZID must be provided (e.g., America/New_York)",
+                                                 "no time zone %r in the controller's time zone data" % tzid[:100]))
+        zone = found
+
+    if not any(name == "RRULE" for name, _, _ in rules):
+        raise _rrule_refused(text, _awx_says("One or more rule required in rrule"))
+    props = ["%s:%s" % (";".join(["DTSTART"] + start_params), start)]  # what dateutil reads, UNTIL coerced
+    for name, rule_params, value in rules:
+        rule = "%s:%s" % (name, value)
+        parts: Dict[str, List[str]] = {}
+        for pair in value.upper().split(";"):
+            key, _, part = pair.partition("=")
+            parts.setdefault(key, []).append(part)
+        one = {key: values[-1] for key, values in parts.items()}
+        if "INTERVAL" not in parts:
+            raise _rrule_refused(text, _awx_says("INTERVAL required in rrule", rule))
+        if one.get("FREQ") == "SECONDLY":
+            raise _rrule_refused(text, _awx_says("SECONDLY is not supported", rule))
+        if any(RRULE_BYDAY_NUMERIC.fullmatch(day) for days in parts.get("BYDAY", []) for day in days.split(",")):
+            raise _rrule_refused(text, _awx_says("BYDAY with numeric prefix not supported", rule))
+        if "COUNT" in parts and "UNTIL" in parts:
+            raise _rrule_refused(text, _awx_says("RRULE may not contain both COUNT and UNTIL", rule))
+        if any(count.isdigit() and int(count) > 999 for count in parts.get("COUNT", [])):
+            raise _rrule_refused(text, _awx_says("COUNT > 999 is unsupported", rule))
+        if any("," in days for days in parts.get("BYMONTHDAY", [])):
+            raise _rrule_refused(text, _awx_says("Multiple BYMONTHDAYs not supported", rule))
+        if any("," in months for months in parts.get("BYMONTH", [])):
+            raise _rrule_refused(text, _awx_says("Multiple BYMONTHs not supported", rule))
+        for key in ("BYYEARDAY", "BYWEEKNO"):
+            if key in parts:
+                raise _rrule_refused(text, _awx_says("%s not supported" % key, rule))
+        # not AWX's own checks: dateutil fails on these with an unhelpful message (a missing FREQ) or not at all (an
+        # INTERVAL of 0 repeats the same period without end - RFC 5545 wants a positive integer)
+        if "FREQ" not in parts:
+            raise _rrule_refused(text, _awx_says("rrule parsing failed validation", "FREQ is required: %s" % rule))
+        if not one["INTERVAL"].isdigit() or int(one["INTERVAL"]) < 1:
+            raise _rrule_refused(text, "INTERVAL must be a positive integer (RFC 5545): %s" % rule)
+        until, given = one.get("UNTIL"), value
+        if until is not None:
+            if not RRULE_DATETIME.fullmatch(until):
+                raise _rrule_refused(text, _awx_says("rrule parsing failed validation", "UNTIL=YYYYMMDDTHHMMSS in "
+                                                     "DTSTART's zone, or with a trailing Z in UTC: %s" % rule))
+            if not until.endswith("Z"):  # AWX's coerce_naive_until: a naive UNTIL is in DTSTART's zone
+                try:
+                    local = datetime.datetime.strptime(until, "%Y%m%dT%H%M%S").replace(tzinfo=zone)
+                except ValueError as exc:
+                    raise _rrule_refused(text, _awx_says("rrule parsing failed validation: %s" % exc, rule))
+                utc = local.astimezone(datetime.UTC).strftime("%Y%m%dT%H%M%SZ")
+                given = ";".join("UNTIL=" + utc if pair.upper().startswith("UNTIL=") else pair
+                                 for pair in value.split(";"))
+        props.append("%s:%s" % (";".join([name] + rule_params), given))
+
+    utc_names = {name: du_tz.UTC for name in du_parser.parserinfo().UTCZONE}
+    try:
+        ruleset = du_rrule.rrulestr(" ".join(props), tzinfos=utc_names, forceset=True)
+    except Exception as exc:  # dateutil raises ValueError, TypeError, OverflowError...: AWX catches all of them
+        raise _rrule_refused(text, _awx_says("rrule parsing failed validation: %s" % exc))
+
+    rule_lists = (ruleset._rrule, ruleset._exrule)  # private, as AWX reads them
+    if any(each._dtstart.tzinfo is None for rule_list in rule_lists for each in rule_list):
+        # dateutil left DTSTART naive: a TZID it did not take (DTSTART;TZID=UTC;VALUE=DATE-TIME reads as one zone
+        # named 'UTC;VALUE=DATE-TIME')
+        raise _rrule_refused(text, _awx_says("A valid TZID must be provided (e.g., America/New_York)"))
+    moment = now or datetime.datetime.now(datetime.UTC)
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=datetime.UTC)
+    try:
+        # AWX's _fast_forward_rrule: an HOURLY or MINUTELY rule without COUNT starts again at its last
+        # occurrence-aligned time before now (the same occurrences), so a DTSTART years back is not walked hour by hour
+        for rule_list in rule_lists:
+            for index, each in enumerate(rule_list):
+                step = {du_rrule.HOURLY: 3600, du_rrule.MINUTELY: 60}.get(each._freq, 0) * (each._interval or 1)
+                first = each._dtstart.astimezone(datetime.UTC)
+                if step and not each._count and first < moment:
+                    ahead = first + datetime.timedelta(seconds=(moment - first).total_seconds() // step * step)
+                    rule_list[index] = each.replace(dtstart=ahead.astimezone(each._dtstart.tzinfo))
+        upcoming = ruleset.after(moment)
+        while upcoming is not None and not du_tz.datetime_exists(upcoming):  # AWX skips a time a DST change removes
+            upcoming = ruleset.after(upcoming)
+    except (ArithmeticError, ValueError, TypeError) as exc:
+        raise _rrule_refused(text, "its occurrences cannot be computed: %s" % exc)
+    if upcoming is None:
+        raise _rrule_refused(text, "no occurrence after %s UTC: the maintenance window would never open (AWX takes "
+                                   "such a rule, but its schedule never runs) - move DTSTART or UNTIL on, or raise "
+                                   "COUNT" % moment.astimezone(datetime.UTC).strftime("%Y-%m-%d %H:%M"))
 
 
 def _playbook_dir(config: Mapping[str, Any]) -> str:
@@ -228,9 +384,7 @@ def definitions(config: Mapping[str, Any]) -> Dict[str, Any]:
     if not isinstance(window, Mapping) or set(window) - {"rrule"}:
         raise InputError("awx.window: expected {rrule: ...} (the maintenance window), got %r" % (window,))
     rrule = window.get("rrule")
-    if not isinstance(rrule, str) or not RRULE.fullmatch(rrule):
-        raise InputError("awx.window.rrule: expected an iCal rule such as 'DTSTART;TZID=UTC:20261205T020000 "
-                         "RRULE:FREQ=WEEKLY;BYDAY=SA', got %r" % (rrule,))
+    check_rrule(rrule)
     playbook_dir = _playbook_dir(config)
     no_templates(config, "awx")  # what the checks above do not read as a name, a rule or a directory
     backup_dir = _absolute_dir(config, "backup_dir", "in the job (the encrypted etcd snapshots are written there "

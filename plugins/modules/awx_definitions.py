@@ -19,13 +19,23 @@ options:
     description:
       - C(organization), C(project), C(inventory), C(execution_environment), C(cell), C(target) (vX.Y.Z),
         C(credentials) (C(machine) and C(kubernetes) credential names, and C(aws) with C(snapshot_copies.s3)),
-        C(window.rrule) (an iCal rule), C(backup_dir) (an absolute directory in the job), C(snapshot_copies)
-        (C(backup_host), C(backup_host_dir), C(s3) with C(bucket), C(prefix), C(endpoint_url), C(region); at least
-        one copy), and optionally C(playbook_dir) (default C(playbooks)).
+        C(window.rrule) (the maintenance window, an iCal rule AWX accepts - see below), C(backup_dir) (an absolute
+        directory in the job), C(snapshot_copies) (C(backup_host), C(backup_host_dir), C(s3) with C(bucket),
+        C(prefix), C(endpoint_url), C(region); at least one copy), and optionally C(playbook_dir) (default
+        C(playbooks)).
       - Refused, naming the field, before anything is computed - an unknown field, a value of the wrong type, a name
         that is not ASCII letters, digits, space, C(.), C(_), C(-) (a trailing newline or full-width letters
         included), a control character in any value, and Jinja (C({{), C({%), C({#)) anywhere in O(config) or
         O(fleet) - AWX templates the extra vars it gives a job, so such a value would run as Jinja there.
+      - C(window.rrule) is checked as AWX checks a schedule's rule, and refused in AWX's words - one DTSTART, with
+        C(;TZID=ZONE) (a zone the controller's time zone data knows, such as C(UTC), C(Etc/GMT+5) or
+        C(America/New_York)) or in UTC with a trailing C(Z); at least one RRULE, each with FREQ and INTERVAL; no
+        SECONDLY, EXDATE, RDATE, BYYEARDAY, BYWEEKNO, several BYMONTHDAYs or BYMONTHs, BYDAY with a number before the
+        day (C(2MO); a signed one such as C(-1SU), the last Sunday, passes, as in AWX), COUNT with UNTIL, or COUNT
+        over 999; then it must parse with python-dateutil, as AWX parses it (a naive UNTIL is read in DTSTART's
+        zone). A rule with no occurrence after now is refused too - the
+        maintenance window would never open. For example
+        C(DTSTART;TZID=UTC:20261205T020000 RRULE:FREQ=WEEKLY;INTERVAL=1;BYDAY=SA) (Saturdays at 02:00 UTC).
     type: dict
     required: true
   fleet:
@@ -52,6 +62,22 @@ EXAMPLES = r"""
 - name: Compute the AWX objects of cell1
   gpufleet.upgrade.awx_definitions:
     config: "{{ gpufleet_awx }}"
+  register: __awx
+
+- name: Compute the AWX objects of cell1, its maintenance window Saturdays at 02:00 UTC
+  gpufleet.upgrade.awx_definitions:
+    config:
+      organization: Default
+      project: gpufleet
+      inventory: cell1
+      execution_environment: gpufleet
+      cell: cell1
+      target: v1.36.3
+      credentials: {machine: cell1 ssh, kubernetes: cell1 api}
+      window:
+        rrule: DTSTART;TZID=UTC:20261205T020000 RRULE:FREQ=WEEKLY;INTERVAL=1;BYDAY=SA
+      backup_dir: /runner/etcd-backups
+      snapshot_copies: {backup_host: backup-1, backup_host_dir: /srv/etcd-backups}
   register: __awx
 
 - name: Compute the AWX objects of a fleet (playbooks/awx_configure_fleet.yml)

@@ -26,7 +26,7 @@ from tests.lab.conftest import ROOT
 
 CONFIG = {"organization": "Default", "project": "gpufleet", "inventory": "lab", "execution_environment": "gpufleet",
           "cell": "lab", "target": "", "credentials": {"machine": "lab ssh", "kubernetes": "lab api", "aws": "lab s3"},
-          "window": {"rrule": "DTSTART;TZID=UTC:20261205T020000 RRULE:FREQ=WEEKLY;BYDAY=SA"}}
+          "window": {"rrule": "DTSTART;TZID=UTC:20261205T020000 RRULE:FREQ=WEEKLY;INTERVAL=1;BYDAY=SA"}}
 IN_CONTAINER = pathlib.Path("/runner")  # where ansible-runner mounts the private data directory
 
 

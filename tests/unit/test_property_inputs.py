@@ -159,7 +159,7 @@ def _judge_pdbs(pdbs):
 AWX = {"organization": "Default", "project": "gpufleet", "inventory": "cell1", "execution_environment": "gpufleet",
        "cell": "cell1", "target": "1.36.3",
        "credentials": {"machine": "cell1 ssh", "kubernetes": "cell1 api", "aws": "backups s3"},
-       "window": {"rrule": "DTSTART;TZID=UTC:20261205T020000 RRULE:FREQ=WEEKLY;BYDAY=SA"},
+       "window": {"rrule": "DTSTART;TZID=UTC:20261205T020000 RRULE:FREQ=WEEKLY;INTERVAL=1;BYDAY=SA"},
        "backup_dir": "/runner/etcd-backups", "playbook_dir": "playbooks",
        "snapshot_copies": {"backup_host": "backup-1", "backup_host_dir": "/srv/etcd",
                            "s3": {"bucket": "etcd-backups", "prefix": "cell1/", "endpoint_url": "https://s3.example.net",

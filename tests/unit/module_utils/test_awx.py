@@ -3,6 +3,7 @@
 field, surveys are well-formed, and launch() gives the extra vars AWX would."""
 from __future__ import annotations
 
+import datetime
 import importlib
 import pathlib
 import re
@@ -18,7 +19,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[3]
 CONFIG = {"organization": "Default", "project": "gpufleet", "inventory": "cell1", "execution_environment": "gpufleet",
           "cell": "cell1", "target": "1.36.3",
           "credentials": {"machine": "cell1 ssh", "kubernetes": "cell1 api", "aws": "backups s3"},
-          "window": {"rrule": "DTSTART;TZID=UTC:20261205T020000 RRULE:FREQ=WEEKLY;BYDAY=SA"},
+          "window": {"rrule": "DTSTART;TZID=UTC:20261205T020000 RRULE:FREQ=WEEKLY;INTERVAL=1;BYDAY=SA"},
           "backup_dir": "/runner/etcd-backups",
           "snapshot_copies": {"backup_host": "backup-1", "s3": {"bucket": "etcd-backups", "prefix": "cell1/",
                                                                 "endpoint_url": "https://s3.example.net"}}}
@@ -167,7 +168,7 @@ def test_surveys_are_well_formed_and_break_glass_is_empty_by_default(defs):
     ({"cell": "cell 1;drop"}, "awx.cell: expected a name"),
     ({"target": "1.36"}, "is not a full release"),
     ({"credentials": None}, "awx.credentials: expected"),
-    ({"window": {"rrule": "every saturday"}}, "awx.window.rrule: expected an iCal rule"),
+    ({"window": {"rrule": "every saturday"}}, "awx.window.rrule: 'every' is not a part AWX takes"),
     ({"backup_dir": "out/etcd"}, "awx.backup_dir: expected an absolute directory in the job"),
     ({"snapshot_copies": None}, "awx.snapshot_copies: give backup_host .* a container that ends with the job"),
     ({"snapshot_copies": {"backup_dir": "/x"}}, "awx.snapshot_copies: give backup_host"),
@@ -184,6 +185,119 @@ def test_surveys_are_well_formed_and_break_glass_is_empty_by_default(defs):
 def test_bad_configuration_is_refused_naming_the_field(change, message):
     with pytest.raises(InputError, match=message):
         awx.definitions(dict(CONFIG, **change))
+
+
+# -- the maintenance window's rule, refused where AWX refuses it --------------------------------------------------
+# AWX's own checks and words: SchedulePreviewSerializer.validate_rrule in awx/api/serializers.py and Schedule.rrulestr
+# (with coerce_naive_until and _fast_forward_rrule) in awx/main/models/schedules.py, in the ansible/awx repository;
+# the rule is expected in AWX's functional tests of schedules (awx/main/tests/functional/api/test_schedules.py there).
+# Multiple BYMONTHDAYs or BYMONTHs, BYYEARDAY and BYWEEKNO: refused by AWX's validate_rrule before rule sets.
+NOW = datetime.datetime(2026, 12, 5, 12, 0, tzinfo=datetime.UTC)
+START = "DTSTART;TZID=UTC:20261205T020000 "
+
+
+@pytest.mark.parametrize("rule, words", [
+    ("RRULE:FREQ=DAILY;INTERVAL=1", "'Valid DTSTART required in rrule'"),
+    ("DTSTART:NONSENSE RRULE:FREQ=DAILY;INTERVAL=1", "'Valid DTSTART required in rrule'"),
+    ("DTSTART:20300308T050000Z DTSTART:20310308T050000Z RRULE:FREQ=DAILY;INTERVAL=1",
+     "'Multiple DTSTART is not supported'"),
+    ("DTSTART:20300308T050000 RRULE:FREQ=DAILY;INTERVAL=1", "'DTSTART cannot be a naive datetime'"),
+    ("DTSTART:20300308T050000Z", "'One or more rule required in rrule'"),
+    (START + "RRULE:FREQ=WEEKLY;BYDAY=SA", "'INTERVAL required in rrule' (RRULE:FREQ=WEEKLY;BYDAY=SA)"),
+    ("DTSTART:20300308T050000Z RRULE:NONSENSE", "'INTERVAL required in rrule'"),
+    ("DTSTART:20300308T050000Z RRULE:INTERVAL=1", "'rrule parsing failed validation' (FREQ is required"),
+    ("DTSTART:20300308T050000Z RRULE:FREQ=SECONDLY;INTERVAL=5;COUNT=6", "'SECONDLY is not supported'"),
+    ("DTSTART:20300308T050000Z RRULE:FREQ=MONTHLY;INTERVAL=1;BYMONTHDAY=3,4", "'Multiple BYMONTHDAYs not supported'"),
+    ("DTSTART:20300308T050000Z RRULE:FREQ=YEARLY;INTERVAL=1;BYMONTH=1,2", "'Multiple BYMONTHs not supported'"),
+    ("DTSTART:20300308T050000Z RRULE:FREQ=YEARLY;INTERVAL=1;BYDAY=5MO", "'BYDAY with numeric prefix not supported'"),
+    ("DTSTART:20300308T050000Z RRULE:FREQ=YEARLY;INTERVAL=1;BYYEARDAY=100", "'BYYEARDAY not supported'"),
+    ("DTSTART:20300308T050000Z RRULE:FREQ=YEARLY;INTERVAL=1;BYWEEKNO=20", "'BYWEEKNO not supported'"),
+    ("DTSTART:20300308T050000Z RRULE:FREQ=DAILY;INTERVAL=10;COUNT=500;UNTIL=20400925T104941Z",
+     "'RRULE may not contain both COUNT and UNTIL'"),
+    ("DTSTART:20300308T050000Z RRULE:FREQ=DAILY;INTERVAL=1;COUNT=2000", "'COUNT > 999 is unsupported'"),
+    ("DTSTART;TZID=US-Eastern:20300308T050000 RRULE:FREQ=MINUTELY;INTERVAL=10;COUNT=5",
+     "'A valid TZID must be provided (e.g., America/New_York)' (no time zone 'US-Eastern'"),
+    ("DTSTART;TZID=Not-A-Real-Timezone:20300308T050000 RRULE:FREQ=DAILY;INTERVAL=1", "'A valid TZID must be provided"),
+    ("DTSTART;TZID=UTC;VALUE=DATE-TIME:20300308T050000 RRULE:FREQ=DAILY;INTERVAL=1", "'A valid TZID must be provided"),
+    ("DTSTART;TZID=/usr/share/zoneinfo/UTC:20300308T050000 RRULE:FREQ=DAILY;INTERVAL=1",
+     "'A valid TZID must be provided"),
+    ("DTSTART;TZID=../../zoneinfo/UTC:20300308T050000 RRULE:FREQ=DAILY;INTERVAL=1", "'A valid TZID must be provided"),
+    ("DTSTART:20300308T050000Z RRULE:FREQ=REGULARLY;INTERVAL=1",
+     "rrule parsing failed validation: invalid 'FREQ': REGULARLY"),
+    ("DTSTART;TZID=America/New_York:20300308T050000Z RRULE:FREQ=DAILY;INTERVAL=1", "'rrule parsing failed validation"),
+    ("DTSTART:20300308T050000Z RRULE:FREQ=DAILY;INTERVAL=1;UNTIL=20301399T000000",
+     "'rrule parsing failed validation: time data"),
+    ("DTSTART:20300308T050000Z RRULE:FREQ=DAILY;INTERVAL=1 EXDATE:20300309T050000Z", "'EXDATE not allowed in rrule'"),
+    ("DTSTART:20300308T050000Z RRULE:FREQ=DAILY;INTERVAL=1 RDATE:20300309T050000Z", "'RDATE not allowed in rrule'"),
+])
+def test_a_rule_awx_refuses_is_refused_in_awx_words_with_an_example(rule, words):
+    with pytest.raises(InputError) as refused:
+        awx.check_rrule(rule, now=NOW)
+    message = str(refused.value)
+    assert message.startswith("awx.window.rrule: AWX refuses it: "), message
+    assert words in message, message
+    assert "such as %r" % awx.RRULE_EXAMPLE in message and message.endswith("got %r" % rule)
+
+
+@pytest.mark.parametrize("rule, message", [
+    (5, "expected a string"),
+    (awx.RRULE_EXAMPLE + "\n", "expected ASCII on one line"),
+    ("DTSTART;TZID=UTC:\uff12\uff10261205T020000 RRULE:FREQ=WEEKLY;INTERVAL=1", "expected ASCII"),
+    ("every saturday", "'every' is not a part AWX takes"),
+    ("dtstart;tzid=UTC:20261205T020000 rrule:freq=weekly;interval=1",
+     "'dtstart;tzid=UTC:20261205T020000' is not a part"),
+    # RFC 5545 wants a positive INTERVAL; with 0, dateutil repeats the same period without end
+    (START + "RRULE:FREQ=DAILY;INTERVAL=0", "INTERVAL must be a positive integer"),
+])
+def test_a_rule_that_is_not_one_is_refused_with_an_example(rule, message):
+    with pytest.raises(InputError, match="^awx.window.rrule: %s.*such as '%s'" % (re.escape(message),
+                                                                                   re.escape(awx.RRULE_EXAMPLE))):
+        awx.check_rrule(rule, now=NOW)
+
+
+@pytest.mark.parametrize("rule", [
+    awx.RRULE_EXAMPLE,
+    "DTSTART;TZID=Etc/GMT+5:20261205T020000 RRULE:FREQ=WEEKLY;INTERVAL=1;BYDAY=SA",  # the old pattern refused it
+    "DTSTART;TZID=America/New_York:20261205T020000 RRULE:FREQ=WEEKLY;INTERVAL=1;BYDAY=SA",
+    "DTSTART:20261205T020000Z RRULE:FREQ=WEEKLY;INTERVAL=1;BYDAY=SA",
+    "DTSTART;TZID=America/Argentina/Buenos_Aires:20261205T020000 RRULE:FREQ=DAILY;INTERVAL=2",
+    START + "RRULE:FREQ=MONTHLY;INTERVAL=1;BYDAY=-1SU",  # the last Sunday: AWX's pattern takes a signed prefix
+    START + "RRULE:FREQ=MONTHLY;INTERVAL=1;BYDAY=SU;BYSETPOS=-1",
+    START + "RRULE:FREQ=YEARLY;INTERVAL=1;BYMONTH=3;BYMONTHDAY=1",
+    "DTSTART;TZID=UTC:21000101T020000 RRULE:FREQ=DAILY;INTERVAL=1;COUNT=999",  # COUNT at its limit
+    START + "RRULE:FREQ=WEEKLY;INTERVAL=1;BYDAY=SA RRULE:FREQ=DAILY;INTERVAL=1;COUNT=3 EXRULE:FREQ=MONTHLY;INTERVAL=1",
+    "DTSTART:20000101T000000Z RRULE:FREQ=MINUTELY;INTERVAL=7",  # fast-forwarded as AWX does, not walked from 2000
+    "DTSTART;VALUE=DATE-TIME;TZID=UTC:20261205T020000 RRULE:FREQ=WEEKLY;INTERVAL=1",
+])
+def test_a_rule_awx_accepts_passes(rule):
+    awx.check_rrule(rule, now=NOW)
+    awx.definitions(dict(CONFIG, window={"rrule": rule}))
+
+
+def test_a_rule_that_never_fires_again_is_refused():
+    ended = START + "RRULE:FREQ=WEEKLY;INTERVAL=1;UNTIL=20261128T020000Z"
+    with pytest.raises(InputError, match=r"^awx.window.rrule: no occurrence after 2026-12-05 12:00 UTC: the "
+                                         r"maintenance window would never open .* such as '%s'" % re.escape(
+                                             awx.RRULE_EXAMPLE)):
+        awx.check_rrule("DTSTART;TZID=UTC:20261107T020000 RRULE:FREQ=WEEKLY;INTERVAL=1;UNTIL=20261128T020000Z",
+                        now=NOW)
+    with pytest.raises(InputError, match="no occurrence after"):
+        awx.check_rrule(ended, now=NOW)
+    with pytest.raises(InputError, match="no occurrence after"):  # COUNT used up
+        awx.check_rrule("DTSTART;TZID=UTC:20261101T020000 RRULE:FREQ=DAILY;INTERVAL=1;COUNT=3", now=NOW)
+    with pytest.raises(InputError, match="no occurrence after"):  # the current time by default
+        awx.definitions(dict(CONFIG, window={"rrule": "DTSTART:20250104T020000Z RRULE:FREQ=WEEKLY;INTERVAL=1;"
+                                                      "UNTIL=20250301T020000Z"}))
+    awx.check_rrule("DTSTART;TZID=UTC:20261107T020000 RRULE:FREQ=WEEKLY;INTERVAL=1;UNTIL=20261128T020000Z",
+                    now=datetime.datetime(2026, 11, 20, tzinfo=datetime.UTC))  # before its end it passes
+
+
+def test_a_naive_until_is_read_in_the_zone_of_dtstart_as_awx_reads_it():
+    rule = "DTSTART;TZID=America/New_York:20261201T020000 RRULE:FREQ=DAILY;INTERVAL=1;UNTIL=20261205T020000"
+    # the last occurrence is 02:00 in New York on 2026-12-05, 07:00 UTC: read as UTC, it would be over by 06:30
+    awx.check_rrule(rule, now=datetime.datetime(2026, 12, 5, 6, 30, tzinfo=datetime.UTC))
+    with pytest.raises(InputError, match="no occurrence after 2026-12-05 07:30 UTC"):
+        awx.check_rrule(rule, now=datetime.datetime(2026, 12, 5, 7, 30, tzinfo=datetime.UTC))
 
 
 # -- a fleet: the run and report templates, and the rollout workflow with an approval between rings -----------------
@@ -297,7 +411,7 @@ S3 = CONFIG["snapshot_copies"]["s3"]
     ({"credentials": dict(CONFIG["credentials"], aws=7)}, "awx.credentials.aws"),
     ({"credentials": dict(CONFIG["credentials"], vault="v")}, r"awx.credentials: unknown field\(s\) vault"),
     ({"window": "weekly"}, "awx.window: expected {rrule: ...}"),
-    ({"window": {"rrule": 5}}, "awx.window.rrule: expected an iCal rule"),
+    ({"window": {"rrule": 5}}, "awx.window.rrule: expected a string"),
     ({"backup_dir": 5}, "awx.backup_dir: expected an absolute directory"),
     ({"playbook_dir": ["playbooks"]}, "awx.playbook_dir: expected a relative directory"),
     ({"playbook_dir": "../elsewhere"}, "awx.playbook_dir: expected a relative directory"),
@@ -315,15 +429,15 @@ S3 = CONFIG["snapshot_copies"]["s3"]
     ({"snapshot_copies": {"s3": dict(S3, endpoint_url="https://s3.example.net\n")}},
      "awx.snapshot_copies.s3.endpoint_url"),
     ({"snapshot_copies": {"s3": dict(S3, region="us-east-1\n")}}, "awx.snapshot_copies.s3.region"),
-    ({"window": {"rrule": CONFIG["window"]["rrule"] + "\n"}}, "awx.window.rrule"),
+    ({"window": {"rrule": CONFIG["window"]["rrule"] + "\n"}}, "awx.window.rrule: expected ASCII on one line"),
     ({"backup_dir": "/runner/etcd-backups\n"}, "awx.backup_dir: .*control character"),
     ({"snapshot_copies": {"s3": dict(S3, prefix="cell1/\n")}}, "awx.snapshot_copies.s3.prefix: .*control character"),
     # full-width letters and digits (\d and str.isalnum() take them)
     ({"cell": "\uff43\uff45\uff4c\uff4c1"}, "awx.cell: expected a name"),
     ({"snapshot_copies": {"s3": dict(S3, endpoint_url="https://s3.example.net:\uff14\uff14\uff13")}},
      "awx.snapshot_copies.s3.endpoint_url"),
-    ({"window": {"rrule": "DTSTART;TZID=UTC:\uff12\uff10261205T020000 RRULE:FREQ=WEEKLY;BYDAY=SA"}},
-     "awx.window.rrule"),
+    ({"window": {"rrule": "DTSTART;TZID=UTC:\uff12\uff10261205T020000 RRULE:FREQ=WEEKLY;INTERVAL=1;BYDAY=SA"}},
+     "awx.window.rrule: expected ASCII"),
 ])
 def test_hostile_values_are_refused_naming_the_field(change, message):
     with pytest.raises(InputError, match=message):
