@@ -97,7 +97,7 @@ def test_execution_environment_takes_the_run_time_requirements_only(tarball, tmp
     run(BIN / "ansible-galaxy", "collection", "install", "--no-deps", "-p", collections, tarball, cwd=tmp_path)
     out = run(BIN / "ansible-builder", "introspect", "--sanitize", collections, cwd=tmp_path).stdout
     deps = yaml.safe_load(out[out.index("---"):])
-    wanted = ["kubernetes>=24.2.0", "prometheus-client>=0.16.0", "boto3>=1.34.0"]
+    wanted = ["kubernetes>=24.2.0", "prometheus-client>=0.16.0", "boto3>=1.34.0", "python-dateutil>=2.8"]
     assert [line.split("#")[0].strip() for line in deps["python"]] == wanted, deps
     assert deps["system"] == []
     definition = yaml.safe_load((ROOT / "execution-environment.yml").read_text())

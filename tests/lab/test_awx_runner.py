@@ -7,6 +7,8 @@ tests/lab/test_upgrade_wave.py."""
 from __future__ import annotations
 
 import json
+import pathlib
+import subprocess
 
 import pytest
 import yaml
@@ -15,7 +17,16 @@ from tests.lab import awx_job
 from tests.lab.conftest import podman_exec, s3_client
 
 pytestmark = pytest.mark.lab
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 SNAPSHOT_KEY = "awx-injected-key-5f0c2e7d9a41"  # must never appear in the job's output or events
+
+
+def test_the_execution_environment_carries_the_helm_the_addons_stage_runs(ee_image):
+    """Built by the shipped definition's own step (its Go module), not put there by the lab."""
+    versions = yaml.safe_load((ROOT / "lab" / "lab.yml").read_text())["versions"]
+    proc = subprocess.run(["podman", "run", "--rm", ee_image, "helm", "version", "--short"], capture_output=True,
+                          text=True, timeout=120, check=False)
+    assert proc.returncode == 0 and proc.stdout.strip() == versions["helm"], (proc.stdout, proc.stderr)
 
 
 def test_preflight_template_runs_in_the_execution_environment(lab, ee_image, tmp_path):
