@@ -163,7 +163,10 @@ VARIABLES: Tuple[Var, ...] = (
     Var("gpufleet_role", "refused", NONE, "host", CELL_PLAYBOOKS,
         "Refused: membership in kube_control_plane or gpu_nodes decides the role."),
     # -- the change record (plays describe themselves) -----------------------------------------------------------
-    Var("gpufleet_objective", "str", NONE, "play", ("all",), "The run's objective, for the change record."),
+    Var("gpufleet_objective", "str", NONE, "play", ("all",),
+        "A play's objective, for the change record (the run's, unless gpufleet_run_objective is set)."),
+    Var("gpufleet_run_objective", "str", NONE, "play", ("upgrade_wave", "canary"),
+        "The whole run's objective, for the change record: a playbook of stages sets it on its first import."),
     Var("gpufleet_rollback_triggers", "list", NONE, "play", ("all",),
         "Conditions that trigger a rollback, for the change record (defaults listed by the callback)."),
     Var("gpufleet_wave", "str", NONE, "internal", ("node_pool",), "Set per host: the label of its wave."),

@@ -43,7 +43,7 @@ options:
       - Read the webhook configurations, CRDs, EndpointSlices and PodDisruptionBudgets from the cluster (the
         connection options below, as M(kubernetes.core.k8s_info) takes them) instead of taking them as options;
         give none of the four lists with it. One call in Ansible's worker, where five M(kubernetes.core.k8s_info)
-        reads are five Python processes (docs/controller-cpu.md).
+        reads are five Python processes (docs/design/direct-execution.md).
     type: bool
     default: false
   blocking:

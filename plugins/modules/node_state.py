@@ -67,7 +67,7 @@ options:
         M(kubernetes.core.k8s_info) returns), e.g. to read the kubelet version a node reports.
       - The roles read a node this way rather than with M(kubernetes.core.k8s_info) because a gpufleet module
         delegated to the controller runs in Ansible's worker, where M(kubernetes.core.k8s_info) starts a Python
-        process of its own (about 0.5 CPU-s each, four reads a node a wave; docs/controller-cpu.md).
+        process of its own (about 0.5 CPU-s each, four reads a node a wave; docs/design/direct-execution.md).
     type: bool
     default: false
 extends_documentation_fragment:

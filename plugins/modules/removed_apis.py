@@ -65,7 +65,7 @@ options:
       - Read the Helm release Secrets from the cluster (the connection options below, as
         M(kubernetes.core.k8s_info) takes them) instead of taking them in O(helm_secrets), which must then be
         empty. Their data never passes through Ansible's variables, and the read runs in Ansible's worker, not as
-        a process of its own (docs/controller-cpu.md).
+        a process of its own (docs/design/direct-execution.md).
     type: bool
     default: false
   fail_on_blocking:
