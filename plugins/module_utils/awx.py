@@ -158,7 +158,7 @@ def check_rrule(text: Any, now: Optional[datetime.datetime] = None) -> None:
         raise _rrule_refused(text, _awx_says("Valid DTSTART required in rrule", start_hint))
     if len(dtstarts) > 1:
         raise _rrule_refused(text, _awx_says("Multiple DTSTART is not supported"))
-    _, start_params, start = dtstarts[0]
+    start_params, start = dtstarts[0][1], dtstarts[0][2]
     if not RRULE_DATETIME.fullmatch(start):
         raise _rrule_refused(text, _awx_says("Valid DTSTART required in rrule", start_hint))
     tzids = [p[len("TZID="):] for p in start_params if p.startswith("TZID=")]
@@ -176,14 +176,14 @@ def check_rrule(text: Any, now: Optional[datetime.datetime] = None) -> None:
                                                  "no time zone %r in the controller's time zone data" % tzid[:100]))
         zone = found
 
-    if not any(name == "RRULE" for name, _, _ in rules):
+    if not any(rule[0] == "RRULE" for rule in rules):
         raise _rrule_refused(text, _awx_says("One or more rule required in rrule"))
     props = ["%s:%s" % (";".join(["DTSTART"] + start_params), start)]  # what dateutil reads, UNTIL coerced
     for name, rule_params, value in rules:
         rule = "%s:%s" % (name, value)
         parts: Dict[str, List[str]] = {}
         for pair in value.upper().split(";"):
-            key, _, part = pair.partition("=")
+            key, part = pair.partition("=")[::2]
             parts.setdefault(key, []).append(part)
         one = {key: values[-1] for key, values in parts.items()}
         if "INTERVAL" not in parts:

@@ -12,6 +12,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import GpufleetError
 
+
 def run_tool(module: Any, binary: str, args: Sequence[str], ok_rcs: Sequence[int] = (0,),
              allow_output_on_error: bool = False) -> Optional[Dict[str, Any]]:
     """Run ``binary args`` and return ``{cmd, rc, stdout, stderr}``; None in check mode (the tool is not run:

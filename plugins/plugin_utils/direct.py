@@ -178,7 +178,7 @@ def run_main(module: Any, module_args: Dict[str, Any]) -> Tuple[str, str]:
 
 def module_name(task: Any) -> str:
     """The module a task runs, without its collection (``gang`` for ``gpufleet.upgrade.gang``)."""
-    return str(getattr(task, "resolved_action", None) or task.action).split(".")[-1]
+    return str(getattr(task, "resolved_action", None) or task.action).rsplit(".", maxsplit=1)[-1]
 
 
 def failure(exc: BaseException) -> str:
