@@ -26,7 +26,7 @@ from kubernetes import client, config
 
 from gpufleet_lab import helm as lab_helm
 from tests.lab import awx_job
-from tests.lab.conftest import ROOT, lab_cli
+from tests.lab.conftest import ROOT, lab_cli, podman_exec
 
 pytestmark = pytest.mark.lab
 BIN = pathlib.Path(sys.executable).parent
@@ -70,6 +70,21 @@ def ann(node, key):
 
 def apiservers(lab):
     return json.loads(lab_cli("status").stdout)["apiserver_versions"]
+
+
+def etcd_version(lab):
+    """What the cell's etcd member reports it runs (etcdctl endpoint status, through consensus)."""
+    flags = ["--endpoints=https://127.0.0.1:%d" % lab.ports["etcd"], "--cacert=/etc/kubernetes/pki/ca.crt",
+             "--cert=/etc/kubernetes/pki/etcd-client.crt", "--key=/etc/kubernetes/pki/etcd-client.key"]
+    proc = podman_exec("cp-1", "etcdctl", *flags, "endpoint", "status", "-w", "json")
+    assert proc.returncode == 0, proc.stderr
+    return sorted({e["Status"]["version"] for e in json.loads(proc.stdout)})
+
+
+def kubeadm_runs(host):
+    """Every kubeadm apply and node the lab's kubeadm ran on this host, with its arguments."""
+    proc = podman_exec(host, "cat", "/var/lib/gpufleet-lab/kubeadm-calls.jsonl")
+    return [json.loads(line)["argv"] for line in proc.stdout.splitlines()] if proc.returncode == 0 else []
 
 
 def untouched(lab, names):
@@ -203,6 +218,7 @@ def test_upgrade_wave_halts_on_every_fault_resumes_and_finishes(cell, tmp_path):
 
     # 4. The control plane goes through; the first wave holding a rank of the gang cannot checkpoint: the gang
     #    is not stopped, that wave stays cordoned, later waves never start.
+    etcd_before = etcd_version(lab)
     gpu_hosts = [n for wave in WAVES for n in wave]
     for host in gpu_hosts:
         lab_cli("fault", host, "checkpoint-never")
@@ -213,6 +229,13 @@ def test_upgrade_wave_halts_on_every_fault_resumes_and_finishes(cell, tmp_path):
         for host in gpu_hosts:
             lab_cli("clear", host)
     assert set(apiservers(lab).values()) == {lab.to_version}
+    # etcd never moves with Kubernetes: every kubeadm apply and control-plane node ran with --etcd-upgrade=false
+    # (the lab's kubeadm takes only the flags the real one's --help lists), and etcd runs what it ran before
+    runs = {host: kubeadm_runs(host) for host in sorted(apiservers(lab))}
+    assert [r[:2] for r in runs["cp-1"]][-1:] == [["upgrade", "apply"]], runs
+    assert all(r and r[-1][:2] == ["upgrade", "node"] for h, r in runs.items() if h != "cp-1"), runs
+    assert all("--etcd-upgrade=false" in call for r in runs.values() for call in r), runs
+    assert etcd_version(lab) == etcd_before and etcd_before, etcd_before
     assert_halted(proc, "checkpoint not confirmed within 5s", "The gang was NOT stopped")
     halted = next(i for i, wave in enumerate(WAVES) if set(wave) & set(ranks))
     for host in WAVES[halted]:

@@ -11,7 +11,7 @@ from ansible_collections.gpufleet.upgrade.plugins.module_utils.dcgm import judge
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.gpu_health import (
     judge_health, parse_query_gpu, parse_remapped_rows, scan_kernel_log)
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.nccl import judge_runs, parse_output
-from tests.conftest import pool_baseline
+from tests.conftest import FIXTURES, pool_baseline
 from tests.unit.lab.simulators import Simulators
 
 LAB_BASELINE = pool_baseline(gpu={"driver_version": "570.172.08"},
@@ -96,6 +96,26 @@ def test_kubeadm_reads_with_the_real_binary_and_simulates_only_apply_and_node(si
     assert sim.run("kubeadm", "upgrade", "node", "--dry-run", host="cp-1").stdout.startswith("real kubeadm")
     assert "[upgrade] SUCCESS!" not in sim.run("kubeadm", "upgrade", "apply", "v1.36.3", "--dry-run",
                                                host="cp-1").stdout
+
+
+def test_kubeadm_apply_and_node_take_only_real_kubeadms_flags_and_are_recorded(sim, tmp_path):
+    """The simulator refuses a flag the real kubeadm's own --help does not list for the subcommand (captured from
+    kubeadm v1.36.3: tests/fixtures/kubeadm/real-1.36.3-upgrade-*-help.txt), as cobra refuses it, and records
+    every apply and node it runs with their arguments (the lab story reads them)."""
+    real = tmp_path / "kubeadm-real"
+    real.write_text('#!/bin/sh\n[ "$3" = --help ] && exec cat "%s/real-1.36.3-upgrade-$2-help.txt"\nexit 9\n'
+                    % (FIXTURES / "kubeadm"))
+    real.chmod(0o755)
+    proc = sim.run("kubeadm", "upgrade", "node", "--etcd-upgrad=false", rc=1, host="cp-1")
+    assert proc.stderr.startswith("unknown flag: --etcd-upgrad\n")
+    proc = sim.run("kubeadm", "upgrade", "apply", "v1.36.3", "--yes", "--etcd-upgrade=false", "--skip-fun", rc=1,
+                   host="cp-1")
+    assert proc.stderr.startswith("unknown flag: --skip-fun\n")
+    sim.run("kubeadm", "upgrade", "node", "--etcd-upgrade=false", host="gpu-a1")
+    sim.run("kubeadm", "upgrade", "node", "-v", "5", "--patches", "/etc/kubeadm/patches", host="gpu-a1")
+    calls = [json.loads(line) for line in (sim.state_dir / "kubeadm-calls.jsonl").read_text().splitlines()]
+    assert [c["argv"] for c in calls] == [["upgrade", "node", "--etcd-upgrade=false"],
+                                          ["upgrade", "node", "-v", "5", "--patches", "/etc/kubeadm/patches"]]
 
 
 def test_kubeadm_refusals(sim):
