@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime
 import re
+import threading
 from typing import Any, Dict, List, Mapping, Optional
 
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import InputError
@@ -111,8 +112,15 @@ def _absolute_dir(config: Mapping[str, Any], key: str, what: str) -> str:
 # takes the rule. The zone names are looked up on the controller: its time zone data, like AWX's, must know the zone.
 RRULE_EXAMPLE = "DTSTART;TZID=UTC:20261205T020000 RRULE:FREQ=WEEKLY;INTERVAL=1;BYDAY=SA"
 RRULE_DATETIME = re.compile(r"[0-9]{8}T[0-9]{6}Z?")
-RRULE_BYDAY_NUMERIC = re.compile(r"[0-9]+[A-Z]{2}")  # AWX's BYDAY[:=][0-9]+[a-zA-Z]{2}: 2MO is refused, -1SU is not
+# AWX refuses a BYDAY whose first day has a number before it (BYDAY[:=][0-9]+[a-zA-Z]{2}: 2MO, not -1SU); here every
+# day of the list is checked, so MO,2TU is refused too
+RRULE_BYDAY_NUMERIC = re.compile(r"[0-9]+[A-Z]{2}")
 RRULE_PROPERTIES = ("DTSTART", "RRULE", "EXRULE", "EXDATE", "RDATE")
+# How long the search for the next occurrence may take. dateutil has no bound of its own: a rule whose parts never
+# coincide (BYSETPOS=2 on a MINUTELY rule, an EXRULE that removes every occurrence) is walked period by period to
+# the year 9999, which is hours for an HOURLY or MINUTELY rule. AWX computes the next run the same way when it saves
+# a schedule.
+RRULE_SEARCH_SECONDS = 10.0
 
 
 def _rrule_refused(text: Any, why: str) -> InputError:
@@ -181,6 +189,8 @@ def check_rrule(text: Any, now: Optional[datetime.datetime] = None) -> None:
     props = ["%s:%s" % (";".join(["DTSTART"] + start_params), start)]  # what dateutil reads, UNTIL coerced
     for name, rule_params, value in rules:
         rule = "%s:%s" % (name, value)
+        if value != value.upper():  # AWX reads COUNT and UNTIL in upper case only (a lower-case until= fails there)
+            raise _rrule_refused(text, "write the rule in upper case, as AWX reads it: %s" % rule)
         parts: Dict[str, List[str]] = {}
         for pair in value.upper().split(";"):
             key, part = pair.partition("=")[::2]
@@ -188,7 +198,7 @@ def check_rrule(text: Any, now: Optional[datetime.datetime] = None) -> None:
         one = {key: values[-1] for key, values in parts.items()}
         if "INTERVAL" not in parts:
             raise _rrule_refused(text, _awx_says("INTERVAL required in rrule", rule))
-        if one.get("FREQ") == "SECONDLY":
+        if "SECONDLY" in parts.get("FREQ", []):
             raise _rrule_refused(text, _awx_says("SECONDLY is not supported", rule))
         if any(RRULE_BYDAY_NUMERIC.fullmatch(day) for days in parts.get("BYDAY", []) for day in days.split(",")):
             raise _rrule_refused(text, _awx_says("BYDAY with numeric prefix not supported", rule))
@@ -207,6 +217,10 @@ def check_rrule(text: Any, now: Optional[datetime.datetime] = None) -> None:
         # INTERVAL of 0 repeats the same period without end - RFC 5545 wants a positive integer)
         if "FREQ" not in parts:
             raise _rrule_refused(text, _awx_says("rrule parsing failed validation", "FREQ is required: %s" % rule))
+        repeated = sorted(key for key, values in parts.items() if len(values) > 1)
+        if repeated:  # dateutil takes the last, AWX's checks the first
+            raise _rrule_refused(text, "%s given more than once (RFC 5545: each rule part at most once): %s" % (
+                ", ".join(repeated), rule))
         if not one["INTERVAL"].isdigit() or int(one["INTERVAL"]) < 1:
             raise _rrule_refused(text, "INTERVAL must be a positive integer (RFC 5545): %s" % rule)
         until, given = one.get("UNTIL"), value
@@ -248,15 +262,45 @@ def check_rrule(text: Any, now: Optional[datetime.datetime] = None) -> None:
                 if step and not each._count and first < moment:
                     ahead = first + datetime.timedelta(seconds=(moment - first).total_seconds() // step * step)
                     rule_list[index] = each.replace(dtstart=ahead.astimezone(each._dtstart.tzinfo))
-        upcoming = ruleset.after(moment)
-        while upcoming is not None and not du_tz.datetime_exists(upcoming):  # AWX skips a time a DST change removes
-            upcoming = ruleset.after(upcoming)
+        upcoming = _next_occurrence(ruleset, moment, RRULE_SEARCH_SECONDS)
     except (ArithmeticError, ValueError, TypeError) as exc:
         raise _rrule_refused(text, "its occurrences cannot be computed: %s" % exc)
+    except TimeoutError:
+        raise _rrule_refused(text, "its next occurrence was not found in %g s: its parts may never coincide (such as "
+                                   "BYSETPOS on an HOURLY or MINUTELY rule, or an EXRULE that removes every "
+                                   "occurrence); AWX computes it the same way when it saves the schedule"
+                                   % RRULE_SEARCH_SECONDS) from None
     if upcoming is None:
         raise _rrule_refused(text, "no occurrence after %s UTC: the maintenance window would never open (AWX takes "
                                    "such a rule, but its schedule never runs) - move DTSTART or UNTIL on, or raise "
                                    "COUNT" % moment.astimezone(datetime.UTC).strftime("%Y-%m-%d %H:%M"))
+
+
+def _next_occurrence(ruleset: Any, moment: datetime.datetime, seconds: float) -> Optional[datetime.datetime]:
+    """The first occurrence of ``ruleset`` after ``moment`` that exists (AWX skips a time a DST change removes), or
+    None; TimeoutError when the search takes longer than ``seconds``. The search runs in a daemon thread, since
+    nothing stops dateutil from outside: one that times out is left to end with the process (the module's, or the
+    Ansible worker's)."""
+    from dateutil import tz as du_tz
+    found: Dict[str, Any] = {}
+
+    def search() -> None:
+        try:
+            upcoming = ruleset.after(moment)
+            while upcoming is not None and not du_tz.datetime_exists(upcoming):
+                upcoming = ruleset.after(upcoming)
+            found["next"] = upcoming
+        except (ArithmeticError, ValueError, TypeError) as exc:
+            found["error"] = exc
+
+    worker = threading.Thread(target=search, name="gpufleet-rrule-search", daemon=True)
+    worker.start()
+    worker.join(seconds)
+    if worker.is_alive():
+        raise TimeoutError("no next occurrence within %g s" % seconds)
+    if "error" in found:
+        raise found["error"]
+    return found.get("next")
 
 
 def _playbook_dir(config: Mapping[str, Any]) -> str:

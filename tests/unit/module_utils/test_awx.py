@@ -207,6 +207,8 @@ START = "DTSTART;TZID=UTC:20261205T020000 "
     ("DTSTART:20300308T050000Z RRULE:NONSENSE", "'INTERVAL required in rrule'"),
     ("DTSTART:20300308T050000Z RRULE:INTERVAL=1", "'rrule parsing failed validation' (FREQ is required"),
     ("DTSTART:20300308T050000Z RRULE:FREQ=SECONDLY;INTERVAL=5;COUNT=6", "'SECONDLY is not supported'"),
+    # AWX looks for SECONDLY anywhere in the rule; dateutil would take the last FREQ
+    ("DTSTART:20300308T050000Z RRULE:FREQ=SECONDLY;FREQ=WEEKLY;INTERVAL=5", "'SECONDLY is not supported'"),
     ("DTSTART:20300308T050000Z RRULE:FREQ=MONTHLY;INTERVAL=1;BYMONTHDAY=3,4", "'Multiple BYMONTHDAYs not supported'"),
     ("DTSTART:20300308T050000Z RRULE:FREQ=YEARLY;INTERVAL=1;BYMONTH=1,2", "'Multiple BYMONTHs not supported'"),
     ("DTSTART:20300308T050000Z RRULE:FREQ=YEARLY;INTERVAL=1;BYDAY=5MO", "'BYDAY with numeric prefix not supported'"),
@@ -248,6 +250,9 @@ def test_a_rule_awx_refuses_is_refused_in_awx_words_with_an_example(rule, words)
      "'dtstart;tzid=UTC:20261205T020000' is not a part"),
     # RFC 5545 wants a positive INTERVAL; with 0, dateutil repeats the same period without end
     (START + "RRULE:FREQ=DAILY;INTERVAL=0", "INTERVAL must be a positive integer"),
+    # AWX finds COUNT and UNTIL in upper case only: its naive-UNTIL coercion fails on a lower-case until=
+    (START + "RRULE:FREQ=WEEKLY;INTERVAL=1;until=20991231T000000Z", "write the rule in upper case"),
+    (START + "RRULE:FREQ=WEEKLY;INTERVAL=1;INTERVAL=2", "INTERVAL given more than once (RFC 5545"),
 ])
 def test_a_rule_that_is_not_one_is_refused_with_an_example(rule, message):
     with pytest.raises(InputError, match="^awx.window.rrule: %s.*such as '%s'" % (re.escape(message),
@@ -290,6 +295,17 @@ def test_a_rule_that_never_fires_again_is_refused():
                                                       "UNTIL=20250301T020000Z"}))
     awx.check_rrule("DTSTART;TZID=UTC:20261107T020000 RRULE:FREQ=WEEKLY;INTERVAL=1;UNTIL=20261128T020000Z",
                     now=datetime.datetime(2026, 11, 20, tzinfo=datetime.UTC))  # before its end it passes
+
+
+def test_the_search_for_the_next_occurrence_is_bounded(monkeypatch):
+    """dateutil walks a rule whose parts never coincide period by period to the year 9999 (for BYSETPOS=2 on a
+    MINUTELY rule, hours): the search gives up after RRULE_SEARCH_SECONDS. This rule ends in about a second (no
+    occurrence), well past the 0.05 s allowed here."""
+    monkeypatch.setattr(awx, "RRULE_SEARCH_SECONDS", 0.05)
+    rule = START + "RRULE:FREQ=MONTHLY;INTERVAL=1;BYSETPOS=2"
+    with pytest.raises(InputError, match=r"^awx.window.rrule: its next occurrence was not found in 0.05 s: its "
+                                         r"parts may never coincide .* such as '%s'" % re.escape(awx.RRULE_EXAMPLE)):
+        awx.check_rrule(rule, now=NOW)
 
 
 def test_a_naive_until_is_read_in_the_zone_of_dtstart_as_awx_reads_it():
