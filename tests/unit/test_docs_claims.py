@@ -2,10 +2,12 @@
 generated roles/*/README.md - is scanned, and the test fails on:
 
 - a relative link (``[text](path)``) to a file or directory that is not in the checkout;
-- a backticked repository path (``plugins/...``, ``roles/...``, ``docs/...``, ``playbooks/...``, ``inventories/...``,
-  ``bin/...``, ``lab/...``, ``tests/...``, ``benchmarks/...``) that matches nothing. Upper-case words and ``<...>``
-  are placeholders (``roles/ROLE/molecule/default``, ``inventories/CELL``), ``*`` is a glob; a path that .gitignore
-  names exactly is written by the lab (``inventories/lab/hosts.yml``) and passes;
+- a repository path (``plugins/...``, ``roles/...``, ``docs/...``, ``playbooks/...``, ``inventories/...``,
+  ``bin/...``, ``lab/...``, ``tests/...``, ``benchmarks/...``, ``changelogs/...``, ``.ci/...``) anywhere in inline
+  code or a code block (a command's argument too: ``ansible-playbook playbooks/NAME.yml``) that matches nothing.
+  Upper-case words and ``<...>`` are placeholders (``roles/ROLE/molecule/default``, ``inventories/CELL``), ``*`` is a
+  glob; a path that .gitignore names exactly is written by the lab (``inventories/lab/hosts.yml``) and passes, and so
+  does ``inventories/cell1``, the reader's own inventory in the install examples;
 - ``gpufleet.upgrade.NAME`` where NAME is no plugin in plugins/*/ (module, action, filter, test, callback), no
   playbook in playbooks/, no role in roles/ and no action group of meta/runtime.yml;
 - ``make TARGET`` (in backticks or a code block) where the Makefile has no such target;
@@ -31,7 +33,10 @@ from ansible_collections.gpufleet.upgrade.plugins.module_utils import variables
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 PATH_PREFIXES = ("plugins/", "roles/", "docs/", "playbooks/", "inventories/", "bin/", "lab/", "tests/",
-                 "benchmarks/")
+                 "benchmarks/", "changelogs/", ".ci/")
+READERS_PATHS = frozenset(("inventories/cell1",))  # the reader's own cell inventory, in the install examples
+# what separates a path from the rest of a command line (not a comma: plugins/module_utils/{cell,variables}.py)
+CODE_WORD = re.compile(r"[\s\"'=();|`]+")
 FENCE = re.compile(r"^ {0,3}(```|~~~).*?^ {0,3}\1[ \t]*$", re.M | re.S)
 INLINE_CODE = re.compile(r"(?<!`)(`+)(?!`)(.+?)(?<!`)\1(?!`)", re.S)
 LINK = re.compile(r"(?<!!)\[[^\]\n]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
@@ -152,10 +157,10 @@ def problems(page: pathlib.Path, text: str) -> List[str]:
         target_path = target.split("#", 1)[0]
         if not (page.parent / target_path).resolve().exists():
             found.append("%s: link to %s: no such file" % (where, target))
-    for span in spans:
-        first = span.split()[0] if span.split() else ""
-        if first.startswith(PATH_PREFIXES) and not repo_path_exists(first):
-            found.append("%s: `%s`: no such path in the repository" % (where, first))
+    for line in spans + blocks:
+        for word in CODE_WORD.split(line):
+            if word.startswith(PATH_PREFIXES) and word not in READERS_PATHS and not repo_path_exists(word):
+                found.append("%s: `%s`: no such path in the repository" % (where, word))
     code_lines = spans + [line.split(" #", 1)[0] for line in blocks]
     for line in code_lines:
         for target in MAKE.findall(line):
@@ -199,7 +204,9 @@ Run `gpufleet.upgrade.no_such_module` or `gpufleet.upgrade.node_state` (`gpuflee
 ```bash
 make bench            # make believe-target in a comment is not a command
 make also-missing
+ansible-playbook playbooks/no_such_playbook.yml -i inventories/cell1   # see docs/no-such-page.md
 ```
+Or `ansible-playbook -i inventories/example/hosts.yml tests/no_such_test.yml`.
 """
 
 
@@ -210,6 +217,9 @@ def test_a_fake_doc_fails_on_every_kind_of_claim(tmp_path):
         "docs/fake.md: link to missing-page.md: no such file",
         "docs/fake.md: `plugins/module_utils/nonexistent.py`: no such path in the repository",
         "docs/fake.md: `roles/no_such_role/tasks/main.yml`: no such path in the repository",
+        "docs/fake.md: `playbooks/no_such_playbook.yml`: no such path in the repository",
+        "docs/fake.md: `docs/no-such-page.md`: no such path in the repository",
+        "docs/fake.md: `tests/no_such_test.yml`: no such path in the repository",
         "docs/fake.md: gpufleet.upgrade.no_such_module: no plugin, playbook, role or action group of that name",
         "docs/fake.md: `make no-such-target`: the Makefile has no target no-such-target",
         "docs/fake.md: `make also-missing`: the Makefile has no target also-missing",
