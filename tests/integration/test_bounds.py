@@ -1,8 +1,13 @@
-"""The versions a Galaxy or AWX user may combine are the versions CI tests, and those are the newest the bounds
-allow. plugins/plugin_utils/direct.py uses ansible-core internals and plugins/module_utils/kube.py kubernetes.core's
+"""The bounds a Galaxy or AWX user installs within stop right after the versions CI tests.
+plugins/plugin_utils/direct.py uses ansible-core internals and plugins/module_utils/kube.py kubernetes.core's
 module_utils, so requires_ansible (meta/runtime.yml) stops at the tested ansible-core minor and galaxy.yml's
-kubernetes.core at the tested minor (amazon.aws, used through its public s3_object only, at the tested major).
-The last test asks PyPI (as `make setup` does) whether a newer allowed release exists: then the pins must move."""
+kubernetes.core at the tested minor (amazon.aws, used through its public s3_object only, at the tested major); the
+execution environment asks pip for the ansible-core requires_ansible allows. The last test asks PyPI (as `make setup`
+does) whether a newer ansible-core or `ansible` package inside the bounds exists: then the pins must move.
+
+Not checked here (CI cannot reach Galaxy): a newer kubernetes.core patch (6.2.x) or amazon.aws release (up to 10.x)
+on Galaxy, which a Galaxy install would take though CI has not run it, nor the lower bounds (ansible-core 2.19.0,
+amazon.aws 8.0.0), which CI does not run either."""
 from __future__ import annotations
 
 import json
@@ -58,6 +63,16 @@ def test_the_tested_versions_are_inside_the_bounds_and_the_bounds_stop_after_the
     assert upper(GALAXY["dependencies"]["amazon.aws"]) == Version("%d.0.0" % (aws.major + 1))
     shipped = {c["name"]: c["version"] for c in yaml.safe_load((ROOT / "requirements.yml").read_text())["collections"]}
     assert shipped == {k: v for k, v in GALAXY["dependencies"].items()}
+
+
+def test_the_execution_environment_asks_for_the_ansible_core_requires_ansible_allows():
+    from packaging.requirements import Requirement
+    definition = yaml.safe_load((ROOT / "execution-environment.yml").read_text())
+    wanted = Requirement(definition["dependencies"]["ansible_core"]["package_pip"])
+    assert wanted.name == "ansible-core"
+    assert wanted.specifier == SpecifierSet(RUNTIME["requires_ansible"]), (
+        "execution-environment.yml asks for %s, meta/runtime.yml's requires_ansible is %s"
+        % (wanted, RUNTIME["requires_ansible"]))
 
 
 def newest_on_pypi(package: str, spec: str) -> Version:
