@@ -21,5 +21,6 @@ class ActionModule(DirectActionModule):
         if module_name(self._task) != "cell":
             return super().run(tmp, task_vars)
         self._VALID_ARGS = cell_action.VALID_ARGS  # ActionBase.run refuses any other option by name
+        self._supports_async = False  # and async, as the cell's own action did (it returns at once, with data)
         result = ActionBase.run(self, tmp, task_vars)  # pylint: disable=bad-super-call
         return cell_action.run(result, self._task.args, task_vars or {}, self._templar.template, self._display)

@@ -34,13 +34,26 @@ import shutil
 import tempfile
 from typing import Any, Dict, Mapping, Optional, Tuple
 
-from ansible.module_utils import basic
-from ansible.module_utils.common import warnings as module_warnings
-from ansible.module_utils.common.json import Direction, get_module_encoder
 from ansible.plugins.action import ActionBase
+from ansible.release import __version__ as ansible_version
 from ansible.utils.display import Display
 from ansible.utils.vars import merge_hash
 from ansible.vars.clean import remove_internal_keys
+
+# ansible-core internals a module run in the worker needs (AnsibleModule's argument and warning state, the module
+# JSON profile): requires_ansible stops at the tested minor, and should a release still lack one of them, every
+# module runs as its own process (the ordinary path) with the reason at -vvvv, instead of this plugin failing to load.
+try:
+    from ansible.module_utils import basic
+    from ansible.module_utils.common import warnings as module_warnings
+    from ansible.module_utils.common.json import Direction, get_module_encoder
+    for _name in ("_ANSIBLE_ARGS", "_ANSIBLE_PROFILE"):
+        getattr(basic, _name)
+    for _name in ("_global_warnings", "_global_deprecations"):
+        getattr(module_warnings, _name)
+    INTERNALS_MISSING = ""
+except (ImportError, AttributeError) as _exc:  # pragma: no cover - an ansible-core outside requires_ansible
+    INTERNALS_MISSING = "ansible-core %s lacks what direct execution uses (%s)" % (ansible_version, _exc)
 
 try:  # loaded here, in ansible-playbook, so that every forked worker has the client already imported
     from ansible_collections.gpufleet.upgrade.plugins.module_utils import kube as PRELOADED
@@ -64,6 +77,8 @@ def ineligible(connection: str, become: bool, async_val: int, interpreter: Optio
     host, with privilege escalation or async, or for another Python than the controller's; or the switch is off."""
     if switched_off(environ):
         return "%s=%s" % (SWITCH, environ.get(SWITCH))
+    if INTERNALS_MISSING:
+        return INTERNALS_MISSING
     if connection not in LOCAL_CONNECTIONS:
         return "connection %s" % connection
     if become:

@@ -17,7 +17,7 @@ from gpufleet_lab import ee
 SHIPPED = yaml.safe_load((ROOT / "execution-environment.yml").read_text())
 
 
-def test_the_lab_build_differs_from_the_shipped_definition_only_in_base_and_galaxy():
+def test_the_lab_build_replaces_only_the_base_image_and_galaxy_and_adds_only_their_plumbing():
     built = ee.definition(SHIPPED, "localhost/base:x", ["gpufleet-upgrade-0.3.0.tar.gz"])
     assert built["images"] == {"base_image": {"name": "localhost/base:x"}}
     assert built["dependencies"]["galaxy"] == {"collections": [
@@ -40,6 +40,9 @@ def test_the_shipped_definition_builds_the_labs_helm_and_asks_galaxy_for_this_re
     steps = SHIPPED["additional_build_steps"]["prepend_base"]
     assert steps[0] == "ARG HELM_VERSION=%s" % lab["versions"]["helm"]
     assert '"helm.sh/helm/v3/cmd/helm@${HELM_VERSION}"' in steps[1] and "helm version" in steps[1]
+    # a distribution's go.env may turn the proxy, the checksum database and toolchain downloads off: set here
+    for setting in ("GOPROXY=https://proxy.golang.org,direct", "GOSUMDB=sum.golang.org", "GOTOOLCHAIN=auto"):
+        assert setting in steps[1].split(), setting
     version = yaml.safe_load((ROOT / "galaxy.yml").read_text())["version"]
     major, minor, _ = version.split(".")
     (ours,) = [c for c in SHIPPED["dependencies"]["galaxy"]["collections"] if c["name"] == "gpufleet.upgrade"]

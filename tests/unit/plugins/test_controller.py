@@ -28,9 +28,6 @@ def test_the_cell_refuses_an_option_it_does_not_know_by_name():
         action("cell", {"no_such_option": 1}).run(task_vars={})
 
 
-@pytest.mark.xfail(strict=True, reason="behaviour changed by issue 35: the old cell action refused async (ActionBase's "
-                                       "_supports_async False); the routed one inherits direct.py's True, so an async "
-                                       "cell task runs and then fails with 'No job id was returned by the async task'")
 def test_the_cell_refuses_async_as_its_old_action_did():
     with pytest.raises(AnsibleActionFail, match="does not support async"):
         action("cell", {}, async_val=30).run(task_vars={})

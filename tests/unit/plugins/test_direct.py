@@ -127,3 +127,10 @@ def test_a_refusal_and_a_crash_are_failures_with_their_message():
     crashed, _ = run(fake_module(crash), n=1)
     assert crashed["failed"] and crashed["msg"].startswith("MODULE FAILURE: KeyError: 'boom'")
     assert "Traceback" in crashed["exception"]
+
+
+def test_an_ansible_core_without_the_internals_runs_every_module_as_its_own_process(monkeypatch):
+    assert direct.INTERNALS_MISSING == ""  # the tested ansible-core has them all
+    monkeypatch.setattr(direct, "INTERNALS_MISSING", "ansible-core 2.99.0 lacks what direct execution uses (x)")
+    assert direct.ineligible("local", False, 0, sys.executable, sys.executable, {}) == \
+        "ansible-core 2.99.0 lacks what direct execution uses (x)"
