@@ -33,8 +33,9 @@ options:
         SECONDLY, EXDATE, RDATE, BYYEARDAY, BYWEEKNO, several BYMONTHDAYs or BYMONTHs, BYDAY with a number before the
         day (C(2MO); a signed one such as C(-1SU), the last Sunday, passes, as in AWX), COUNT with UNTIL, or COUNT
         over 999; then it must parse with python-dateutil, as AWX parses it (a naive UNTIL is read in DTSTART's
-        zone). A rule with no occurrence after now is refused too - the
-        maintenance window would never open. For example
+        zone). Beyond AWX's checks, the rule must be in upper case (AWX finds COUNT and UNTIL only so), no part may
+        be given twice, and a rule with no occurrence after now is refused - the maintenance window would never
+        open - as is one whose next occurrence cannot be found within 10 seconds. For example
         C(DTSTART;TZID=UTC:20261205T020000 RRULE:FREQ=WEEKLY;INTERVAL=1;BYDAY=SA) (Saturdays at 02:00 UTC).
     type: dict
     required: true
