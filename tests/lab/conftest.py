@@ -36,6 +36,12 @@ def podman_exec(host: str, *cmd: str, stdin: str = "") -> subprocess.CompletedPr
                           capture_output=True, text=True, check=False, timeout=600)
 
 
+def etcd_flags(cfg) -> list:
+    """What every etcdctl call on a lab host needs: the cell's client endpoint and the lab's client certificate."""
+    return ["--endpoints=https://127.0.0.1:%d" % cfg.ports["etcd"], "--cacert=/etc/kubernetes/pki/ca.crt",
+            "--cert=/etc/kubernetes/pki/etcd-client.crt", "--key=/etc/kubernetes/pki/etcd-client.key"]
+
+
 def s3_client(cfg):
     """A client of the lab's S3 server (versitygw) with its lab-only keys."""
     import boto3

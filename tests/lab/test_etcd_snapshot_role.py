@@ -15,7 +15,7 @@ from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.etcd import judge_snapshot, parse_snapshot_status
-from tests.lab.conftest import ROOT, lab_cli, podman_exec, s3_client
+from tests.lab.conftest import ROOT, etcd_flags, lab_cli, podman_exec, s3_client
 
 from gpufleet_lab.cluster import ETCD_DATA_ON_HOST  # lab/, on sys.path through tests.lab.conftest
 
@@ -35,12 +35,6 @@ def lab_api_client(lab, host=None):
 
 def core_api(lab):
     return client.CoreV1Api(lab_api_client(lab))
-
-
-def etcd_flags(lab):
-    """What every etcdctl call on a lab host needs."""
-    return ["--endpoints=https://127.0.0.1:%d" % lab.ports["etcd"], "--cacert=/etc/kubernetes/pki/ca.crt",
-            "--cert=/etc/kubernetes/pki/etcd-client.crt", "--key=/etc/kubernetes/pki/etcd-client.key"]
 
 
 def backup(lab, backup_dir, *extra, key=KEY):

@@ -22,15 +22,13 @@ from ansible_collections.gpufleet.upgrade.plugins.module_utils.gpu_health import
     judge_health, parse_query_gpu, parse_remapped_rows, scan_kernel_log)
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.kubeadm_plan import judge_plan, parse_plan
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.nccl import judge_runs, parse_output
-from tests.lab.conftest import ROOT, lab_cli, lab_config, podman_exec
+from tests.lab.conftest import ROOT, etcd_flags, lab_cli, lab_config, podman_exec
 
 pytestmark = pytest.mark.lab
 
 # The lab pool's baseline (inventories/lab/baselines), as the gates take it.
 LAB_BASELINE = load_file(str(ROOT / "inventories" / "lab" / "baselines" / "h100-train.yml"))
-ETCD_FLAGS = ["--endpoints=https://127.0.0.1:%d" % lab_config.load().ports["etcd"],  # this run's cell (conftest)
-              "--cacert=/etc/kubernetes/pki/ca.crt", "--cert=/etc/kubernetes/pki/etcd-client.crt",
-              "--key=/etc/kubernetes/pki/etcd-client.key"]
+ETCD_FLAGS = etcd_flags(lab_config.load())  # this run's cell (conftest)
 
 
 def core(cfg):

@@ -26,7 +26,7 @@ from kubernetes import client, config
 
 from gpufleet_lab import helm as lab_helm
 from tests.lab import awx_job
-from tests.lab.conftest import ROOT, lab_cli, podman_exec
+from tests.lab.conftest import ROOT, etcd_flags, lab_cli, podman_exec
 
 pytestmark = pytest.mark.lab
 BIN = pathlib.Path(sys.executable).parent
@@ -74,9 +74,7 @@ def apiservers(lab):
 
 def etcd_version(lab):
     """What the cell's etcd member reports it runs (etcdctl endpoint status, through consensus)."""
-    flags = ["--endpoints=https://127.0.0.1:%d" % lab.ports["etcd"], "--cacert=/etc/kubernetes/pki/ca.crt",
-             "--cert=/etc/kubernetes/pki/etcd-client.crt", "--key=/etc/kubernetes/pki/etcd-client.key"]
-    proc = podman_exec("cp-1", "etcdctl", *flags, "endpoint", "status", "-w", "json")
+    proc = podman_exec("cp-1", "etcdctl", *etcd_flags(lab), "endpoint", "status", "-w", "json")
     assert proc.returncode == 0, proc.stderr
     return sorted({e["Status"]["version"] for e in json.loads(proc.stdout)})
 
