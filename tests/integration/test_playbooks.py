@@ -191,6 +191,24 @@ def test_change_record_callback(tmp_path):
     assert (tmp_path / "records").stat().st_mode & 0o777 == 0o700
 
 
+def test_kubeadm_upgrade_refuses_apply_arguments_that_move_etcd(tmp_path):
+    """The role always passes --etcd-upgrade=false; an --etcd-upgrade in kubeadm_upgrade_apply_args is refused by
+    its first task, naming the variable, before any host is read (localhost stands in for the host)."""
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text("kube_control_plane:\n  hosts:\n    localhost:\n      ansible_connection: local\n")
+    proc = ansible("ansible-playbook", "-i", str(inventory), "tests/integration/playbooks/kubeadm_etcd_upgrade.yml",
+                   env_extra={"ANSIBLE_CONFIG": str(ROOT / "ansible.cfg")})
+    assert proc.returncode != 0
+    assert "kubeadm_upgrade_apply_args must not set --etcd-upgrade (got ['--etcd-upgrade=true'])" in \
+        " ".join(proc.stdout.split()), proc.stdout[-3000:]
+    assert "Read this host's apiserver version" not in proc.stdout
+    # other apply arguments pass the check: the run goes on to read the (absent) apiserver
+    other = ansible("ansible-playbook", "-i", str(inventory), "tests/integration/playbooks/kubeadm_etcd_upgrade.yml",
+                    "-e", json.dumps({"kubeadm_upgrade_apply_args": ["--v=5"]}),
+                    env_extra={"ANSIBLE_CONFIG": str(ROOT / "ansible.cfg")})
+    assert "Read this host's apiserver version" in other.stdout, other.stdout[-3000:]
+
+
 def test_change_record_names_the_runs_objective_not_its_first_stages(tmp_path):
     env = {"ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"), "GPUFLEET_CHANGE_RECORD_DIR": str(tmp_path / "records")}
     proc = ansible("ansible-playbook", "tests/integration/playbooks/change_record_stages.yml", env_extra=env)
