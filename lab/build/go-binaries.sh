@@ -5,6 +5,8 @@
 #   go-binaries.sh kwok VERSION          -> $GPUFLEET_LAB_CACHE/bin/kwok-VERSION/kwok
 #   go-binaries.sh versitygw VERSION     -> $GPUFLEET_LAB_CACHE/bin/versitygw-VERSION/versitygw (the S3 server)
 #   go-binaries.sh helm VERSION          -> $GPUFLEET_LAB_CACHE/bin/helm-VERSION/helm (the addons stage's Helm)
+#   go-binaries.sh kubelet-configz VERSION -> $GPUFLEET_LAB_CACHE/bin/kubelet-configz-VERSION/kubelet-configz (what a
+#                                           kubelet of VERSION serves at /configz for a config file)
 #   go-binaries.sh rbac-table VERSION    -> $GPUFLEET_LAB_CACHE/bin/rbac-table-VERSION/kubeadm-rbac.json (the RBAC
 #                                           kubeadm's upgrade phases create, for bin/rbac-table)
 # No registry ships these binaries here; the Go module proxy ships their sources (docs/reference.md section 9).
@@ -111,6 +113,14 @@ GO
     go mod tidy >/dev/null 2>&1 || go mod tidy
     go build -trimpath -ldflags "-s -w" -o "$work/rbac-table" .
     "$work/rbac-table" > "$out/kubeadm-rbac.json"
+    ;;
+  kubelet-configz)
+    # What a kubelet of this release serves at /configz for a config file, through its own loader, defaults and
+    # validation (lab/build/kubelet-configz/main.go); the lab's simulated kubelets answer with it
+    kubernetes_module gpufleet.lab/kubelet-configz
+    cp "$here/kubelet-configz/main.go" .
+    go mod tidy >/dev/null 2>&1 || go mod tidy
+    go build -trimpath -ldflags "-s -w" -o "$out/kubelet-configz" .
     ;;
   *) echo "unknown build $what" >&2; exit 2 ;;
 esac

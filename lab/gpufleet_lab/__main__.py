@@ -29,7 +29,7 @@ import sys
 import time
 from typing import List, Optional
 
-from gpufleet_lab import cluster, config, faults, hosts, inference, kube, pki, procs
+from gpufleet_lab import cluster, config, faults, hosts, inference, kube, network, pki, procs
 from gpufleet_lab.procs import LabError
 
 say = cluster.say
@@ -52,6 +52,10 @@ def _up(cfg: config.LabConfig) -> None:
         return
     cluster.build(cfg)
     pki.ensure(cfg.pki)
+    added = network.ensure_network(cfg)
+    if added:
+        say("bridge %s: the hosts' addresses %s" % (cfg.network["bridge"], ", ".join(added)))
+    pki.ensure_kubelets(cfg.pki, {h: cfg.node_address(h) for h in cfg.hosts})
     state = cluster.load_state(cfg)
     cluster.save_state(cfg, state)
     cluster.component_kubeconfigs(cfg)
@@ -69,6 +73,7 @@ def _up(cfg: config.LabConfig) -> None:
     cluster.start_s3(cfg)
     say("installing the Kueue %s and JobSet %s CRDs" % (kube.KUEUE_VERSION, kube.JOBSET_VERSION))
     kube.ensure_crds(cfg)
+    kube.ensure_kubeadm_rbac(cfg)
     kube.ensure_nodes(cfg, state["kubelet"])
     kube.wait_nodes_ready(cfg)
     say("%d Node objects Ready" % len(cfg.hosts))

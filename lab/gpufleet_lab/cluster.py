@@ -56,9 +56,10 @@ def build(cfg: LabConfig, dry_run: bool = False) -> bool:
     its downloads (a fresh machine's set-up, tested without the minutes of a build); returns True when it stopped."""
     script = LAB_DIR / "build" / "go-binaries.sh"
     jobs = [("etcd", cfg.etcd_version), ("kwok", cfg.kwok_version)] + [("kubernetes", v) for v in cfg.versions]
+    jobs += [("kubelet-configz", v) for v in cfg.versions]  # the simulated kubelets' /configz (kubelets.py)
     jobs += [("versitygw", cfg.versitygw_version), ("helm", cfg.helm_version)]
     expected = {"etcd": ["etcd", "etcdctl", "etcdutl"], "kwok": ["kwok", "stages.yaml"], "versitygw": ["versitygw"],
-                "helm": ["helm"],
+                "helm": ["helm"], "kubelet-configz": ["kubelet-configz"],
                 "kubernetes": ["kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "kubeadm"]}
     for what, version in jobs:
         bindir = cfg.bin_dir(what, version)
@@ -138,7 +139,12 @@ def apiserver_argv(cfg: LabConfig, host: str, version: str) -> List[str]:
             "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
             "--service-account-key-file=%s" % (p / "sa.pub"),
             "--service-account-signing-key-file=%s" % (p / "sa.key"),
-            "--endpoint-reconciler-type=none", "--profiling=false", "--v=1"]
+            "--endpoint-reconciler-type=none", "--profiling=false", "--v=1",
+            # to kubelets as kubeadm sets it up: its client certificate (kubeadm:cluster-admins), Node addresses
+            # in kubeadm's order (the lab's are on its bridge, network.py: the apiserver never proxies to loopback)
+            "--kubelet-client-certificate=%s" % (p / (pki.KUBELET_CLIENT[0] + ".crt")),
+            "--kubelet-client-key=%s" % (p / (pki.KUBELET_CLIENT[0] + ".key")),
+            "--kubelet-preferred-address-types=InternalIP,ExternalIP,Hostname"]
 
 
 def start_apiserver(cfg: LabConfig, host: str, version: str) -> None:
@@ -232,7 +238,8 @@ def start_kwok(cfg: LabConfig) -> None:
     argv = [str(cfg.bin_dir("kwok", cfg.kwok_version) / "kwok"),
             "--kubeconfig=%s" % (cfg.run / "kubeconfigs" / "kwok.conf"),
             "--manage-all-nodes=false", "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
-            "--node-ip=127.0.0.1", "--node-port=%d" % cfg.ports["kwok"], "--node-lease-duration-seconds=40",
+            # the Nodes' own addresses are in their status (kube.node_object); the port is their kubelets'
+            "--node-ip=127.0.0.1", "--node-port=%d" % cfg.ports["kubelet"], "--node-lease-duration-seconds=40",
             "--server-address=127.0.0.1:%d" % (cfg.ports["kwok"] + 1),
             "--config=%s" % stages]
     procs.start(cfg.run, "kwok", argv)

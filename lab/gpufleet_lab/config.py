@@ -41,6 +41,7 @@ class LabConfig:
     drivers: Dict[str, str]
     ports: Dict[str, int]
     image_tag: str
+    network: Dict[str, str]
     cache: pathlib.Path
     run: pathlib.Path
     inventory: pathlib.Path
@@ -69,6 +70,11 @@ class LabConfig:
 
     def bin_dir(self, what: str, version: str) -> pathlib.Path:
         return self.cache / "bin" / ("%s-%s" % (what, version))
+
+    def node_address(self, host: str) -> str:
+        """The address ``host``'s Node reports and its kubelet answers on: on the lab's own bridge
+        (network.py), PREFIX.CELL.(10 + the host's place in the cell), so cells never share one."""
+        return "%s.%d.%d" % (self.network["prefix"], self.cell_index, 10 + self.hosts.index(host))
 
     def apiserver_port(self, host: str) -> int:
         return self.ports["apiserver"] + self.control_plane.index(host)
@@ -204,6 +210,23 @@ def _later(doc: Dict[str, Any]) -> List[str]:
     return list(later)
 
 
+def _network(doc: Dict[str, Any]) -> Dict[str, str]:
+    """lab.yml ``network``: the bridge the lab makes (a Linux interface name) and the first two octets of its
+    private IPv4 addresses."""
+    net = doc.get("network")
+    if not (isinstance(net, dict) and isinstance(net.get("bridge"), str) and re.match(r"^[a-z][a-z0-9-]{0,14}$",
+                                                                                      net["bridge"])):
+        raise ConfigError("lab/lab.yml network.bridge: give an interface name of at most 15 lower-case letters, "
+                          "digits and '-'")
+    prefix = str(net.get("prefix", ""))
+    octets = prefix.split(".")
+    if not (len(octets) == 2 and all(o.isdigit() and int(o) < 256 for o in octets) and (
+            octets[0] == "10" or (octets[0] == "172" and 16 <= int(octets[1]) < 32) or prefix == "192.168")):
+        raise ConfigError("lab/lab.yml network.prefix: %r; give the first two octets of a private IPv4 range "
+                          "(such as 10.217)" % prefix)
+    return {"bridge": net["bridge"], "prefix": prefix}
+
+
 def load(path: pathlib.Path = LAB_DIR / "lab.yml", cell: str = "") -> LabConfig:
     """The lab's settings for ``cell`` (default: $GPUFLEET_LAB_CELL, else the first of lab.yml's `cells`)."""
     doc = _doc(path)
@@ -229,6 +252,7 @@ def load(path: pathlib.Path = LAB_DIR / "lab.yml", cell: str = "") -> LabConfig:
         drivers=dict(doc["gpu"]["drivers"]),
         ports=layout["ports"],
         image_tag=doc["image_tag"],
+        network=_network(doc),
         cache=cache,
         run=run,
         inventory=layout["inventory"],

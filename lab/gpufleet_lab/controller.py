@@ -14,6 +14,8 @@
    see inference.py.
 7. Static-pod SIMULATION (the kubelet's part): a control-plane host's kube-apiserver, and the etcd host's etcd,
    stop when their manifest leaves /etc/kubernetes/manifests and start when it is back (StaticPods).
+8. Kubelet-server SIMULATION: each GPU host's /configz over HTTPS on its Node address, what that release's kubelet
+   code makes of the host's config file when the kubelet starts (kubelets.py).
 """
 from __future__ import annotations
 
@@ -106,6 +108,12 @@ def handle_request(cfg: LabConfig, body: Dict) -> Dict:
     if kind == "kubelet":
         if host not in cfg.hosts:
             return {"error": "%s is not a lab host" % host}
+        if host in cfg.gpu_hosts:  # it reads its config file as that release's kubelet does, or refuses to start
+            from gpufleet_lab import kubelets
+            try:
+                kubelets.start(cfg, host, version)
+            except procs.LabError as exc:
+                return {"error": str(exc)}
         kube.set_kubelet_version(cfg, host, version)
         state["kubelet"][host] = version
         cluster.save_state(cfg, state)
@@ -249,6 +257,10 @@ async def amain(cfg: LabConfig) -> None:
           flush=True)
     inference.serve(cfg)
     print("lab controller: inference metrics on 127.0.0.1:%d/metrics" % cfg.ports["inference"], flush=True)
+    from gpufleet_lab import kubelets
+    for served in kubelets.serve(cfg):
+        print("lab controller: kubelet of %s on https://%s:%d (/configz)" % (
+            served.host, *served.server_address[:2]), flush=True)
     async with server:
         await asyncio.gather(server.serve_forever(), requests_loop(cfg), training_loop(cfg), static_pods_loop(cfg))
 

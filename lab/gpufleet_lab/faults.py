@@ -23,6 +23,8 @@ HOST_FAULTS: Dict[str, tuple] = {
     "inference-slow": ("the simulated inference service on this host answers six times slower (the canary "
                        "latency probe's p99 about 708 ms; the cell's inference /metrics for the fleet too)", "gpu"),
     "checkpoint-never": ("the training gang never confirms a checkpoint while a rank runs on this host", "gpu"),
+    "kubelet-config-drift": ("the kubelet's config file is rewritten before the kubelet starts (a configuration "
+                             "agent's old template): topologyManagerPolicy best-effort, not the pool's", "gpu"),
     "kubeadm-apply-fail": ("kubeadm upgrade apply/node fails on this host", "cp"),
     "snapshot-fail": ("etcdctl snapshot save fails (no space left on device)", "cp"),
     "pause-in-upgrade": ("the host hangs in the middle of its kubelet package upgrade (its container is paused from "

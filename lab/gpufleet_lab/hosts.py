@@ -14,7 +14,7 @@ from typing import Any, Dict, List, Tuple
 
 import yaml
 
-from gpufleet_lab import cluster, helm, packages
+from gpufleet_lab import cluster, helm, kubelets, packages, pki
 from gpufleet_lab.config import LAB_DIR, REPO, LabConfig
 from gpufleet_lab.procs import LabError
 
@@ -112,8 +112,9 @@ def container_state(name: str) -> Tuple[str, str]:
     return status, image
 
 
-# What a host's mounts are; a host made with others is made again (2: the manifests are writable, for etcd_restore).
-LAYOUT = "2"
+# What a host's mounts are; a host made with others is made again (2: the manifests are writable, for etcd_restore;
+# 3: a GPU host's /var/lib/kubelet and its node credentials in /etc/kubernetes/kubelet.conf).
+LAYOUT = "3"
 
 
 def container_layout(name: str) -> str:
@@ -207,6 +208,10 @@ def ensure_hosts(cfg: LabConfig) -> None:
                 "-v", "%s:/var/lib/gpufleet-lab/requests" % (cfg.run / "requests"),
                 "-v", "%s:/srv/gpufleet-apt:ro" % repo,
                 "-v", "%s:/root/.ssh/authorized_keys:ro" % public_key]
+        if role == "gpu":  # the kubelet's directory (kubeadm writes its config.yaml) and its credentials
+            (hostdir / "kubelet").mkdir(exist_ok=True)
+            args += ["-v", "%s:%s" % (hostdir / "kubelet", kubelets.CONFIG_ON_HOST),
+                     "-v", "%s:/etc/kubernetes/kubelet.conf:ro" % node_kubeconfig(cfg, host)]
         if role == "cp":
             args += ["-v", "%s:/etc/kubernetes/pki:ro" % cfg.pki,
                      "-v", "%s:/etc/kubernetes/admin.conf:ro" % (cfg.run / "kubeconfigs" / "admin.conf"),
@@ -218,8 +223,49 @@ def ensure_hosts(cfg: LabConfig) -> None:
         ensure_backup_host(cfg, host, public_key)
     for host in cfg.machines:
         wait_sshd(cfg, host)
+    for host in cfg.gpu_hosts:
+        ensure_kubelet(cfg, host)
     prune_images(list(images.values()))
 
+
+def node_kubeconfig(cfg: LabConfig, host: str) -> pathlib.Path:
+    """The host's kubelet.conf: its node credentials (system:node:HOST), the cell's apiservers."""
+    path = cfg.run / "kubeconfigs" / ("kubelet-%s.conf" % host)
+    if not path.exists():
+        pki.kubeconfig(cfg.pki, "https://127.0.0.1:%d" % cfg.ports["apiserver_lb"], "node-" + host, path)
+    return path
+
+
+def pool_kubelet_settings() -> Dict[str, Any]:
+    """The lab GPU pool's own kubelet settings: its baseline's node.kubelet_config (inventories/lab/baselines)."""
+    doc = yaml.safe_load((REPO / "inventories" / "lab" / "baselines" / "h100-train.yml").read_text())
+    return dict((doc.get("node") or {}).get("kubelet_config") or {})
+
+
+def ensure_kubelet(cfg: LabConfig, host: str) -> None:
+    """A GPU host's kubelet as it was when the host joined: its config file written by the real kubeadm's
+    kubelet-config phase from the cluster's kubelet-config ConfigMap with the pool's settings as a patch (what
+    `kubeadm join --patches` writes), then started (kubelets.start: what its kubelet serves at /configz)."""
+    hostdir = cfg.run / "hosts" / host
+    if not (hostdir / "kubelet" / "config.yaml").exists():
+        from kubernetes import client
+
+        from gpufleet_lab import kube, kubeadm
+        kubelet = client.CoreV1Api(kube.api(cfg)).read_namespaced_config_map("kubelet-config", "kube-system")
+        # what kubeadm join's kubelet-start phase leaves: the cluster's config and the kubelet's flags file
+        (hostdir / "kubelet" / "config.yaml").write_text(kubelet.data["kubelet"])
+        (hostdir / "kubelet" / "kubeadm-flags.env").write_text(
+            'KUBELET_KUBEADM_ARGS="--container-runtime-endpoint=%s"\n' % kubeadm.CONTAINERD)
+        patches = hostdir / "join-patches"
+        patches.mkdir(exist_ok=True)
+        (patches / "kubeletconfiguration+merge.json").write_text(json.dumps(pool_kubelet_settings()))
+        say("host %s: kubelet config from the kubelet-config ConfigMap and the pool's patch (real kubeadm)" % host)
+        podman("exec", container(cfg, host), "/usr/lib/gpufleet-sim/kubeadm-real", "upgrade", "node", "phase",
+               "kubelet-config", "--kubeconfig", "/etc/kubernetes/kubelet.conf",
+               "--patches", "/var/lib/gpufleet-lab/join-patches")
+        (hostdir / "configz.json").unlink(missing_ok=True)
+    if not (hostdir / "configz.json").exists():
+        kubelets.start(cfg, host, cluster.load_state(cfg)["kubelet"][host])
 
 def ensure_backup_host(cfg: LabConfig, host: str, public_key: pathlib.Path) -> None:
     """A machine off the cell that keeps copies of the encrypted etcd snapshots: the plain host image, sshd only."""

@@ -58,7 +58,7 @@ def node_object(cfg: LabConfig, host: str, kubelet: str) -> Dict[str, Any]:
             "metadata": {"name": host, "labels": labels,
                          "annotations": {"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"}},
             "spec": {"taints": taints},
-            "status": {"capacity": capacity, "allocatable": dict(capacity),
+            "status": {"capacity": capacity, "allocatable": dict(capacity), **node_endpoint(cfg, host),
                        "nodeInfo": {"kubeletVersion": kubelet, "kubeProxyVersion": kubelet,
                                     "containerRuntimeVersion": "containerd://1.7.27",
                                     "kernelVersion": "6.8.0-85-generic", "osImage": "Debian GNU/Linux 12 (bookworm)",
@@ -67,10 +67,34 @@ def node_object(cfg: LabConfig, host: str, kubelet: str) -> Dict[str, Any]:
                                     "systemUUID": "lab-%s" % host}}}
 
 
+def ensure_kubeadm_rbac(cfg: LabConfig) -> None:
+    """What `kubeadm init` binds for the apiserver's client certificate to kubelets (pki.KUBELET_CLIENT): the group
+    kubeadm:cluster-admins to cluster-admin, as in kubeadm's own code (plugins/module_utils/data_rbac.py)."""
+    rbac = client.RbacAuthorizationV1Api(api(cfg))
+    tolerate(409, rbac.create_cluster_role_binding, {
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+        "metadata": {"name": "kubeadm:cluster-admins"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "kubeadm:cluster-admins"}]})
+
+
+def node_endpoint(cfg: LabConfig, host: str) -> Dict[str, Any]:
+    """Where the host's kubelet answers, as a kubelet reports it in its Node's status: its address on the lab's
+    bridge (network.py) and its port."""
+    return {"addresses": [{"type": "InternalIP", "address": cfg.node_address(host)},
+                          {"type": "Hostname", "address": host}],
+            "daemonEndpoints": {"kubeletEndpoint": {"Port": cfg.ports["kubelet"]}}}
+
+
 def ensure_nodes(cfg: LabConfig, kubelets: Dict[str, str]) -> None:
     core = client.CoreV1Api(api(cfg))
     for host in cfg.hosts:
-        tolerate(409, core.create_node, node_object(cfg, host, kubelets[host]))
+        made = tolerate(409, core.create_node, node_object(cfg, host, kubelets[host]))
+        if made is None:  # a Node made before the lab's bridge (or moved): its kubelet's address again
+            want = node_endpoint(cfg, host)
+            have = client.ApiClient().sanitize_for_serialization(core.read_node_status(host).status)
+            if have.get("addresses") != want["addresses"] or have.get("daemonEndpoints") != want["daemonEndpoints"]:
+                core.patch_node_status(host, {"status": want})
 
 
 def wait_nodes_ready(cfg: LabConfig, timeout: float = 120) -> None:

@@ -2,8 +2,11 @@
 
 `kubeadm upgrade plan` (and `upgrade apply --dry-run`) on a control-plane host read:
 - the `kubeadm-config` ConfigMap's ClusterConfiguration (here: external etcd, the lab's certificate paths as the
-  hosts mount them, `kubernetesVersion` the cluster's version: the newest apiserver, as `upgrade apply` records it);
-- the `kubelet-config` and `kube-proxy` ConfigMaps (the component configs whose versions plan reports);
+  hosts mount them, `kubernetesVersion` the cluster's version: the newest apiserver, as `upgrade apply` records it)
+  and the `kubelet-config` ConfigMap, both uploaded by the real kubeadm of the cluster's version (`kubeadm init
+  phase upload-config all`, `upload_config`), with the Roles that let nodes read them - so a worker's real `kubeadm
+  upgrade node` reads them with its node credentials, as on a real cell;
+- the `kube-proxy` ConfigMap (a component config whose version plan reports);
 - the `coredns` ConfigMap and Deployment, and the `kube-proxy` DaemonSet (kube.addon_objects), found by their
   `k8s-app` labels;
 - the mirror pods of the control-plane static pods (`kube-apiserver-HOST` ... in kube-system, labels `component`
@@ -34,10 +37,10 @@ from kubernetes import client
 
 from gpufleet_lab import cluster
 from gpufleet_lab.config import LabConfig
+from gpufleet_lab.procs import LabError
 
 POD_SUBNET = "10.244.0.0/16"
 SERVICE_SUBNET = "10.96.0.0/16"  # the apiservers' --service-cluster-ip-range
-CLUSTER_DNS = "10.96.0.10"
 ADVERTISE = "kubeadm.kubernetes.io/kube-apiserver.advertise-address.endpoint"
 CRI_SOCKET = "kubeadm.alpha.kubernetes.io/cri-socket"
 CONTAINERD = "unix:///var/run/containerd/containerd.sock"
@@ -94,13 +97,36 @@ def cluster_configuration(cfg: LabConfig, version: str) -> Dict[str, Any]:
             "apiServer": {}, "controllerManager": {}, "scheduler": {}, "dns": {}, "proxy": {}}
 
 
+# The cluster-wide kubelet settings the lab's kubeadm config gives (kubeadm adds its own defaults): the lab machine
+# runs cgroup v1 (hybrid), which a kubelet of 1.35 or newer refuses unless told, as a real kubelet on it would.
+KUBELET_SETTINGS = {"apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
+                    "cgroupDriver": "systemd", "failCgroupV1": False}
+
+
+def kubeadm_config(cfg: LabConfig, version: str) -> str:
+    """The kubeadm configuration file the cell was made with (InitConfiguration, ClusterConfiguration and the
+    cluster's KubeletConfiguration), as `kubeadm init --config` takes it."""
+    init = {"apiVersion": "kubeadm.k8s.io/v1beta4", "kind": "InitConfiguration",
+            "nodeRegistration": {"name": cfg.control_plane[0], "criSocket": CONTAINERD}}
+    return yaml.safe_dump_all([init, cluster_configuration(cfg, version), KUBELET_SETTINGS], sort_keys=False)
+
+
+def upload_config(cfg: LabConfig, version: str) -> str:
+    """The real kubeadm of ``version`` uploads kubeadm-config and kubelet-config and the Roles nodes read them with
+    (`kubeadm init phase upload-config all`, as `kubeadm init` and `upgrade apply` do); returns its output."""
+    path = cfg.run / "kubeadm-config.yaml"
+    path.write_text(kubeadm_config(cfg, version))
+    kubeadm = cfg.bin_dir("kubernetes", version) / "kubeadm"
+    proc = subprocess.run([str(kubeadm), "init", "phase", "upload-config", "all", "--config", str(path),
+                           "--kubeconfig", str(cfg.run / "kubeconfigs" / "admin.conf")],
+                          capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise LabError("kubeadm %s init phase upload-config all failed (%d): %s" % (
+            version, proc.returncode, (proc.stderr or proc.stdout).strip()[-1500:]))
+    return proc.stdout
+
+
 def config_maps(cfg: LabConfig, version: str) -> List[Dict[str, Any]]:
-    kubelet = {"apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
-               "cgroupDriver": "systemd", "clusterDNS": [CLUSTER_DNS], "clusterDomain": "cluster.local",
-               "rotateCertificates": True, "staticPodPath": "/etc/kubernetes/manifests",
-               "authentication": {"anonymous": {"enabled": False}, "webhook": {"enabled": True},
-                                  "x509": {"clientCAFile": "/etc/kubernetes/pki/ca.crt"}},
-               "authorization": {"mode": "Webhook"}}
     proxy = {"apiVersion": "kubeproxy.config.k8s.io/v1alpha1", "kind": "KubeProxyConfiguration",
              "clusterCIDR": POD_SUBNET, "mode": "iptables",
              "clientConnection": {"kubeconfig": "/var/lib/kube-proxy/kubeconfig.conf"}}
@@ -108,9 +134,7 @@ def config_maps(cfg: LabConfig, version: str) -> List[Dict[str, Any]]:
     def cm(name: str, data: Dict[str, str]) -> Dict[str, Any]:
         return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": "kube-system"},
                 "data": data}
-    return [cm("kubeadm-config", {"ClusterConfiguration": yaml.safe_dump(cluster_configuration(cfg, version))}),
-            cm("kubelet-config", {"kubelet": yaml.safe_dump(kubelet)}),
-            cm("kube-proxy", {"config.conf": yaml.safe_dump(proxy)}),
+    return [cm("kube-proxy", {"config.conf": yaml.safe_dump(proxy)}),
             cm("coredns", {"Corefile": COREFILE})]
 
 
@@ -277,15 +301,18 @@ def sync(cfg: LabConfig, api: client.ApiClient, state: Dict[str, Any]) -> List[s
     write_manifests(cfg, state, controllers)
     cluster_version = cluster.newest(list(state["apiserver"].values()))
     for cm in config_maps(cfg, cluster_version):
-        name = cm["metadata"]["name"]
-        have = _read_or_make(core.read_namespaced_config_map, core.create_namespaced_config_map, cm)
-        if have is None:
-            changed.append("configmap %s" % name)
-        elif name == "kubeadm-config":  # only its version moves (kubeadm's `upgrade apply` rewrites it)
-            if yaml.safe_load((have.data or {}).get("ClusterConfiguration") or "{}").get(
-                    "kubernetesVersion") != cluster_version:
-                core.patch_namespaced_config_map(name, "kube-system", {"data": cm["data"]})
-                changed.append("kubeadm-config kubernetesVersion %s" % cluster_version)
+        if _read_or_make(core.read_namespaced_config_map, core.create_namespaced_config_map, cm) is None:
+            changed.append("configmap %s" % cm["metadata"]["name"])
+    try:
+        uploaded = core.read_namespaced_config_map("kubeadm-config", "kube-system")
+    except client.ApiException as exc:
+        if exc.status != 404:
+            raise
+        uploaded = None
+    if uploaded is None or yaml.safe_load((uploaded.data or {}).get("ClusterConfiguration") or "{}").get(
+            "kubernetesVersion") != cluster_version:  # what kubeadm's `upgrade apply` re-uploads
+        upload_config(cfg, cluster_version)
+        changed.append("kubeadm-config and kubelet-config (kubeadm %s upload-config)" % cluster_version)
     for host, components in versions(state, controllers).items():
         for component, version in components.items():
             pod = mirror_pod(cfg, component, host, version)

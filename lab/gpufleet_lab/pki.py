@@ -1,10 +1,12 @@
-"""Certificates for the lab: one CA, etcd server/client, apiserver serving, admin (system:masters), SA keys."""
+"""Certificates for the lab: one CA, etcd server/client, apiserver serving, admin (system:masters), SA keys; and
+the kubelets' (ensure_kubelets): the apiserver's kubelet client, each host's kubelet serving certificate and its
+node credentials, in kubeadm's names."""
 from __future__ import annotations
 
 import datetime
 import ipaddress
 import pathlib
-from typing import List, Optional
+from typing import Dict, List, Optional
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
@@ -44,22 +46,7 @@ def ensure(pki: pathlib.Path) -> None:
     _write_key(pki / "ca.key", ca_key)
 
     def issue(name: str, cn: str, org: Optional[str], server: bool, client: bool, dns: List[str]) -> None:
-        key = ec.generate_private_key(ec.SECP256R1())
-        usages = ([ExtendedKeyUsageOID.SERVER_AUTH] if server else []) + (
-            [ExtendedKeyUsageOID.CLIENT_AUTH] if client else [])
-        builder = (x509.CertificateBuilder().subject_name(_name(cn, org)).issuer_name(ca.subject)
-                   .public_key(key.public_key()).serial_number(x509.random_serial_number())
-                   .not_valid_before(now).not_valid_after(now + datetime.timedelta(days=DAYS))
-                   .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-                   .add_extension(x509.ExtendedKeyUsage(usages), critical=False))
-        if server:
-            builder = builder.add_extension(x509.SubjectAlternativeName(
-                [x509.DNSName(d) for d in dns] + [x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
-                                                  x509.IPAddress(ipaddress.ip_address("10.96.0.1"))]),
-                critical=False)
-        cert = builder.sign(ca_key, hashes.SHA256())
-        (pki / (name + ".crt")).write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-        _write_key(pki / (name + ".key"), key)
+        _issue(pki, ca, ca_key, now, name, cn, org, server, client, dns)
 
     issue("etcd-server", "etcd", None, True, True, ["localhost"])
     issue("etcd-client", "kube-apiserver-etcd-client", None, False, True, [])
@@ -75,6 +62,48 @@ def ensure(pki: pathlib.Path) -> None:
     _write_key(pki / "sa.key", sa)
     (pki / "sa.pub").write_bytes(sa.public_key().public_bytes(serialization.Encoding.PEM,
                                                               serialization.PublicFormat.SubjectPublicKeyInfo))
+
+
+def _issue(pki: pathlib.Path, ca, ca_key, now, name: str, cn: str, org: Optional[str], server: bool, client: bool,
+           dns: List[str], ips: tuple = ("127.0.0.1", "10.96.0.1")) -> None:
+    key = ec.generate_private_key(ec.SECP256R1())
+    usages = ([ExtendedKeyUsageOID.SERVER_AUTH] if server else []) + (
+        [ExtendedKeyUsageOID.CLIENT_AUTH] if client else [])
+    builder = (x509.CertificateBuilder().subject_name(_name(cn, org)).issuer_name(ca.subject)
+               .public_key(key.public_key()).serial_number(x509.random_serial_number())
+               .not_valid_before(now).not_valid_after(now + datetime.timedelta(days=DAYS))
+               .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+               .add_extension(x509.ExtendedKeyUsage(usages), critical=False))
+    if server:
+        builder = builder.add_extension(x509.SubjectAlternativeName(
+            [x509.DNSName(d) for d in dns] + [x509.IPAddress(ipaddress.ip_address(i)) for i in ips]),
+            critical=False)
+    cert = builder.sign(ca_key, hashes.SHA256())
+    (pki / (name + ".crt")).write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    _write_key(pki / (name + ".key"), key)
+
+
+# kubeadm's name for the apiserver's client certificate to kubelets (1.29+: group kubeadm:cluster-admins, which
+# kubeadm binds to cluster-admin; kube.ensure_kubeadm_rbac makes that binding in the lab)
+KUBELET_CLIENT = ("apiserver-kubelet-client", "kube-apiserver-kubelet-client", "kubeadm:cluster-admins")
+
+
+def ensure_kubelets(pki: pathlib.Path, addresses: Dict[str, str]) -> None:
+    """The certificates of the cell's kubelets, each made once: the apiserver's kubelet client; for each host
+    (``addresses``: host -> its Node address) its kubelet's serving certificate (kubelet-HOST, for that address)
+    and its node credentials (node-HOST: system:node:HOST in system:nodes, its kubelet.conf)."""
+    from cryptography.hazmat.primitives.serialization import load_pem_private_key
+    ca = x509.load_pem_x509_certificate((pki / "ca.crt").read_bytes())
+    ca_key = load_pem_private_key((pki / "ca.key").read_bytes(), None)
+    now = datetime.datetime.now(datetime.UTC) - datetime.timedelta(minutes=5)
+    name, cn, org = KUBELET_CLIENT
+    if not (pki / (name + ".crt")).exists():
+        _issue(pki, ca, ca_key, now, name, cn, org, False, True, [])
+    for host, address in addresses.items():
+        if not (pki / ("kubelet-%s.crt" % host)).exists():
+            _issue(pki, ca, ca_key, now, "kubelet-" + host, host, None, True, False, [host], ips=(address,))
+        if not (pki / ("node-%s.crt" % host)).exists():
+            _issue(pki, ca, ca_key, now, "node-" + host, "system:node:" + host, "system:nodes", False, True, [])
 
 
 def kubeconfig(pki: pathlib.Path, server: str, user: str, path: pathlib.Path, embed: bool = True) -> None:

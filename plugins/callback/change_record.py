@@ -26,6 +26,8 @@ description:
     the baseline - beside their checks in the gates table.
   - So do the canary workloads (M(gpufleet.upgrade.canary_workload)) - each training gang's bus bandwidth and each
     inference service's latency, on which canary nodes, how long it took, and why one that failed did not finish.
+  - So do the kubelet settings the upgrade changed, per pool (M(gpufleet.upgrade.node_gate)'s
+    C(kubelet_config_changes): each node's running C(/configz) before and after), with the nodes they changed on.
   - So do the node disruptions of the upgrade cycle (M(gpufleet.upgrade.node_state) read with C(cycle)) - per node,
     the targets it was drained for on the way to the cycle's last version (one for a skip-level training node).
   - The records are written owner-only (0600, in a 0700 directory). Under ansible-runner (an AWX job, or the
@@ -95,7 +97,7 @@ class CallbackModule(CallbackBase):
                        "canary_scope": [], "plays": [], "gates": [], "failures": [], "rollback_triggers": [],
                        "cell": "", "run_id": "", "break_glass": [], "opt_outs": [],
                        "gangs": {"resumed": [], "stay_stopped": []}, "security": [],
-                       "canary_workloads": [], "disruptions": {}}
+                       "canary_workloads": [], "disruptions": {}, "kubelet_config": []}
         self._started = time.time()
         self._run_objective = ""
 
@@ -196,6 +198,10 @@ class CallbackModule(CallbackBase):
                     "cycle": str(res.get("cycle") or ""),
                     "nodes": {str(k): [str(t) for t in v] for k, v in sorted(res["disruptions"].items())
                               if isinstance(v, list)}}
+            changes = res.get("kubelet_config_changes")
+            if action.endswith(".node_gate") and isinstance(changes, dict) and isinstance(changes.get("changes"), dict):
+                self.record["kubelet_config"].append({
+                    "pool": str(changes.get("pool")), "node": str(changes.get("node")), "changes": changes["changes"]})
             if action.endswith(".canary_workload") and isinstance(res.get("canary"), list):
                 self.record["canary_workloads"] += [dict(r, wave=wave) for r in res["canary"] if isinstance(r, dict)]
             for line in res.get("opt_outs") or []:
@@ -334,6 +340,29 @@ def _cell(value):
     return str(value).replace("|", "\\|").replace("\n", " ")
 
 
+def kubelet_config_lines(entries):
+    """Per pool, each kubelet setting the upgrade changed (the running /configz before and after), with the nodes
+    it changed on."""
+    if not entries:
+        return ["- not compared by this run (the node gate compares a pool's nodes when its baseline names kubelet "
+                "settings)"]
+    pools = {}
+    for entry in entries:
+        per_key = pools.setdefault(entry["pool"], {"nodes": set(), "keys": {}})
+        per_key["nodes"].add(entry["node"])
+        for key, change in sorted(entry["changes"].items()):
+            text = "%s -> %s" % (json.dumps((change or {}).get("before")), json.dumps((change or {}).get("after")))
+            per_key["keys"].setdefault(key, {}).setdefault(text, set()).add(entry["node"])
+    lines = []
+    for pool, seen in sorted(pools.items()):
+        lines.append("- %s (%d node(s) compared): %s" % (_cell(pool), len(seen["nodes"]),
+                                                        "no setting changed" if not seen["keys"] else "changed:"))
+        for key, texts in sorted(seen["keys"].items()):
+            for text, nodes in sorted(texts.items()):
+                lines.append("  - `%s`: %s on %s" % (_cell(key), _cell(text), ", ".join(sorted(nodes))))
+    return lines
+
+
 def markdown(rec):
     lines = ["# Change record: %s" % rec["playbook"], "",
              "- Objective: %s" % (rec["objective"] or "(not given: set gpufleet_run_objective or gpufleet_objective)"),
@@ -405,6 +434,7 @@ def markdown(rec):
                   for node, targets in sorted(cycle["nodes"].items())]
     else:
         lines.append("- not counted by this run")
+    lines += ["", "## Kubelet configuration, per pool", ""] + kubelet_config_lines(rec.get("kubelet_config") or [])
     lines += ["", "## Gates", "", "| host | check | subject | measured | baseline | result |",
               "|---|---|---|---|---|---|"]
     for gate in rec["gates"]:

@@ -161,6 +161,25 @@ class Kube:
                               _request_timeout=timeout)
         return response.data.decode("utf-8", "replace")
 
+    def node_configz(self, name: str, timeout: Optional[float] = 30) -> str:
+        """The node's kubelet's ``/configz`` answer (text) through the apiserver's node proxy - the apiserver
+        reaches the kubelet at the address and port its Node reports, with its own kubelet client credentials.
+        Needs ``get`` on ``nodes/proxy``."""
+        try:
+            response = self._call("GET /api/v1/nodes/%s/proxy/configz" % name, self.client.call_api,
+                                  "/api/v1/nodes/{name}/proxy/configz", "GET", path_params={"name": name},
+                                  auth_settings=["BearerToken"], _preload_content=False,
+                                  _return_http_data_only=True, _request_timeout=timeout)
+        except KubeError as exc:
+            status = exc.details.get("status")
+            hint = ("the pipeline's identity needs get on nodes/proxy" if status == 403 else
+                    "no such Node" if status == 404 else
+                    "the apiserver could not reach the node's kubelet: is the kubelet running, and does the Node "
+                    "report its address and port?")
+            raise KubeError("the kubelet of %s did not answer /configz through the apiserver (%s): %s" % (
+                name, hint, exc), status=status) from exc
+        return response.data.decode("utf-8", "replace")
+
     def patch_node(self, name: str, body: Dict[str, Any]) -> Dict[str, Any]:
         return self._plain(self._call("patch Node %s" % name, self.core.patch_node, name, body))
 

@@ -37,13 +37,29 @@ def node_facts(node: Mapping[str, Any]) -> Dict[str, Any]:
             "allocatable_gpus": gpus, "labels": meta.get("labels") or {}}
 
 
-def kubelet_config(configz: Any) -> Dict[str, Any]:
-    """``/api/v1/nodes/NAME/proxy/configz`` answers ``{"kubeletconfig": {...}}``."""
+def kubelet_config(configz: Any, node: str = "") -> Dict[str, Any]:
+    """``/api/v1/nodes/NAME/proxy/configz`` answers ``{"kubeletconfig": {...}}`` (the kubelet's versioned
+    KubeletConfiguration with every default filled in). Anything else - an HTML error page from a proxy, another
+    component's configz, an empty answer - fails, naming the node."""
+    what = "kubelet configz of %s" % node if node else "kubelet configz"
     if isinstance(configz, str):
-        configz = load_document(configz, "kubelet configz")
+        configz = load_document(configz, what)
     if not isinstance(configz, Mapping) or not isinstance(configz.get("kubeletconfig"), Mapping):
-        raise ParseError("kubelet configz: expected an object with a 'kubeletconfig' key")
-    return dict(configz["kubeletconfig"])
+        keys = ", ".join(sorted(map(str, configz))[:5]) if isinstance(configz, Mapping) else type(configz).__name__
+        raise ParseError("%s: expected an object with a 'kubeletconfig' key (the kubelet's /configz); got %s" % (
+            what, keys or "an empty object"))
+    config = dict(configz["kubeletconfig"])
+    if config.get("kind", "KubeletConfiguration") != "KubeletConfiguration":
+        raise ParseError("%s: kubeletconfig is a %s, not a KubeletConfiguration" % (what, str(config["kind"])[:60]))
+    return config
+
+
+def config_changes(before: Any, after: Any, node: str = "") -> Dict[str, Dict[str, Any]]:
+    """The kubelet settings that differ between two /configz answers of one node (top-level keys of the
+    KubeletConfiguration, each {before, after}; a key one side lacks is None there)."""
+    old, new = kubelet_config(before, node), kubelet_config(after, node)
+    return {key: {"before": old.get(key), "after": new.get(key)}
+            for key in sorted(set(old) | set(new)) if old.get(key) != new.get(key)}
 
 
 def judge_node(node: Mapping[str, Any], configz: Optional[Any], target_version: Optional[str],
@@ -70,10 +86,11 @@ def judge_node(node: Mapping[str, Any], configz: Optional[Any], target_version: 
         if configz is None:
             raise InputError("node gate for %s: the baseline names kubelet_config keys (%s) but no configz was "
                              "given" % (subject, ", ".join(sorted(wanted_config))))
-        actual = kubelet_config(configz)
+        actual = kubelet_config(configz, subject)
         for key in sorted(wanted_config):
-            checks.append(Check("kubelet_config", "%s %s" % (subject, key), actual.get(key) == wanted_config[key],
-                                actual.get(key, "unset"), wanted_config[key]))
+            checks.append(Check("kubelet_config", "%s %s" % (subject, key), key in actual and
+                                actual[key] == wanted_config[key], actual.get(key, "not in its configz"),
+                                wanted_config[key], "the running kubelet's /configz, read through the apiserver"))
     if require_schedulable:
         checks.append(Check("schedulable", subject, not facts["unschedulable"], not facts["unschedulable"], True))
     summary = summarize(checks)

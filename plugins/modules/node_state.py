@@ -70,6 +70,15 @@ options:
         process of its own (about 0.5 CPU-s each, four reads a node a wave; docs/design/direct-execution.md).
     type: bool
     default: false
+  configz:
+    description:
+      - Also return each node's running kubelet configuration (C(configz), by node name), read from the kubelet's
+        C(/configz) through the API server (C(/api/v1/nodes/NAME/proxy/configz)). The identity needs C(get) on
+        C(nodes/proxy), which gpufleet's own security check counts as a powerful grant (docs/security.md).
+      - A kubelet that does not answer, an answer that is not the kubelet's configz (an HTML page from a proxy, an
+        empty object) fails the task, naming the node.
+    type: bool
+    default: false
 extends_documentation_fragment:
   - gpufleet.upgrade.common.KUBE
   - kubernetes.core.k8s_auth_options
@@ -134,6 +143,10 @@ cycle:
   description: The cycle O(cycle) the disruptions are counted in.
   returned: when state is read and cycle is given
   type: str
+configz:
+  description: With O(configz), each node's kubelet C(/configz) answer (C({"kubeletconfig": {...}})), by node.
+  returned: when configz is true
+  type: dict
 resources:
   description: With O(objects), the Node objects after the call, in the order of O(nodes).
   returned: when objects is true
@@ -146,7 +159,7 @@ message:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpufleet.upgrade.plugins.module_utils import kube, nodes
+from ansible_collections.gpufleet.upgrade.plugins.module_utils import kube, node_gate, nodes
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import GpufleetError
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.module_support import run_module
 
@@ -164,6 +177,7 @@ def main():
             failures=dict(type="dict", default={}),
             in_rescue=dict(type="list", elements="str", default=[]),
             objects=dict(type="bool", default=False),
+            configz=dict(type="bool", default=False),
             **kube.KUBE_ARGSPEC,
         ),
         supports_check_mode=True,
@@ -206,6 +220,9 @@ def main():
                                 changed=bool(changed))
         if p["objects"]:
             extra["resources"] = [current[name] for name in p["nodes"]]
+        if p["configz"]:  # parsed here, so an answer that is not the kubelet's fails naming the node
+            extra["configz"] = {name: {"kubeletconfig": node_gate.kubelet_config(api.node_configz(name), name)}
+                                for name in p["nodes"]}
         return dict(extra, changed=bool(changed), changed_nodes=changed, nodes=out)
 
     run_module(module, body)

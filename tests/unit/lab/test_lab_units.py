@@ -213,11 +213,12 @@ def test_what_kubeadm_reads_follows_each_component_s_version(cfg):
     labels and image kubeadm reads its CURRENT column from; the manifests on disk say the same."""
     state = {"apiserver": {"cp-1": "v1.36.3", "cp-2": "v1.35.4", "cp-3": "v1.35.4"}, "kubelet": {}}
     maps = {m["metadata"]["name"]: m for m in kubeadm.config_maps(cfg, "v1.36.3")}
-    cluster = yaml.safe_load(maps["kubeadm-config"]["data"]["ClusterConfiguration"])
+    init, cluster, kubelet = yaml.safe_load_all(kubeadm.kubeadm_config(cfg, "v1.36.3"))  # what kubeadm uploads
+    assert init["kind"] == "InitConfiguration" and kubelet["kind"] == "KubeletConfiguration"
     assert cluster["kubernetesVersion"] == "v1.36.3" and cluster["kind"] == "ClusterConfiguration"
     assert cluster["etcd"]["external"]["endpoints"] == ["https://127.0.0.1:%d" % cfg.ports["etcd"]]
     assert cluster["etcd"]["external"]["certFile"] == "/etc/kubernetes/pki/etcd-client.crt"
-    assert yaml.safe_load(maps["kubelet-config"]["data"]["kubelet"])["kind"] == "KubeletConfiguration"
+    assert "kubeadm-config" not in maps and "kubelet-config" not in maps  # the real kubeadm uploads those
     assert yaml.safe_load(maps["kube-proxy"]["data"]["config.conf"])["apiVersion"] == "kubeproxy.config.k8s.io/v1alpha1"
     versions = kubeadm.versions(state, "v1.35.4")
     assert versions["cp-1"] == {"kube-apiserver": "v1.36.3", "kube-controller-manager": "v1.35.4",
