@@ -26,8 +26,8 @@ description:
     the baseline - beside their checks in the gates table.
   - So do the canary workloads (M(gpufleet.upgrade.canary_workload)) - each training gang's bus bandwidth and each
     inference service's latency, on which canary nodes, how long it took, and why one that failed did not finish.
-  - So do the kubelet settings the upgrade changed, per pool (M(gpufleet.upgrade.node_gate)'s
-    C(kubelet_config_changes): each node's running C(/configz) before and after), with the nodes they changed on.
+  - So do the kubelet settings the upgrade changed, per pool, with the nodes they changed on (the
+    C(kubelet_config_changes) of M(gpufleet.upgrade.node_gate) - each node's running C(/configz) before and after).
   - So do the node disruptions of the upgrade cycle (M(gpufleet.upgrade.node_state) read with C(cycle)) - per node,
     the targets it was drained for on the way to the cycle's last version (one for a skip-level training node).
   - The records are written owner-only (0600, in a 0700 directory). Under ansible-runner (an AWX job, or the

@@ -156,20 +156,32 @@ class Kube:
 
     def metrics_text(self, timeout: Optional[float] = None) -> str:
         """The apiserver's own /metrics (Prometheus text); needs ``get`` on the non-resource URL /metrics."""
-        response = self._call("GET %s/metrics" % self.server, self.client.call_api, "/metrics", "GET",
-                              auth_settings=["BearerToken"], _preload_content=False, _return_http_data_only=True,
-                              _request_timeout=timeout)
-        return response.data.decode("utf-8", "replace")
+        return self._call("GET %s/metrics" % self.server, self._raw_get, "/metrics", timeout).decode("utf-8", "replace")
+
+    def _raw_get(self, path: str, timeout: Optional[float]) -> bytes:
+        """GET a path no generated API method covers, with the connection's credentials. kubernetes 35 and later
+        (openapi-generator 7) split the old ``call_api`` into ``param_serialize`` and ``call_api(method, url)``;
+        both shapes are handled (an execution environment may hold either)."""
+        api = self.client
+        if hasattr(api, "param_serialize"):
+            method, url, headers, body, post = api.param_serialize("GET", path, auth_settings=["BearerToken"])
+            response = api.call_api(method, url, headers, body, post, _request_timeout=timeout)
+            response.read()
+            if not 200 <= response.status <= 299:
+                raise self.ApiException(http_resp=response)
+            return bytes(response.data)
+        old = api.call_api(path, "GET", auth_settings=["BearerToken"], _preload_content=False,
+                           _return_http_data_only=True, _request_timeout=timeout)
+        return bytes(old.data)
 
     def node_configz(self, name: str, timeout: Optional[float] = 30) -> str:
         """The node's kubelet's ``/configz`` answer (text) through the apiserver's node proxy - the apiserver
         reaches the kubelet at the address and port its Node reports, with its own kubelet client credentials.
         Needs ``get`` on ``nodes/proxy``."""
         try:
-            response = self._call("GET /api/v1/nodes/%s/proxy/configz" % name, self.client.call_api,
-                                  "/api/v1/nodes/{name}/proxy/configz", "GET", path_params={"name": name},
-                                  auth_settings=["BearerToken"], _preload_content=False,
-                                  _return_http_data_only=True, _request_timeout=timeout)
+            response = self._call("GET /api/v1/nodes/%s/proxy/configz" % name,
+                                  self.core.connect_get_node_proxy_with_path, name, "configz",
+                                  _preload_content=False, _request_timeout=timeout)
         except KubeError as exc:
             status = exc.details.get("status")
             hint = ("the pipeline's identity needs get on nodes/proxy" if status == 403 else
@@ -178,7 +190,8 @@ class Kube:
                     "report its address and port?")
             raise KubeError("the kubelet of %s did not answer /configz through the apiserver (%s): %s" % (
                 name, hint, exc), status=status) from exc
-        return response.data.decode("utf-8", "replace")
+        body = response.read() if callable(getattr(response, "read", None)) else response.data
+        return (body or getattr(response, "data", b"") or b"").decode("utf-8", "replace")
 
     def patch_node(self, name: str, body: Dict[str, Any]) -> Dict[str, Any]:
         return self._plain(self._call("patch Node %s" % name, self.core.patch_node, name, body))

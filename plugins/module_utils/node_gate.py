@@ -90,7 +90,7 @@ def judge_node(node: Mapping[str, Any], configz: Optional[Any], target_version: 
         for key in sorted(wanted_config):
             checks.append(Check("kubelet_config", "%s %s" % (subject, key), key in actual and
                                 actual[key] == wanted_config[key], actual.get(key, "not in its configz"),
-                                wanted_config[key], "the running kubelet's /configz, read through the apiserver"))
+                                wanted_config[key]))
     if require_schedulable:
         checks.append(Check("schedulable", subject, not facts["unschedulable"], not facts["unschedulable"], True))
     summary = summarize(checks)

@@ -74,7 +74,7 @@ options:
     description:
       - Also return each node's running kubelet configuration (C(configz), by node name), read from the kubelet's
         C(/configz) through the API server (C(/api/v1/nodes/NAME/proxy/configz)). The identity needs C(get) on
-        C(nodes/proxy), which gpufleet's own security check counts as a powerful grant (docs/security.md).
+        C(nodes/proxy), which gpufleet's own security check counts as a powerful grant (docs/stages.md).
       - A kubelet that does not answer, an answer that is not the kubelet's configz (an HTML page from a proxy, an
         empty object) fails the task, naming the node.
     type: bool
@@ -144,7 +144,8 @@ cycle:
   returned: when state is read and cycle is given
   type: str
 configz:
-  description: With O(configz), each node's kubelet C(/configz) answer (C({"kubeletconfig": {...}})), by node.
+  description: With O(configz), each node's kubelet C(/configz) answer - an object with the key C(kubeletconfig) -
+    by node name.
   returned: when configz is true
   type: dict
 resources:

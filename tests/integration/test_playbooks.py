@@ -176,6 +176,10 @@ def test_change_record_callback(tmp_path):
     assert record["rollback_triggers"]
     markdown = record_json.with_suffix(".md").read_text()
     assert "| localhost | gpu_count | gpu-a1 | 7 | 8 | **FAIL** |" in markdown
+    assert record["kubelet_config"] == [{"pool": "h100-train", "node": "gpu-a1", "changes": {
+        "cpuManagerPolicy": {"before": "none", "after": "static"}}}]
+    assert "## Kubelet configuration, per pool\n\n- h100-train (1 node(s) compared): changed:\n" \
+           '  - `cpuManagerPolicy`: "none" -> "static" on gpu-a1\n' in markdown
     for text in (record_json.read_text(), markdown):
         assert "hunter2-secret-value" not in text
     (used,) = record["break_glass"]

@@ -71,6 +71,14 @@ class FakeKube:
         self.answer_after = 2
         self.never: set = set()
         self.reads: Dict[str, int] = {}
+        self.configz: Dict[str, str] = {}  # node -> its kubelet's /configz answer (text), as the proxy gives it
+
+    def node_configz(self, name):
+        if name not in self.configz:
+            raise kube.KubeError("the kubelet of %s did not answer /configz through the apiserver (the apiserver "
+                                 "could not reach the node's kubelet): HTTP 503 error trying to reach service" % name,
+                                 status=503)
+        return self.configz[name]
 
     # nodes
     def get_node(self, name):

@@ -2,9 +2,12 @@
 argument specs, check mode (nothing changes), changed reporting, and the failure message a user sees."""
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from ansible_collections.gpufleet.upgrade.plugins.module_utils import kube
+from tests.conftest import fixture_text
 from ansible_collections.gpufleet.upgrade.plugins.modules import cluster_checks, gang, node_drain, node_state
 from tests.unit.fakes.kube import FakeKube, node, pod
 
@@ -37,6 +40,20 @@ def test_node_state_read_returns_the_node_objects_only_when_asked(run, cluster):
     assert not read.result["changed"] and not cluster.calls
     missing = run(node_state, {"nodes": ["gpu-zz"], "target": "v1.36.3", "objects": True})
     assert missing.failed and "gpu-zz" in missing.result["msg"]
+
+
+def test_node_state_reads_each_kubelet_s_configz_only_when_asked(run, cluster):
+    real = fixture_text("k8s", "kubelet-code-1.36.3-configz-h100-train.json")
+    cluster.configz["gpu-a1"] = real
+    read = run(node_state, {"nodes": ["gpu-a1"], "target": "v1.36.3", "configz": True})
+    assert read.result["configz"]["gpu-a1"] == json.loads(real) and not cluster.calls
+    assert "configz" not in run(node_state, {"nodes": ["gpu-a1"], "target": "v1.36.3"}).result
+    cluster.configz["gpu-a1"] = "<html><body>502 Bad Gateway</body></html>"  # a proxy's page, not the kubelet's
+    page = run(node_state, {"nodes": ["gpu-a1"], "target": "v1.36.3", "configz": True})
+    assert page.failed and "kubelet configz of gpu-a1: output is not JSON" in page.result["msg"]
+    del cluster.configz["gpu-a1"]
+    gone = run(node_state, {"nodes": ["gpu-a1"], "target": "v1.36.3", "configz": True})
+    assert gone.failed and "the kubelet of gpu-a1 did not answer /configz" in gone.result["msg"]
 
 
 def test_node_state_failed_without_reason_is_refused(run, cluster):

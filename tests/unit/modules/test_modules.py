@@ -129,6 +129,19 @@ def test_node_gate(run):
     fail = run(node_gate, {"node": json.loads(fixture_text("k8s", "node-gpu-a1-degraded.json")),
                            "target_version": "v1.34.2", "baseline": pool_baseline(node={"kubelet_config": {}})})
     assert fail.failed and "gpu-a1: check allocatable_gpus: measured 7, baseline 8" in fail.result["msg"]
+    real = json.loads(fixture_text("k8s", "kubelet-code-1.36.3-configz-h100-train.json"))
+    drifted = json.loads(json.dumps(real))
+    drifted["kubeletconfig"]["cpuManagerPolicy"] = "none"
+    moved = run(node_gate, {"node": node, "configz": drifted, "configz_before": real, "target_version": "v1.34.2",
+                            "baseline": policy})
+    assert moved.failed and "gpu-a1 cpuManagerPolicy: check kubelet_config: measured none, baseline static" in \
+        moved.result["msg"]
+    assert moved.result["kubelet_config_changes"] == {"pool": "h100-train", "node": "gpu-a1", "changes": {
+        "cpuManagerPolicy": {"before": "static", "after": "none"}}}
+    kept = run(node_gate, {"node": node, "configz": real, "configz_before": real, "target_version": "v1.34.2",
+                           "baseline": policy})
+    assert kept.result["passed"] and kept.result["kubelet_config_changes"]["changes"] == {}
+    assert "kubelet_config_changes" not in out.result  # nothing to compare without configz_before
 
 
 def test_removed_apis(run):

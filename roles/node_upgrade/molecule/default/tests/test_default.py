@@ -1,4 +1,6 @@
-"""kubeadm, kubelet and kubectl at the target and held; the Node object reports the new kubelet."""
+"""kubeadm, kubelet and kubectl at the target and held; the Node object reports the new kubelet; the real kubeadm
+rewrote the kubelet's config with the pool's settings from the role's patch, and the restarted kubelet runs them
+(its /configz through the apiserver)."""
 import json
 import os
 import subprocess
@@ -19,3 +21,25 @@ def test_node_reports_the_new_kubelet():
     node = json.loads(subprocess.run([kubectl, "--kubeconfig", kubeconfig, "get", "node", "gpu-b2", "-o", "json"],
                                      check=True, capture_output=True, text=True).stdout)
     assert node["status"]["nodeInfo"]["kubeletVersion"] == TO
+
+
+POOL = {"topologyManagerPolicy": "single-numa-node", "cpuManagerPolicy": "static", "memoryManagerPolicy": "Static"}
+
+
+def test_kubeadm_kept_the_pool_settings_through_its_patch(host):
+    patch = host.file("/etc/kubernetes/gpufleet-patches/kubeletconfiguration+merge.json")
+    assert json.loads(patch.content_string) == POOL and patch.mode == 0o600
+    config = host.file("/var/lib/kubelet/config.yaml").content_string
+    for key, value in POOL.items():
+        assert "\n%s: %s\n" % (key, value) in config
+    backups = host.check_output("ls /etc/kubernetes/tmp")  # the real kubeadm backs the old config up first
+    assert "kubeadm-kubelet-config" in backups
+
+
+def test_the_restarted_kubelet_runs_them():
+    kubeconfig = os.environ["GPUFLEET_LAB_KUBECONFIG"]
+    kubectl = os.path.join(os.environ["GPUFLEET_LAB_CACHE"], "bin", "kubernetes-" + TO, "kubectl")
+    configz = json.loads(subprocess.run([kubectl, "--kubeconfig", kubeconfig, "get", "--raw",
+                                         "/api/v1/nodes/gpu-b2/proxy/configz"],
+                                        check=True, capture_output=True, text=True).stdout)["kubeletconfig"]
+    assert {k: configz[k] for k in POOL} == POOL
