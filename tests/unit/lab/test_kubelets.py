@@ -19,8 +19,8 @@ from cryptography.x509.oid import NameOID
 ROOT = pathlib.Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / "lab"))
 
-from gpufleet_lab import config, kubelets, pki  # noqa: E402
-from gpufleet_lab.procs import LabError  # noqa: E402
+from gpufleet_lab import config, kubelets, pki
+from gpufleet_lab.procs import LabError
 
 REAL_NAME = "kubelet-code-1.36.3-configz-h100-train.json"
 REAL = (ROOT / "tests" / "fixtures" / "k8s" / REAL_NAME).read_text()
