@@ -21,6 +21,7 @@ import pathlib
 import ssl
 import subprocess
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -83,8 +84,24 @@ def subject(cert: Dict[str, Any]) -> Tuple[str, List[str]]:
     return user, groups
 
 
+# The kubelet's webhook authorizer caches answers (authorization.webhook: allowed 5 min, refused 30 s)
+_DECISIONS: Dict[Tuple[str, str, Tuple[str, ...], str], Tuple[bool, float]] = {}
+_TTL = {True: 300.0, False: 30.0}
+
+
 def authorized(cfg: LabConfig, host: str, user: str, groups: List[str], verb: str) -> bool:
-    """The kubelet's webhook authorization: `nodes/configz`, then `nodes/proxy` (KubeletFineGrainedAuthz)."""
+    """The kubelet's webhook authorization: `nodes/configz`, then `nodes/proxy` (KubeletFineGrainedAuthz), its
+    answers cached as the kubelet caches them."""
+    key = (host, user, tuple(sorted(groups)), verb)
+    cached = _DECISIONS.get(key)
+    if cached and time.time() < cached[1]:
+        return cached[0]
+    allowed = _review(cfg, host, user, groups, verb)
+    _DECISIONS[key] = (allowed, time.time() + _TTL[allowed])
+    return allowed
+
+
+def _review(cfg: LabConfig, host: str, user: str, groups: List[str], verb: str) -> bool:
     api = client.AuthorizationV1Api(kube.api(cfg, "lab-controller"))
     for sub in ("configz", "proxy"):
         review = api.create_subject_access_review({
@@ -125,6 +142,7 @@ class KubeletServer(ThreadingHTTPServer):
 class Handler(BaseHTTPRequestHandler):
     server: KubeletServer
     protocol_version = "HTTP/1.1"
+    timeout = 30  # an idle kept-alive connection is closed
 
     def log_message(self, format: str, *args: Any) -> None:
         return
@@ -139,6 +157,9 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         cfg, host = self.server.cfg, self.server.host
+        if not active(cfg, host):  # stopped while a connection was kept alive: no answer, the connection closes
+            self.close_connection = True
+            return
         cert: Optional[Dict[str, Any]] = self.connection.getpeercert()  # type: ignore[attr-defined]
         if not cert:
             self.reply(401, b"Unauthorized")

@@ -159,7 +159,7 @@ class Kube:
         return self._call("GET %s/metrics" % self.server, self._raw_get, "/metrics", timeout).decode("utf-8", "replace")
 
     def _raw_get(self, path: str, timeout: Optional[float]) -> bytes:
-        """GET a path no generated API method covers, with the connection's credentials. kubernetes 35 and later
+        """GET a path no generated API method covers, with the connection's credentials. kubernetes 37
         (openapi-generator 7) split the old ``call_api`` into ``param_serialize`` and ``call_api(method, url)``;
         both shapes are handled (an execution environment may hold either)."""
         api = self.client
@@ -185,7 +185,8 @@ class Kube:
         except KubeError as exc:
             status = exc.details.get("status")
             hint = ("the pipeline's identity needs get on nodes/proxy" if status == 403 else
-                    "no such Node" if status == 404 else
+                    "no such Node, or the kubelet does not serve /configz" if status == 404 else
+                    "the apiserver did not answer" if not status else
                     "the apiserver could not reach the node's kubelet: is the kubelet running, and does the Node "
                     "report its address and port?")
             raise KubeError("the kubelet of %s did not answer /configz through the apiserver (%s): %s" % (

@@ -49,6 +49,8 @@ def kubelet_config(configz: Any, node: str = "") -> Dict[str, Any]:
         raise ParseError("%s: expected an object with a 'kubeletconfig' key (the kubelet's /configz); got %s" % (
             what, keys or "an empty object"))
     config = dict(configz["kubeletconfig"])
+    if isinstance(config.get("staticPodURLHeader"), Mapping):  # may carry credentials: masked, as the kubelet logs it
+        config["staticPodURLHeader"] = {str(k): ["<masked>"] for k in config["staticPodURLHeader"]}
     if config.get("kind", "KubeletConfiguration") != "KubeletConfiguration":
         raise ParseError("%s: kubeletconfig is a %s, not a KubeletConfiguration" % (what, str(config["kind"])[:60]))
     return config

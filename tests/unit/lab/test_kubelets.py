@@ -147,3 +147,21 @@ def test_the_kubelet_server_answers_as_the_kubelet_does(server):
     (hostdir / "state.json").write_text(json.dumps({"services": {"kubelet": "inactive"}}))
     with pytest.raises((ssl.SSLError, ConnectionError, OSError)):  # a stopped kubelet does not answer
         get(srv, "/configz", "apiserver-kubelet-client")
+
+
+def test_a_kubelet_stopped_while_a_connection_is_kept_alive_answers_no_more(server):
+    srv, hostdir = server
+    tls = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    tls.check_hostname, tls.verify_mode = False, ssl.CERT_NONE
+    pkidir = srv.cfg.pki
+    tls.load_cert_chain(str(pkidir / "apiserver-kubelet-client.crt"), str(pkidir / "apiserver-kubelet-client.key"))
+    request = b"GET /configz HTTP/1.1\r\nHost: x\r\n\r\n"
+    with socket.create_connection(srv.server_address[:2], timeout=5) as raw, tls.wrap_socket(raw) as sock:
+        sock.sendall(request)
+        first = b""
+        while not first.endswith(REAL.encode()):
+            first += sock.recv(65536)
+        assert first.startswith(b"HTTP/1.1 200")
+        (hostdir / "state.json").write_text(json.dumps({"services": {"kubelet": "failed"}}))
+        sock.sendall(request)  # the same connection, the kubelet now stopped
+        assert sock.recv(65536) == b""

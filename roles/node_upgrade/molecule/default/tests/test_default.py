@@ -5,6 +5,8 @@ import json
 import os
 import subprocess
 
+import yaml
+
 TO = os.environ["GPUFLEET_LAB_TO"]
 DEB = TO.lstrip("v") + "-1.1"
 
@@ -23,15 +25,15 @@ def test_node_reports_the_new_kubelet():
     assert node["status"]["nodeInfo"]["kubeletVersion"] == TO
 
 
-POOL = {"topologyManagerPolicy": "single-numa-node", "cpuManagerPolicy": "static", "memoryManagerPolicy": "Static"}
+POOL = yaml.safe_load(open(os.path.join(os.environ["GPUFLEET_ROOT"], "inventories", "lab", "baselines",
+                                      "h100-train.yml")).read())["node"]["kubelet_config"]
 
 
 def test_kubeadm_kept_the_pool_settings_through_its_patch(host):
     patch = host.file("/etc/kubernetes/gpufleet-patches/kubeletconfiguration+merge.json")
     assert json.loads(patch.content_string) == POOL and patch.mode == 0o600
-    config = host.file("/var/lib/kubelet/config.yaml").content_string
-    for key, value in POOL.items():
-        assert "\n%s: %s\n" % (key, value) in config
+    config = yaml.safe_load(host.file("/var/lib/kubelet/config.yaml").content_string)
+    assert {k: config.get(k) for k in POOL} == POOL
     backups = host.check_output("ls /etc/kubernetes/tmp")  # the real kubeadm backs the old config up first
     assert "kubeadm-kubelet-config" in backups
 
