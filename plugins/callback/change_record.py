@@ -355,8 +355,8 @@ def kubelet_config_lines(entries):
             per_key["keys"].setdefault(key, {}).setdefault(text, set()).add(entry["node"])
     lines = []
     for pool, seen in sorted(pools.items()):
-        lines.append("- %s (%d node(s) compared): %s" % (_cell(pool), len(seen["nodes"]),
-                                                        "no setting changed" if not seen["keys"] else "changed:"))
+        verdict = "no setting changed" if not seen["keys"] else "changed:"
+        lines.append("- %s (%d node(s) compared): %s" % (_cell(pool), len(seen["nodes"]), verdict))
         for key, texts in sorted(seen["keys"].items()):
             for text, nodes in sorted(texts.items()):
                 lines.append("  - `%s`: %s on %s" % (_cell(key), _cell(text), ", ".join(sorted(nodes))))
