@@ -103,15 +103,17 @@ def test_kubeadm_apply_and_node_take_only_real_kubeadms_flags_and_are_recorded(s
     kubeadm v1.36.3: tests/fixtures/kubeadm/real-1.36.3-upgrade-*-help.txt), as cobra refuses it, and records
     every apply and node it runs with their arguments (the lab story reads them)."""
     real = tmp_path / "kubeadm-real"
-    real.write_text('#!/bin/sh\n[ "$3" = --help ] && exec cat "%s/real-1.36.3-upgrade-$2-help.txt"\nexit 9\n'
-                    % (FIXTURES / "kubeadm"))
+    real.write_text('#!/bin/sh\n[ "$3" = --help ] && exec cat "%s/real-1.36.3-upgrade-$2-help.txt"\n'
+                    'echo "real kubeadm $*"\n' % (FIXTURES / "kubeadm"))
     real.chmod(0o755)
     proc = sim.run("kubeadm", "upgrade", "node", "--etcd-upgrad=false", rc=1, host="cp-1")
     assert proc.stderr.startswith("unknown flag: --etcd-upgrad\n")
     proc = sim.run("kubeadm", "upgrade", "apply", "v1.36.3", "--yes", "--etcd-upgrade=false", "--skip-fun", rc=1,
                    host="cp-1")
     assert proc.stderr.startswith("unknown flag: --skip-fun\n")
-    sim.run("kubeadm", "upgrade", "node", "--etcd-upgrade=false", host="gpu-a1")
+    # a worker's upgrade node is the real kubeadm's, end to end (with its arguments, after the flag check)
+    assert sim.run("kubeadm", "upgrade", "node", "--etcd-upgrade=false", host="gpu-a1").stdout == \
+        "real kubeadm upgrade node --etcd-upgrade=false\n"
     sim.run("kubeadm", "upgrade", "node", "-v", "5", "--patches", "/etc/kubeadm/patches", host="gpu-a1")
     calls = [json.loads(line) for line in (sim.state_dir / "kubeadm-calls.jsonl").read_text().splitlines()]
     assert [c["argv"] for c in calls] == [["upgrade", "node", "--etcd-upgrade=false"],
