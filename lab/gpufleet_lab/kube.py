@@ -92,7 +92,7 @@ def ensure_nodes(cfg: LabConfig, kubelets: Dict[str, str]) -> None:
         made = tolerate(409, core.create_node, node_object(cfg, host, kubelets[host]))
         if made is None:  # a Node made before the lab's bridge (or moved): its kubelet's address again
             want = node_endpoint(cfg, host)
-            have = client.ApiClient().sanitize_for_serialization(core.read_node_status(host).status)
+            have = core.api_client.sanitize_for_serialization(core.read_node_status(host).status)
             if have.get("addresses") != want["addresses"] or have.get("daemonEndpoints") != want["daemonEndpoints"]:
                 core.patch_node_status(host, {"status": want})
 

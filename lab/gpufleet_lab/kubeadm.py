@@ -35,7 +35,7 @@ from typing import Any, Dict, List
 import yaml
 from kubernetes import client
 
-from gpufleet_lab import cluster
+from gpufleet_lab import cluster, kube
 from gpufleet_lab.config import LabConfig
 from gpufleet_lab.procs import LabError
 
@@ -303,12 +303,7 @@ def sync(cfg: LabConfig, api: client.ApiClient, state: Dict[str, Any]) -> List[s
     for cm in config_maps(cfg, cluster_version):
         if _read_or_make(core.read_namespaced_config_map, core.create_namespaced_config_map, cm) is None:
             changed.append("configmap %s" % cm["metadata"]["name"])
-    try:
-        uploaded = core.read_namespaced_config_map("kubeadm-config", "kube-system")
-    except client.ApiException as exc:
-        if exc.status != 404:
-            raise
-        uploaded = None
+    uploaded = kube.tolerate(404, core.read_namespaced_config_map, "kubeadm-config", "kube-system")
     if uploaded is None or yaml.safe_load((uploaded.data or {}).get("ClusterConfiguration") or "{}").get(
             "kubernetesVersion") != cluster_version:  # what kubeadm's `upgrade apply` re-uploads
         upload_config(cfg, cluster_version)

@@ -65,11 +65,8 @@ def start(cfg: LabConfig, host: str, version: str) -> Dict[str, Any]:
 
 def active(cfg: LabConfig, host: str) -> bool:
     """Whether the host's kubelet unit runs (the simulated systemctl's state)."""
-    try:
-        state = json.loads((cfg.run / "hosts" / host / "state.json").read_text())
-    except (OSError, ValueError):
-        return False
-    return (state.get("services") or {}).get("kubelet") == "active"
+    from gpufleet_lab import faults  # faults -> hosts -> kubelets: imported when used
+    return (faults.host_state(cfg, host).get("services") or {}).get("kubelet") == "active"
 
 
 def subject(cert: Dict[str, Any]) -> Tuple[str, List[str]]:
