@@ -52,12 +52,14 @@ def _up(cfg: config.LabConfig) -> None:
         return
     cluster.build(cfg)
     pki.ensure(cfg.pki)
+    pki.ensure_front_proxy(cfg.pki)
     added = network.ensure_network(cfg)
     if added:
         say("bridge %s: the hosts' addresses %s" % (cfg.network["bridge"], ", ".join(added)))
     pki.ensure_kubelets(cfg.pki, {h: cfg.node_address(h) for h in cfg.hosts})
     state = cluster.load_state(cfg)
     cluster.save_state(cfg, state)
+    (cfg.run / cluster.UP_MARK).unlink(missing_ok=True)
     cluster.component_kubeconfigs(cfg)
     cluster.start_etcd(cfg)
     if not procs.pid_of(cfg.run, "lab-controller"):
@@ -65,8 +67,12 @@ def _up(cfg: config.LabConfig) -> None:
             cfg.ports["apiserver_lb"])
         procs.start(cfg.run, "lab-controller", [sys.executable, "-m", "gpufleet_lab", "controller"],
                     env={"PYTHONPATH": str(config.LAB_DIR), "GPUFLEET_LAB_CELL": cfg.cell})
+    from gpufleet_lab import kubeadm
+    kubeadm.write_manifests(cfg, state)  # kubeadm's own, from the real kubeadm (once per host)
     for host in cfg.control_plane:
-        cluster.start_apiserver(cfg, host, state["apiserver"][host])
+        state["apiserver"][host] = cluster.start_apiserver(cfg, host)  # what its manifest runs
+    cluster.save_state(cfg, state)
+    (cfg.run / cluster.UP_MARK).write_text(time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
     procs.wait_https("https://127.0.0.1:%d/readyz" % cfg.ports["apiserver_lb"], cfg.pki, cfg.run, "lab-controller")
     cluster.start_controllers(cfg, cluster.oldest(list(state["apiserver"].values())))
     cluster.start_kwok(cfg)
@@ -83,7 +89,6 @@ def _up(cfg: config.LabConfig) -> None:
     say("security: %s" % ", ".join(kube.ensure_security(cfg)))
     from gpufleet_lab import helm
     say("Helm releases (real helm %s): %s" % (cfg.helm_version, ", ".join(helm.ensure_releases(cfg)) or "in place"))
-    from gpufleet_lab import kubeadm
     made = kubeadm.sync(cfg, kube.api(cfg), state)
     say("what kubeadm reads (kubeadm-config, component configs, mirror pods, static pod manifests): %s" % (
         "%d object(s) made or moved" % len(made) if made else "in place"))
@@ -100,6 +105,9 @@ def down(cfg: config.LabConfig) -> None:
             "apiserver-" + h for h in cfg.control_plane] + ["etcd"]:
         if procs.stop(cfg.run, name):
             say("stopped %s" % name)
+    (cfg.run / cluster.UP_MARK).unlink(missing_ok=True)
+    for host in cfg.control_plane:  # a stopped host runs nothing: `up` starts each apiserver from its manifest
+        shutil.rmtree(cfg.run / "hosts" / host / "kubelet-running", ignore_errors=True)
     left = procs.running(cfg.run)
     if left:
         raise LabError("still running after down: %s" % ", ".join(left))

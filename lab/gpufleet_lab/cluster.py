@@ -16,6 +16,9 @@ from gpufleet_lab.config import LAB_DIR, LabConfig
 from gpufleet_lab.procs import LabError
 
 STATE_FILE = "cluster/state.json"  # also mounted read-only into every lab host for the simulators
+# Written once `lab up` has started the control plane, removed when it starts and by `lab down`: only then does
+# the lab controller's kubelet stand-in restart an apiserver (controller.StaticPods).
+UP_MARK = "cluster/control-plane-up"
 
 
 def say(msg: str) -> None:
@@ -126,33 +129,41 @@ def start_etcd(cfg: LabConfig) -> None:
 
 
 # -- apiservers ------------------------------------------------------------------------------------------------------
-def apiserver_argv(cfg: LabConfig, host: str, version: str) -> List[str]:
-    p = cfg.pki
-    return [str(cfg.bin_dir("kubernetes", version) / "kube-apiserver"),
-            "--etcd-servers=%s" % etcd_url(cfg), "--etcd-cafile=%s" % (p / "ca.crt"),
-            "--etcd-certfile=%s" % (p / "etcd-client.crt"), "--etcd-keyfile=%s" % (p / "etcd-client.key"),
-            "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
-            "--secure-port=%d" % cfg.apiserver_port(host),
-            "--tls-cert-file=%s" % (p / "apiserver.crt"), "--tls-private-key-file=%s" % (p / "apiserver.key"),
-            "--client-ca-file=%s" % (p / "ca.crt"), "--service-cluster-ip-range=10.96.0.0/16",
-            "--authorization-mode=Node,RBAC", "--allow-privileged=true",
-            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-            "--service-account-key-file=%s" % (p / "sa.pub"),
-            "--service-account-signing-key-file=%s" % (p / "sa.key"),
-            "--endpoint-reconciler-type=none", "--profiling=false", "--v=1",
-            # to kubelets as kubeadm sets it up: its client certificate (kubeadm:cluster-admins), Node addresses
-            # in kubeadm's order (the lab's are on its bridge, network.py: the apiserver never proxies to loopback)
-            "--kubelet-client-certificate=%s" % (p / (pki.KUBELET_CLIENT[0] + ".crt")),
-            "--kubelet-client-key=%s" % (p / (pki.KUBELET_CLIENT[0] + ".key")),
-            "--kubelet-preferred-address-types=InternalIP,ExternalIP,Hostname"]
+# Where a control-plane host's paths are on the lab machine (the host container's mounts, hosts.py): the lab plays
+# the host's kubelet, so it runs a static pod's command with the host's paths made the lab's.
+PKI_ON_HOST = "/etc/kubernetes/pki/"
 
 
-def start_apiserver(cfg: LabConfig, host: str, version: str) -> None:
+def apiserver_argv(cfg: LabConfig, manifest: str) -> Tuple[str, List[str]]:
+    """The version and command line of a kube-apiserver static pod manifest (kubeadm's), as the lab runs it: the
+    built binary of the image's version, every flag as the manifest gives it, the certificate directory the host
+    mounts at /etc/kubernetes/pki being the lab's own."""
+    from gpufleet_lab import kubeadm
+    version = kubeadm.manifest_version(manifest)
+    command = (yaml.safe_load(manifest)["spec"]["containers"][0].get("command") or [])
+    if command[:1] != ["kube-apiserver"]:
+        raise LabError("kube-apiserver manifest runs %r, not kube-apiserver" % command[:1])
+    binary = cfg.bin_dir("kubernetes", version) / "kube-apiserver"
+    if not binary.exists():
+        raise LabError("the lab has no kube-apiserver %s (it builds %s)" % (version, ", ".join(cfg.versions)))
+    return version, [str(binary)] + [a.replace(PKI_ON_HOST, str(cfg.pki) + "/") for a in command[1:]]
+
+
+def start_apiserver(cfg: LabConfig, host: str) -> str:
+    """Start ``host``'s kube-apiserver from its manifest (unless it runs) and wait until it is ready; what runs is
+    recorded as the host's running manifest (its mirror pod's source); returns its version."""
+    from gpufleet_lab import kubeadm
     name = "apiserver-" + host
+    text = (kubeadm.manifests_dir(cfg, host) / "kube-apiserver.yaml").read_text()
+    version, argv = apiserver_argv(cfg, text)
     if not procs.pid_of(cfg.run, name):
         say("starting kube-apiserver %s for %s on 127.0.0.1:%d" % (version, host, cfg.apiserver_port(host)))
-        procs.start(cfg.run, name, apiserver_argv(cfg, host, version))
+        procs.start(cfg.run, name, argv)
     procs.wait_https("https://127.0.0.1:%d/readyz" % cfg.apiserver_port(host), cfg.pki, cfg.run, name, timeout=180)
+    running = kubeadm.running_manifest(cfg, host, "kube-apiserver")
+    running.parent.mkdir(parents=True, exist_ok=True)
+    running.write_text(text)
+    return version
 
 
 # The lab plays the kubelet for the control plane's static pods: SIGTERM, then SIGKILL after this grace period. An
@@ -162,9 +173,11 @@ def start_apiserver(cfg: LabConfig, host: str, version: str) -> None:
 APISERVER_GRACE_SECONDS = 3.0
 
 
-def restart_apiserver(cfg: LabConfig, host: str, version: str) -> None:
+def restart_apiserver(cfg: LabConfig, host: str) -> str:
+    from gpufleet_lab import kubeadm
+    apiserver_argv(cfg, (kubeadm.manifests_dir(cfg, host) / "kube-apiserver.yaml").read_text())  # runnable first
     procs.stop(cfg.run, "apiserver-" + host, timeout=APISERVER_GRACE_SECONDS)
-    start_apiserver(cfg, host, version)
+    return start_apiserver(cfg, host)
 
 
 # -- controller-manager, scheduler, kwok ---------------------------------------------------------------------------

@@ -2,18 +2,18 @@
 
 1. A TCP load balancer in front of every live apiserver (what a real HA control plane has), so clients keep
    working while one apiserver restarts at a new version, and may hit either version meanwhile.
-2. Control-plane requests from the simulated kubeadm/kubelet on the hosts (files under run/requests): restart a
-   host's real kube-apiserver at a new version (then keep kube-controller-manager and kube-scheduler at the oldest
-   apiserver version) and move the control-plane mirror pods and kubeadm-config with it (SIMULATION of the
-   kubelet's mirror pods: lab/gpufleet_lab/kubeadm.py), or set a Node's kubeletVersion (SIMULATION of the kubelet
-   registering).
+2. Requests from the simulated kubelet on the hosts (files under run/requests): set a Node's kubeletVersion
+   (SIMULATION of the kubelet registering), or pause a host (the pause-in-upgrade fault).
 3. Device-plugin SIMULATION: a GPU host whose state reports fewer GPUs gets that allocatable nvidia.com/gpu.
 4. Training-gang SIMULATION (JobSet pods, Kueue Workload activation, checkpoint-and-yield): see training.py.
 5. Canary-workload SIMULATION (the containers of gpufleet's canary gang and latency probe): see workloads.py.
 6. Inference-service SIMULATION: the cell's request latency histogram on /metrics, for the fleet's p99 reading:
    see inference.py.
-7. Static-pod SIMULATION (the kubelet's part): a control-plane host's kube-apiserver, and the etcd host's etcd,
-   stop when their manifest leaves /etc/kubernetes/manifests and start when it is back (StaticPods).
+7. Static-pod SIMULATION (the kubelet's part, StaticPods): each control-plane host's kube-apiserver runs what its
+   manifest in /etc/kubernetes/manifests says (kubeadm's: the image's version, the command's flags), restarted
+   when the real kubeadm writes a new one, stopped while it is gone (and the etcd host's etcd likewise); the
+   control-plane mirror pods carry the hash of the manifest that runs (kubeadm.sync_mirror_pods), which is what
+   `kubeadm upgrade apply` and `node` wait for.
 8. Kubelet-server SIMULATION: each GPU host's /configz over HTTPS on its Node address, what that release's kubelet
    code makes of the host's config file when the kubelet starts (kubelets.py).
 """
@@ -28,6 +28,8 @@ import sys
 import time
 import traceback
 from typing import Dict, List, Set, Tuple
+
+from kubernetes import client
 
 from gpufleet_lab import cluster, faults, inference, kube, procs
 from gpufleet_lab.config import LabConfig
@@ -95,16 +97,6 @@ def handle_request(cfg: LabConfig, body: Dict) -> Dict:
     state = cluster.load_state(cfg)
     if version not in cfg.versions:
         return {"error": "the lab has no %s binaries for %s (it has %s)" % (kind, version, ", ".join(cfg.versions))}
-    if kind == "apiserver":
-        if host not in cfg.control_plane:
-            return {"error": "%s is not a control-plane host" % host}
-        cluster.restart_apiserver(cfg, host, version)
-        state["apiserver"][host] = version
-        cluster.save_state(cfg, state)
-        reconcile_controllers(cfg, state)
-        from gpufleet_lab import kubeadm  # the mirror pods and kubeadm-config follow the switch, as a kubelet's would
-        kubeadm.sync(cfg, kube.api(cfg, "lab-controller"), state)
-        return {"ok": True, "apiserver": version}
     if kind == "kubelet":
         if host not in cfg.hosts:
             return {"error": "%s is not a lab host" % host}
@@ -157,8 +149,8 @@ async def requests_loop(cfg: LabConfig) -> None:
             mirrors_due = time.time() + 5
             try:
                 from gpufleet_lab import kubeadm
-                made = await asyncio.to_thread(kubeadm.restore_mirror_pods, cfg, kube.api(cfg, "lab-controller"),
-                                               cluster.load_state(cfg))
+                made = await asyncio.to_thread(kubeadm.sync_mirror_pods, cfg,
+                                               client.CoreV1Api(kube.api(cfg, "lab-controller")))
                 if made:
                     print("made again: %s" % ", ".join(made), flush=True)
             except Exception:
@@ -167,18 +159,31 @@ async def requests_loop(cfg: LabConfig) -> None:
 
 
 class StaticPods:
-    """SIMULATION of a kubelet's static pods, for the real processes the lab runs in their place: the etcd host's
-    etcd and each control-plane host's kube-apiserver stop when their manifest leaves the host's
-    /etc/kubernetes/manifests and start again when it is back (etcd first) - what a restore's swap of etcd's data
-    directory relies on (playbooks/etcd_restore.yml). It starts only what a missing manifest stopped, so `lab up`,
-    `lab down` and version switches keep their say. What runs is written to the host's containers.json, which the
-    host's crictl lists (SIMULATION)."""
+    """SIMULATION of a kubelet's static pods, for the real processes the lab runs in their place.
+
+    - Each control-plane host's kube-apiserver runs its manifest: when the text of
+      /etc/kubernetes/manifests/kube-apiserver.yaml is not the one running (kubeadm wrote a new one, or rolled one
+      back), the apiserver restarts from it (cluster.restart_apiserver: the image's version, the command's flags),
+      the state records its version, the controller manager and scheduler follow the oldest apiserver
+      (reconcile_controllers), and the mirror pods are synced. A manifest that cannot run (no build of its
+      version, a command that is not kube-apiserver) is reported once and left, as a kubelet's crash loop is: kubeadm
+      sees no new mirror pod hash and rolls back. So is any new manifest on a host with the apiserver-start-fail
+      fault.
+    - The controller manager and scheduler manifests are "run" as soon as they are written: the lab runs one of each,
+      at the oldest apiserver's version (SIMULATION of the leader: their ports on loopback would collide).
+    - The etcd host's etcd and each kube-apiserver stop when their manifest leaves the host's manifests and start
+      again when it is back (etcd first) - what a restore's swap of etcd's data directory relies on
+      (playbooks/etcd_restore.yml).
+    A host's apiserver is played only after `lab up` first started it (its running manifest exists). What runs is
+    written to the host's containers.json, which the host's crictl lists (SIMULATION)."""
 
     def __init__(self, cfg: LabConfig) -> None:
         self.cfg = cfg
         self.stopped: Set[Tuple[str, str]] = set()
         self.seen: Set[Tuple[str, str]] = set()  # manifests `lab up` has written (before that, nothing to act on)
         self.listed: Dict[str, str] = {}
+        self.refused: Dict[str, str] = {}  # host -> the apiserver manifest text that could not run
+        self.held: Dict[str, str] = {}  # host -> the apiserver manifest text the fault holds back (said once)
 
     def pods(self) -> List[Tuple[str, str, str]]:
         """(host, component, lab process), etcd first: an apiserver started before its etcd would not get ready."""
@@ -186,8 +191,11 @@ class StaticPods:
             (h, "kube-apiserver", "apiserver-" + h) for h in self.cfg.control_plane]
 
     def reconcile(self) -> None:
+        from gpufleet_lab import kubeadm
+        changed = False
         for host, component, name in self.pods():
-            present = (self.cfg.run / "hosts" / host / "manifests" / (component + ".yaml")).exists()
+            path = kubeadm.manifests_dir(self.cfg, host) / (component + ".yaml")
+            present = path.exists()
             if present:
                 self.seen.add((host, component))
             if not present and (host, component) in self.seen and procs.pid_of(self.cfg.run, name):
@@ -199,9 +207,56 @@ class StaticPods:
                 if component == "etcd":
                     cluster.start_etcd(self.cfg)
                 else:
-                    cluster.start_apiserver(self.cfg, host, cluster.load_state(self.cfg)["apiserver"][host])
+                    self.play_apiserver(host, path.read_text(), restart=False)
                 self.stopped.discard((host, component))
+            elif present and component == "kube-apiserver":
+                changed = self.play_apiserver(host, path.read_text(), restart=True) or changed
+        for host in self.cfg.control_plane:
+            for component in ("kube-controller-manager", "kube-scheduler"):
+                path = kubeadm.manifests_dir(self.cfg, host) / (component + ".yaml")
+                running = kubeadm.running_manifest(self.cfg, host, component)
+                if path.exists() and (not running.exists() or running.read_text() != path.read_text()):
+                    running.parent.mkdir(parents=True, exist_ok=True)
+                    running.write_text(path.read_text())
+                    changed = True
+        if changed:
+            made = kubeadm.sync_mirror_pods(self.cfg, client.CoreV1Api(kube.api(self.cfg, "lab-controller")))
+            print("static pods: %s" % (", ".join(made) or "mirror pods in place"), flush=True)
         self.write_containers()
+
+    def play_apiserver(self, host: str, text: str, restart: bool) -> bool:
+        """Run ``host``'s kube-apiserver manifest ``text`` when it is not the one running; returns whether it
+        started it."""
+        from gpufleet_lab import kubeadm
+        running = kubeadm.running_manifest(self.cfg, host, "kube-apiserver")
+        alive = procs.pid_of(self.cfg.run, "apiserver-" + host)
+        if restart and (not (self.cfg.run / cluster.UP_MARK).exists() or not running.exists()
+                        or (running.read_text() == text and alive)):
+            return False  # `lab up` has not finished starting the apiservers, or this manifest runs
+        if self.refused.get(host) == text:
+            return False
+        if "apiserver-start-fail" in faults.host_faults(self.cfg, host):
+            if self.held.get(host) != text:
+                print("static pod kube-apiserver on %s: the apiserver-start-fail fault keeps the new manifest (%s) "
+                      "from starting" % (host, kubeadm.manifest_version(text)), flush=True)
+                self.held[host] = text
+            return False
+        self.held.pop(host, None)
+        try:
+            version = cluster.restart_apiserver(self.cfg, host) if restart else cluster.start_apiserver(self.cfg, host)
+        except procs.LabError as exc:
+            print("static pod kube-apiserver on %s: cannot run its manifest: %s" % (host, exc), flush=True)
+            if running.read_text() != text:  # a new manifest that did not come up: gone, as its crash loop would be
+                procs.stop(self.cfg.run, "apiserver-" + host, timeout=cluster.APISERVER_GRACE_SECONDS)
+            self.refused[host] = text
+            return False
+        self.refused.pop(host, None)
+        state = cluster.load_state(self.cfg)
+        state["apiserver"][host] = version
+        cluster.save_state(self.cfg, state)
+        reconcile_controllers(self.cfg, state)
+        print("static pod kube-apiserver on %s: running %s from its manifest" % (host, version), flush=True)
+        return True
 
     def write_containers(self) -> None:
         for host in self.cfg.control_plane:

@@ -25,7 +25,8 @@ HOST_FAULTS: Dict[str, tuple] = {
     "checkpoint-never": ("the training gang never confirms a checkpoint while a rank runs on this host", "gpu"),
     "kubelet-config-drift": ("the kubelet's config file is rewritten before the kubelet starts (a configuration "
                              "agent's old template): topologyManagerPolicy best-effort, not the pool's", "gpu"),
-    "kubeadm-apply-fail": ("kubeadm upgrade apply/node fails on this host", "cp"),
+    "apiserver-start-fail": ("a new kube-apiserver manifest never starts on this host (kubeadm upgrade apply/node "
+                             "waits for its mirror pod, then rolls the manifest back)", "cp"),
     "snapshot-fail": ("etcdctl snapshot save fails (no space left on device)", "cp"),
     "pause-in-upgrade": ("the host hangs in the middle of its kubelet package upgrade (its container is paused from "
                          "the package's preinst): Ansible loses it over SSH, UNREACHABLE", "any"),

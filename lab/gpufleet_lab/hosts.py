@@ -113,8 +113,9 @@ def container_state(name: str) -> Tuple[str, str]:
 
 
 # What a host's mounts are; a host made with others is made again (2: the manifests are writable, for etcd_restore;
-# 3: a GPU host's /var/lib/kubelet and its node credentials in /etc/kubernetes/kubelet.conf).
-LAYOUT = "3"
+# 3: a GPU host's /var/lib/kubelet and its node credentials in /etc/kubernetes/kubelet.conf; 4: a control-plane
+# host's too, which the real `kubeadm upgrade apply` and `node` rewrite).
+LAYOUT = "4"
 
 
 def container_layout(name: str) -> str:
@@ -183,6 +184,7 @@ def ensure_hosts(cfg: LabConfig) -> None:
     for host in cfg.hosts:
         name = container(cfg, host)
         role = "cp" if host in cfg.control_plane else "gpu"
+        node_kubeconfig(cfg, host)  # kept right in place (a running host mounts the file)
         status, image = container_state(name)
         if status != "absent" and image == images[role] and container_layout(name) != LAYOUT:
             say("host %s was made with other mounts; recreating it" % host)
@@ -208,10 +210,10 @@ def ensure_hosts(cfg: LabConfig) -> None:
                 "-v", "%s:/var/lib/gpufleet-lab/requests" % (cfg.run / "requests"),
                 "-v", "%s:/srv/gpufleet-apt:ro" % repo,
                 "-v", "%s:/root/.ssh/authorized_keys:ro" % public_key]
-        if role == "gpu":  # the kubelet's directory (kubeadm writes its config.yaml) and its credentials
-            (hostdir / "kubelet").mkdir(exist_ok=True)
-            args += ["-v", "%s:%s" % (hostdir / "kubelet", kubelets.CONFIG_ON_HOST),
-                     "-v", "%s:/etc/kubernetes/kubelet.conf:ro" % node_kubeconfig(cfg, host)]
+        # the kubelet's directory (kubeadm writes its config.yaml) and its credentials
+        (hostdir / "kubelet").mkdir(exist_ok=True)
+        args += ["-v", "%s:%s" % (hostdir / "kubelet", kubelets.CONFIG_ON_HOST),
+                 "-v", "%s:/etc/kubernetes/kubelet.conf:ro" % node_kubeconfig(cfg, host)]
         if role == "cp":
             args += ["-v", "%s:/etc/kubernetes/pki:ro" % cfg.pki,
                      "-v", "%s:/etc/kubernetes/admin.conf:ro" % (cfg.run / "kubeconfigs" / "admin.conf"),
@@ -223,16 +225,20 @@ def ensure_hosts(cfg: LabConfig) -> None:
         ensure_backup_host(cfg, host, public_key)
     for host in cfg.machines:
         wait_sshd(cfg, host)
-    for host in cfg.gpu_hosts:
+    for host in cfg.hosts:
         ensure_kubelet(cfg, host)
     prune_images(list(images.values()))
 
 
 def node_kubeconfig(cfg: LabConfig, host: str) -> pathlib.Path:
-    """The host's kubelet.conf: its node credentials (system:node:HOST), the cell's apiservers."""
+    """The host's kubelet.conf: its node credentials (system:node:HOST); a worker's kubelet reaches the cell's
+    apiservers through the load balancer, a control-plane host's its own apiserver, as kubeadm sets them up since
+    its kubelet local mode (`upgrade apply` and `node` otherwise rewrite the file to that)."""
     path = cfg.run / "kubeconfigs" / ("kubelet-%s.conf" % host)
-    if not path.exists():
-        pki.kubeconfig(cfg.pki, "https://127.0.0.1:%d" % cfg.ports["apiserver_lb"], "node-" + host, path)
+    port = cfg.apiserver_port(host) if host in cfg.control_plane else cfg.ports["apiserver_lb"]
+    server = "https://127.0.0.1:%d" % port
+    if not path.exists() or ("server: %s\n" % server) not in path.read_text():
+        pki.kubeconfig(cfg.pki, server, "node-" + host, path)
     return path
 
 
@@ -243,9 +249,10 @@ def pool_kubelet_settings() -> Dict[str, Any]:
 
 
 def ensure_kubelet(cfg: LabConfig, host: str) -> None:
-    """A GPU host's kubelet as it was when the host joined: its config file written by the real kubeadm's
-    kubelet-config phase from the cluster's kubelet-config ConfigMap with the pool's settings as a patch (what
-    `kubeadm join --patches` writes), then started (kubelets.start: what its kubelet serves at /configz)."""
+    """A host's kubelet as it was when the host joined: its config file written by the real kubeadm's kubelet-config
+    phase from the cluster's kubelet-config ConfigMap - on a GPU host with the pool's settings as a patch (what
+    `kubeadm join --patches` writes), then started (kubelets.start: what its kubelet serves at /configz). A
+    control-plane host's config file is what `kubeadm upgrade apply` and `node` back up and rewrite."""
     hostdir = cfg.run / "hosts" / host
     if not (hostdir / "kubelet" / "config.yaml").exists():
         from kubernetes import client
@@ -258,13 +265,15 @@ def ensure_kubelet(cfg: LabConfig, host: str) -> None:
             'KUBELET_KUBEADM_ARGS="--container-runtime-endpoint=%s"\n' % kubeadm.CONTAINERD)
         patches = hostdir / "join-patches"
         patches.mkdir(exist_ok=True)
-        (patches / "kubeletconfiguration+merge.json").write_text(json.dumps(pool_kubelet_settings()))
-        say("host %s: kubelet config from the kubelet-config ConfigMap and the pool's patch (real kubeadm)" % host)
+        (patches / "kubeletconfiguration+merge.json").write_text(
+            json.dumps(pool_kubelet_settings() if host in cfg.gpu_hosts else {}))
+        say("host %s: kubelet config from the kubelet-config ConfigMap%s (real kubeadm)" % (
+            host, " and the pool's patch" if host in cfg.gpu_hosts else ""))
         podman("exec", container(cfg, host), "/usr/lib/gpufleet-sim/kubeadm-real", "upgrade", "node", "phase",
                "kubelet-config", "--kubeconfig", "/etc/kubernetes/kubelet.conf",
                "--patches", "/var/lib/gpufleet-lab/join-patches")
         (hostdir / "configz.json").unlink(missing_ok=True)
-    if not (hostdir / "configz.json").exists():
+    if host in cfg.gpu_hosts and not (hostdir / "configz.json").exists():
         kubelets.start(cfg, host, cluster.load_state(cfg)["kubelet"][host])
 
 def ensure_backup_host(cfg: LabConfig, host: str, public_key: pathlib.Path) -> None:

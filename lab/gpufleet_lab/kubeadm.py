@@ -10,27 +10,27 @@
 - the `coredns` ConfigMap and Deployment, and the `kube-proxy` DaemonSet (kube.addon_objects), found by their
   `k8s-app` labels;
 - the mirror pods of the control-plane static pods (`kube-apiserver-HOST` ... in kube-system, labels `component`
-  and `tier: control-plane`, the running version's image, the apiserver's advertise-address annotation): plan's
-  per-node CURRENT column is read from their images. A kubelet makes these from the host's static pod manifests;
-  the lab has no kubelet, so the lab writes them (SIMULATION of the kubelet's mirror pods) and replaces each one
-  when its component switches version (`sync`, at `lab up` and by the lab controller after every switch);
-- the static pod manifests on the host (`/etc/kubernetes/manifests/*.yaml`, written here into the host's state
-  directory, which `lab up` mounts there on control-plane hosts).
+  and `tier: control-plane`, the apiserver's advertise-address annotation): plan's per-node CURRENT column is read
+  from their images, and `upgrade apply`/`node` wait for their `kubernetes.io/config.hash` to change after writing a
+  new manifest. A kubelet makes them from the host's static pod manifests; the lab has no kubelet, so the lab writes
+  them (SIMULATION of the kubelet's mirror pods, `mirror_pod`) from the manifest its static-pod player runs
+  (controller.StaticPods: what runs on the host, `running_manifest`);
+- the static pod manifests on the host (`/etc/kubernetes/manifests/*.yaml`, the host's state directory's
+  `manifests`, which `lab up` mounts there on control-plane hosts): kubeadm's own, written by the real kubeadm of
+  the lab's first version (`init phase control-plane all`, `init_manifests`), then by the real `kubeadm upgrade
+  apply` and `upgrade node` the wave runs.
 
-And what kubeadm's addon phase leaves (`addon_phase`): since 1.28 `upgrade apply` or `upgrade node` moves
-kube-proxy and CoreDNS once every kube-apiserver runs the target - kube-proxy to the target's version, CoreDNS to
-the version that kubeadm pins. The lab's simulated apply/node skip the phase (SIMULATION), so `sync` makes its
-result, asking the real kubeadm at that version for its images (`kubeadm config images list`).
+kubeadm's addon phase (CoreDNS, kube-proxy) is kubeadm's own too: `upgrade apply` or `upgrade node` runs it once
+every kube-apiserver runs the target.
 """
 from __future__ import annotations
 
 import hashlib
-import json
 import pathlib
-import socket
+import shutil
 import subprocess
 import time
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional, Tuple
 
 import yaml
 from kubernetes import client
@@ -67,20 +67,6 @@ COREFILE = """.:53 {
 """
 
 
-def host_address() -> str:
-    """The lab machine's own IPv4 address on its default route (the hosts share its network). The apiservers bind
-    127.0.0.1, but kubeadm refuses a loopback advertise address (it then looks for another address on `lo`), so
-    the mirror pod's advertise annotation names this one; 192.0.2.10 (a documentation address) on a machine with
-    no default route. No packet is sent: a UDP socket's connect only picks the route."""
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
-        try:
-            probe.connect(("192.0.2.1", 9))
-            address = str(probe.getsockname()[0])
-        except OSError:
-            return "192.0.2.10"
-    return "192.0.2.10" if address.startswith("127.") or address == "0.0.0.0" else address
-
-
 def cluster_configuration(cfg: LabConfig, version: str) -> Dict[str, Any]:
     """The ClusterConfiguration kubeadm would have uploaded for this cell (v1beta4, kubeadm 1.31+)."""
     return {"apiVersion": "kubeadm.k8s.io/v1beta4", "kind": "ClusterConfiguration",
@@ -94,7 +80,15 @@ def cluster_configuration(cfg: LabConfig, version: str) -> Dict[str, Any]:
                                   "certFile": "/etc/kubernetes/pki/etcd-client.crt",
                                   "keyFile": "/etc/kubernetes/pki/etcd-client.key"}},
             "networking": {"dnsDomain": "cluster.local", "serviceSubnet": SERVICE_SUBNET, "podSubnet": POD_SUBNET},
-            "apiServer": {}, "controllerManager": {}, "scheduler": {}, "dns": {}, "proxy": {}}
+            "apiServer": {"extraArgs": [{"name": k, "value": v} for k, v in APISERVER_EXTRA_ARGS]},
+            "controllerManager": {}, "scheduler": {}, "dns": {}, "proxy": {}}
+
+
+# What the lab's apiservers add to kubeadm's flags (ClusterConfiguration apiServer.extraArgs, so kubeadm's manifests
+# carry them through every upgrade): listen on loopback only (the lab machine's other addresses are not the lab's),
+# no endpoint reconciler (every apiserver advertises an address it does not listen on), quiet.
+APISERVER_EXTRA_ARGS = (("bind-address", "127.0.0.1"), ("endpoint-reconciler-type", "none"), ("profiling", "false"),
+                        ("v", "1"))
 
 
 # The cluster-wide kubelet settings the lab's kubeadm config gives (kubeadm adds its own defaults): the lab machine
@@ -103,11 +97,21 @@ KUBELET_SETTINGS = {"apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "Kube
                     "cgroupDriver": "systemd", "failCgroupV1": False}
 
 
-def kubeadm_config(cfg: LabConfig, version: str) -> str:
-    """The kubeadm configuration file the cell was made with (InitConfiguration, ClusterConfiguration and the
-    cluster's KubeletConfiguration), as `kubeadm init --config` takes it."""
+def advertise(cfg: LabConfig, host: str) -> Tuple[str, int]:
+    """A control-plane host's API endpoint as kubeadm records it: the host's address on the lab's bridge (kubeadm
+    refuses a loopback one) and its apiserver's port."""
+    return cfg.node_address(host), cfg.apiserver_port(host)
+
+
+def kubeadm_config(cfg: LabConfig, version: str, host: str = "") -> str:
+    """The kubeadm configuration file ``host`` (default: the first control-plane host) was made with
+    (InitConfiguration, ClusterConfiguration and the cluster's KubeletConfiguration), as `kubeadm init --config`
+    takes it."""
+    host = host or cfg.control_plane[0]
+    address, port = advertise(cfg, host)
     init = {"apiVersion": "kubeadm.k8s.io/v1beta4", "kind": "InitConfiguration",
-            "nodeRegistration": {"name": cfg.control_plane[0], "criSocket": CONTAINERD}}
+            "localAPIEndpoint": {"advertiseAddress": address, "bindPort": port},
+            "nodeRegistration": {"name": host, "criSocket": CONTAINERD}}
     return yaml.safe_dump_all([init, cluster_configuration(cfg, version), KUBELET_SETTINGS], sort_keys=False)
 
 
@@ -138,36 +142,91 @@ def config_maps(cfg: LabConfig, version: str) -> List[Dict[str, Any]]:
             cm("coredns", {"Corefile": COREFILE})]
 
 
-def static_pod(cfg: LabConfig, component: str, host: str, version: str) -> Dict[str, Any]:
-    """The static pod manifest of ``component`` on ``host`` at ``version`` (what kubeadm writes)."""
-    annotations = {}
-    if component == "kube-apiserver":
-        annotations[ADVERTISE] = "%s:%d" % (host_address(), cfg.apiserver_port(host))
-    return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": component, "namespace": "kube-system", "annotations": annotations,
-                         "labels": {"component": component, "tier": "control-plane"}},
-            "spec": {"hostNetwork": True, "priorityClassName": "system-node-critical",
-                     "containers": [{"name": component, "image": "registry.k8s.io/%s:%s" % (component, version),
-                                     "command": [component]}]}}
+COMPONENTS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
 
 
-def mirror_pod(cfg: LabConfig, component: str, host: str, version: str) -> Dict[str, Any]:
-    """The kubelet's mirror of a static pod: named COMPONENT-HOST, bound to the host's Node, with the config hash
-    annotations a kubelet sets (SIMULATION: the lab has no kubelet)."""
-    pod = static_pod(cfg, component, host, version)
-    digest = hashlib.sha256(json.dumps(pod, sort_keys=True).encode()).hexdigest()[:32]
-    pod["metadata"]["name"] = "%s-%s" % (component, host)
-    pod["metadata"]["annotations"].update({"kubernetes.io/config.hash": digest, "kubernetes.io/config.mirror": digest,
-                                           "kubernetes.io/config.source": "file"})
+def manifests_dir(cfg: LabConfig, host: str) -> pathlib.Path:
+    """The host's /etc/kubernetes/manifests."""
+    return cfg.run / "hosts" / host / "manifests"
+
+
+def running_manifest(cfg: LabConfig, host: str, component: str) -> pathlib.Path:
+    """The manifest of ``component`` the lab's kubelet stand-in last started on ``host`` (controller.StaticPods):
+    its mirror pod is made from this one, not from the file kubeadm just wrote."""
+    return cfg.run / "hosts" / host / "kubelet-running" / (component + ".yaml")
+
+
+def manifest_version(text: str) -> str:
+    """The version a static pod manifest runs: its first container's image tag (registry.k8s.io/NAME:vX.Y.Z)."""
+    pod = yaml.safe_load(text) or {}
+    containers = (pod.get("spec") or {}).get("containers") or [{}]
+    image = str(containers[0].get("image") or "")
+    if ":" not in image.rsplit("/", 1)[-1]:
+        raise LabError("static pod manifest with no image tag: %r" % image)
+    return image.rsplit(":", 1)[-1]
+
+
+def init_manifests(cfg: LabConfig, host: str, version: str) -> List[str]:
+    """kubeadm's own static pod manifests for ``host``'s control plane, written once by the real kubeadm of
+    ``version`` (`kubeadm init phase control-plane all --dry-run`, which writes them into KUBEADM_INIT_DRYRUN_DIR
+    instead of /etc/kubernetes/manifests, so no host container is needed yet); returns the components written."""
+    folder = manifests_dir(cfg, host)
+
+    def kubeadms(path: pathlib.Path) -> bool:  # an older lab wrote manifests with a bare command
+        return path.exists() and len(yaml.safe_load(path.read_text())["spec"]["containers"][0]["command"]) > 1
+    missing = [c for c in COMPONENTS if not kubeadms(folder / ("%s.yaml" % c))]
+    if not missing:
+        return []
+    folder.mkdir(parents=True, exist_ok=True)
+    work = cfg.run / "hosts" / host / "kubeadm-init"
+    shutil.rmtree(work, ignore_errors=True)
+    (work / "out").mkdir(parents=True)
+    docs = list(yaml.safe_load_all(kubeadm_config(cfg, version, host)))
+    (work / "config.yaml").write_text(yaml.safe_dump_all(docs[:2], sort_keys=False))
+    proc = subprocess.run([str(cfg.bin_dir("kubernetes", version) / "kubeadm"), "init", "phase", "control-plane",
+                           "all", "--dry-run", "--config", str(work / "config.yaml")],
+                          env={"PATH": "/usr/bin:/bin", "KUBEADM_INIT_DRYRUN_DIR": str(work / "out")},
+                          capture_output=True, text=True, check=False, timeout=120)
+    if proc.returncode != 0:
+        raise LabError("kubeadm %s init phase control-plane all for %s failed (%d): %s" % (
+            version, host, proc.returncode, (proc.stderr or proc.stdout).strip()[-1500:]))
+    for component in missing:
+        (work / "out" / ("%s.yaml" % component)).replace(folder / ("%s.yaml" % component))
+    shutil.rmtree(work, ignore_errors=True)
+    return missing
+
+
+def config_hash(text: str) -> str:
+    """The mirror pod's config hash for a manifest: a kubelet hashes the pod it read; the lab hashes the file's
+    text (kubeadm only compares the hash before and after it writes a manifest)."""
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def mirror_pod(cfg: LabConfig, component: str, host: str) -> Optional[Dict[str, Any]]:
+    """The kubelet's mirror of the static pod ``component`` it runs on ``host``: the manifest's pod named
+    COMPONENT-HOST, bound to the host's Node, with the config annotations a kubelet sets (SIMULATION: the lab has no
+    kubelet); None when nothing runs it."""
+    path = running_manifest(cfg, host, component)
+    if not path.exists():
+        return None
+    text = path.read_text()
+    pod = yaml.safe_load(text)
+    pod.pop("status", None)
+    digest = config_hash(text)
+    meta = pod.setdefault("metadata", {})
+    meta["name"] = "%s-%s" % (component, host)
+    meta["namespace"] = "kube-system"
+    meta.setdefault("annotations", {}).update({"kubernetes.io/config.hash": digest,
+                                               "kubernetes.io/config.mirror": digest,
+                                               "kubernetes.io/config.source": "file"})
     pod["spec"].update({"nodeName": host, "tolerations": [{"operator": "Exists", "effect": "NoExecute"}]})
     return pod
 
 
-def versions(state: Dict[str, Any], controllers: str) -> Dict[str, Dict[str, str]]:
-    """Per control-plane host, each component's version: the host's apiserver, and the controller manager and
-    scheduler at ``controllers`` (the lab runs one of each, at the oldest apiserver's version)."""
-    return {host: {"kube-apiserver": v, "kube-controller-manager": controllers, "kube-scheduler": controllers}
-            for host, v in state["apiserver"].items()}
+def mirror_pods(cfg: LabConfig) -> List[Dict[str, Any]]:
+    """Every control-plane mirror pod the lab's kubelet stand-in keeps."""
+    pods = [mirror_pod(cfg, component, host) for host in cfg.control_plane for component in COMPONENTS]
+    return [p for p in pods if p is not None]
 
 
 def etcd_static_pod(cfg: LabConfig) -> Dict[str, Any]:
@@ -187,23 +246,18 @@ def etcd_static_pod(cfg: LabConfig) -> Dict[str, Any]:
                      "volumes": [{"name": "etcd-data", "hostPath": {"path": data, "type": "DirectoryOrCreate"}}]}}
 
 
-def write_manifests(cfg: LabConfig, state: Dict[str, Any], controllers: str) -> None:
-    """Each control-plane host's /etc/kubernetes/manifests (its state directory's `manifests`, mounted there), and
-    the etcd host's etcd.yaml."""
-    for host, components in versions(state, controllers).items():
-        folder = cfg.run / "hosts" / host / "manifests"
-        folder.mkdir(parents=True, exist_ok=True)
-        pods = [static_pod(cfg, component, host, version) for component, version in components.items()]
-        if host == cluster.etcd_host(cfg):
-            pods.append(etcd_static_pod(cfg))
-        for pod in pods:
-            component = pod["metadata"]["name"]
-            text = yaml.safe_dump(pod, sort_keys=False)
-            path = folder / ("%s.yaml" % component)
-            if not path.exists() or path.read_text() != text:
-                tmp = pathlib.Path(str(path) + ".tmp")
-                tmp.write_text(text)
-                tmp.replace(path)
+def write_manifests(cfg: LabConfig, state: Dict[str, Any]) -> None:
+    """Each control-plane host's kubeadm manifests (made once, by the real kubeadm at the host's apiserver version:
+    `init_manifests`), and the etcd host's etcd.yaml."""
+    for host in cfg.control_plane:
+        init_manifests(cfg, host, state["apiserver"][host])
+    pod = etcd_static_pod(cfg)
+    text = yaml.safe_dump(pod, sort_keys=False)
+    path = manifests_dir(cfg, cluster.etcd_host(cfg)) / "etcd.yaml"
+    if not path.exists() or path.read_text() != text:
+        tmp = pathlib.Path(str(path) + ".tmp")
+        tmp.write_text(text)
+        tmp.replace(path)
 
 
 # kubeadm finds its addons by these labels (its CoreDNS check reads the version from the image of the Deployment
@@ -235,22 +289,24 @@ def _create_when_gone(core: client.CoreV1Api, pod: Dict[str, Any], timeout: floa
             time.sleep(0.2)
 
 
-def restore_mirror_pods(cfg: LabConfig, api: client.ApiClient, state: Dict[str, Any]) -> List[str]:
-    """Make again any control-plane mirror pod that is gone, as a kubelet does (SIMULATION). Needed beside `sync`:
-    KWOK deletes a pod it saw deleted by name, without its UID, so a mirror pod `sync` has just made again under the
-    same name can go with the old one's deletion when the machine is busy. The lab controller calls this every few
-    seconds; one list call."""
-    core = client.CoreV1Api(api)
-    have = {p.metadata.name for p in core.list_namespaced_pod(
-        "kube-system", label_selector="tier=control-plane").items}
-    made = []
-    for host, components in versions(state, cluster.oldest(list(state["apiserver"].values()))).items():
-        for component, version in components.items():
-            pod = mirror_pod(cfg, component, host, version)
-            if pod["metadata"]["name"] not in have and _read_or_make(
-                    core.read_namespaced_pod, core.create_namespaced_pod, pod) is None:
-                made.append("mirror pod %s %s" % (pod["metadata"]["name"], version))
-    return made
+def sync_mirror_pods(cfg: LabConfig, core: client.CoreV1Api) -> List[str]:
+    """Make each control-plane mirror pod hold the manifest the host runs, as a kubelet does (SIMULATION): made when
+    gone, replaced when its config hash is not the running manifest's (a mirror pod's config.mirror hash cannot be
+    updated); returns what changed. Called by the lab controller every few seconds: KWOK deletes a pod it saw
+    deleted by name, without its UID, so a mirror pod just made again under the same name can go with the old one's
+    deletion when the machine is busy. One list call when all is in place."""
+    have = {p.metadata.name: (p.metadata.annotations or {}).get("kubernetes.io/config.hash")
+            for p in core.list_namespaced_pod("kube-system", label_selector="tier=control-plane").items}
+    changed = []
+    for pod in mirror_pods(cfg):
+        name, digest = pod["metadata"]["name"], pod["metadata"]["annotations"]["kubernetes.io/config.hash"]
+        if have.get(name) == digest:
+            continue
+        if name in have:
+            kube.tolerate(404, core.delete_namespaced_pod, name, "kube-system", grace_period_seconds=0)
+        _create_when_gone(core, pod)
+        changed.append("mirror pod %s %s" % (name, manifest_version(yaml.safe_dump(pod))))
+    return changed
 
 
 def kubeadm_images(cfg: LabConfig, version: str) -> Dict[str, str]:
@@ -261,30 +317,9 @@ def kubeadm_images(cfg: LabConfig, version: str) -> Dict[str, str]:
     return {line.rsplit("/", 1)[-1].split(":")[0]: line.strip() for line in out.splitlines() if ":" in line}
 
 
-def addon_phase(cfg: LabConfig, apps: client.AppsV1Api, state: Dict[str, Any]) -> List[str]:
-    """kubeadm's addon phase once every apiserver runs one version that kube-proxy does not yet run (at `lab up`
-    kube-proxy already runs `from`, so the lab's first addons stay as made)."""
-    running = set(state["apiserver"].values())
-    if len(running) != 1:
-        return []  # kubeadm waits for the last control-plane instance
-    version = running.pop()
-    proxy = apps.read_namespaced_daemon_set("kube-proxy", "kube-system")
-    if proxy.spec.template.spec.containers[0].image.rsplit(":", 1)[-1] == version:
-        return []
-    images = kubeadm_images(cfg, version)
-    changed = []
-    for kind, name, image in (("DaemonSet", "kube-proxy", images["kube-proxy"]),
-                              ("Deployment", "coredns", images["coredns"])):
-        patch = apps.patch_namespaced_deployment if kind == "Deployment" else apps.patch_namespaced_daemon_set
-        patch(name, "kube-system", {"spec": {"template": {"spec": {"containers": [{"name": name, "image": image}]}}}})
-        changed.append("%s %s %s" % (kind, name, image))
-    return changed
-
-
 def sync(cfg: LabConfig, api: client.ApiClient, state: Dict[str, Any]) -> List[str]:
-    """Make the cluster hold what kubeadm reads at the state's versions; returns what changed. The controller
-    manager and scheduler run at the oldest apiserver's version (controller.reconcile_controllers)."""
-    controllers = cluster.oldest(list(state["apiserver"].values()))
+    """Make the cluster hold what kubeadm reads (what `kubeadm init` and a kubelet would have left); returns what
+    changed."""
     core, apps = client.CoreV1Api(api), client.AppsV1Api(api)
     changed: List[str] = []
     for host in cfg.control_plane:  # kubeadm's NodeRegistration: the CRI socket it would have recorded
@@ -297,30 +332,12 @@ def sync(cfg: LabConfig, api: client.ApiClient, state: Dict[str, Any]) -> List[s
         if any((read(name, "kube-system").metadata.labels or {}).get(k) != v for k, v in labels.items()):
             patch(name, "kube-system", {"metadata": {"labels": labels}})
             changed.append("%s %s labels" % (kind, name))
-    changed += addon_phase(cfg, apps, state)
-    write_manifests(cfg, state, controllers)
+    write_manifests(cfg, state)
     cluster_version = cluster.newest(list(state["apiserver"].values()))
     for cm in config_maps(cfg, cluster_version):
         if _read_or_make(core.read_namespaced_config_map, core.create_namespaced_config_map, cm) is None:
             changed.append("configmap %s" % cm["metadata"]["name"])
-    uploaded = kube.tolerate(404, core.read_namespaced_config_map, "kubeadm-config", "kube-system")
-    if uploaded is None or yaml.safe_load((uploaded.data or {}).get("ClusterConfiguration") or "{}").get(
-            "kubernetesVersion") != cluster_version:  # what kubeadm's `upgrade apply` re-uploads
-        upload_config(cfg, cluster_version)
+    if kube.tolerate(404, core.read_namespaced_config_map, "kubeadm-config", "kube-system") is None:
+        upload_config(cfg, cluster_version)  # as `kubeadm init` did; later uploads are the real upgrade's own
         changed.append("kubeadm-config and kubelet-config (kubeadm %s upload-config)" % cluster_version)
-    for host, components in versions(state, controllers).items():
-        for component, version in components.items():
-            pod = mirror_pod(cfg, component, host, version)
-            name = pod["metadata"]["name"]
-            have_pod = _read_or_make(core.read_namespaced_pod, core.create_namespaced_pod, pod)
-            if have_pod is None:
-                changed.append("mirror pod %s %s" % (name, version))
-                continue
-            have_notes = have_pod.metadata.annotations or {}
-            if have_pod.spec.containers[0].image != pod["spec"]["containers"][0]["image"] or any(
-                    have_notes.get(k) != v for k, v in pod["metadata"]["annotations"].items()):
-                # a new manifest: the kubelet replaces the mirror pod (its config.mirror hash cannot be updated)
-                core.delete_namespaced_pod(name, "kube-system", grace_period_seconds=0)
-                _create_when_gone(core, pod)
-                changed.append("mirror pod %s %s" % (name, version))
-    return changed
+    return changed + sync_mirror_pods(cfg, core)

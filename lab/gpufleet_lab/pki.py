@@ -1,6 +1,7 @@
-"""Certificates for the lab: one CA, etcd server/client, apiserver serving, admin (system:masters), SA keys; and
-the kubelets' (ensure_kubelets): the apiserver's kubelet client, each host's kubelet serving certificate and its
-node credentials, in kubeadm's names."""
+"""Certificates for the lab: one CA, etcd server/client, apiserver serving, admin (system:masters), SA keys, the
+front proxy's CA and client (ensure_front_proxy); and the kubelets' (ensure_kubelets): the apiserver's kubelet
+client, each host's kubelet serving certificate and its node credentials - in kubeadm's names, since the apiservers
+run from kubeadm's own manifests (kubeadm.py), which name these files."""
 from __future__ import annotations
 
 import datetime
@@ -29,21 +30,27 @@ def _name(cn: str, org: Optional[str] = None) -> x509.Name:
     return x509.Name(attrs)
 
 
+def _ca(pki: pathlib.Path, name: str, cn: str, now: datetime.datetime) -> tuple:
+    """A self-signed CA written as NAME.crt and NAME.key; returns (certificate, key)."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    ca = (x509.CertificateBuilder().subject_name(_name(cn)).issuer_name(_name(cn))
+          .public_key(key.public_key()).serial_number(x509.random_serial_number())
+          .not_valid_before(now).not_valid_after(now + datetime.timedelta(days=DAYS * 5))
+          .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+          .add_extension(x509.KeyUsage(True, False, False, False, False, True, True, False, False), critical=True)
+          .sign(key, hashes.SHA256()))
+    (pki / (name + ".crt")).write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    _write_key(pki / (name + ".key"), key)
+    return ca, key
+
+
 def ensure(pki: pathlib.Path) -> None:
     """Create every certificate once; later calls reuse them."""
     pki.mkdir(parents=True, exist_ok=True)
     if (pki / "admin.crt").exists():
         return
     now = datetime.datetime.now(datetime.UTC) - datetime.timedelta(minutes=5)
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca = (x509.CertificateBuilder().subject_name(_name("gpufleet-lab-ca")).issuer_name(_name("gpufleet-lab-ca"))
-          .public_key(ca_key.public_key()).serial_number(x509.random_serial_number())
-          .not_valid_before(now).not_valid_after(now + datetime.timedelta(days=DAYS * 5))
-          .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-          .add_extension(x509.KeyUsage(True, False, False, False, False, True, True, False, False), critical=True)
-          .sign(ca_key, hashes.SHA256()))
-    (pki / "ca.crt").write_bytes(ca.public_bytes(serialization.Encoding.PEM))
-    _write_key(pki / "ca.key", ca_key)
+    ca, ca_key = _ca(pki, "ca", "gpufleet-lab-ca", now)
 
     def issue(name: str, cn: str, org: Optional[str], server: bool, client: bool, dns: List[str]) -> None:
         _issue(pki, ca, ca_key, now, name, cn, org, server, client, dns)
@@ -81,6 +88,17 @@ def _issue(pki: pathlib.Path, ca, ca_key, now, name: str, cn: str, org: Optional
     cert = builder.sign(ca_key, hashes.SHA256())
     (pki / (name + ".crt")).write_bytes(cert.public_bytes(serialization.Encoding.PEM))
     _write_key(pki / (name + ".key"), key)
+
+
+def ensure_front_proxy(pki: pathlib.Path) -> None:
+    """kubeadm's front proxy (aggregation layer) pair, each made once: its own CA (front-proxy-ca) and the client
+    certificate the apiserver presents to aggregated apiservers (front-proxy-client; kubeadm's manifest passes both,
+    and `--requestheader-allowed-names=front-proxy-client`)."""
+    if (pki / "front-proxy-client.crt").exists():
+        return
+    now = datetime.datetime.now(datetime.UTC) - datetime.timedelta(minutes=5)
+    ca, key = _ca(pki, "front-proxy-ca", "front-proxy-ca", now)
+    _issue(pki, ca, key, now, "front-proxy-client", "front-proxy-client", None, False, True, [])
 
 
 # kubeadm's name for the apiserver's client certificate to kubelets (1.29+: group kubeadm:cluster-admins, which

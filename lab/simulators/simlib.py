@@ -57,7 +57,7 @@ def installed(package_key):
 
 
 def request(kind, timeout=240, **fields):
-    """Ask the lab controller (outside the host) to act, e.g. restart this host's apiserver at a new version, and
+    """Ask the lab controller (outside the host) to act, e.g. report the kubelet version this host runs, and
     wait for its answer. Returns the answer dict; exits 1 with its error on failure."""
     os.makedirs(REQUESTS, exist_ok=True)
     rid = "%s-%s-%s" % (host(), kind, uuid.uuid4().hex[:8])

@@ -1,12 +1,13 @@
 # Copyright: gpufleet contributors
 # Apache License 2.0
-"""Filters: version_inventory, preflight_markdown, failure_reason, snapshots_expired."""
+"""Filters: version_inventory, preflight_markdown, failure_reason, snapshots_expired, kubeadm_upgrade_configuration."""
 from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import GpufleetError
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.etcd import snapshots_expired
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.kubeadm_config import upgrade_configuration
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.nodes import failure_text
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.preflight_report import (
     render_markdown, version_inventory)
@@ -38,7 +39,16 @@ def snapshots_expired_filter(names, keep_count, keep_days):
         raise AnsibleFilterError("snapshots_expired: %s" % exc.msg)
 
 
+def kubeadm_upgrade_configuration(configuration, extra_args=None):
+    """kubeadm's UpgradeConfiguration with etcd kept out (see module_utils/kubeadm_config.py)."""
+    try:
+        return upgrade_configuration(configuration, list(extra_args or []))
+    except GpufleetError as exc:
+        raise AnsibleFilterError("kubeadm_upgrade_configuration: %s" % exc.msg)
+
+
 class FilterModule:
     def filters(self):
         return {"version_inventory": version_inventory_filter, "preflight_markdown": preflight_markdown,
-                "failure_reason": failure_reason, "snapshots_expired": snapshots_expired_filter}
+                "failure_reason": failure_reason, "snapshots_expired": snapshots_expired_filter,
+                "kubeadm_upgrade_configuration": kubeadm_upgrade_configuration}

@@ -203,9 +203,17 @@ def test_kubeadm_upgrade_refuses_apply_arguments_that_move_etcd(tmp_path):
     proc = ansible("ansible-playbook", "-i", str(inventory), "tests/integration/playbooks/kubeadm_etcd_upgrade.yml",
                    env_extra={"ANSIBLE_CONFIG": str(ROOT / "ansible.cfg")})
     assert proc.returncode != 0
-    assert "kubeadm_upgrade_apply_args must not set --etcd-upgrade (got ['--etcd-upgrade=true'])" in \
+    assert "extra kubeadm argument --etcd-upgrade=true: kubeadm takes no such flag beside --config" in \
         " ".join(proc.stdout.split()), proc.stdout[-3000:]
     assert "Read this host's apiserver version" not in proc.stdout
+    # nor may the configuration say it
+    field = ansible("ansible-playbook", "-i", str(inventory), "tests/integration/playbooks/kubeadm_etcd_upgrade.yml",
+                    "-e", json.dumps({"kubeadm_upgrade_apply_args": [],
+                                      "kubeadm_upgrade_configuration": {"node": {"etcdUpgrade": True}}}),
+                    env_extra={"ANSIBLE_CONFIG": str(ROOT / "ansible.cfg")})
+    assert field.returncode != 0
+    assert "kubeadm_upgrade_configuration.node.etcdUpgrade is set; remove it" in " ".join(field.stdout.split())
+    assert "Read this host's apiserver version" not in field.stdout
     # other apply arguments pass the check: the run goes on to read the (absent) apiserver
     other = ansible("ansible-playbook", "-i", str(inventory), "tests/integration/playbooks/kubeadm_etcd_upgrade.yml",
                     "-e", json.dumps({"kubeadm_upgrade_apply_args": ["--v=5"]}),

@@ -10,6 +10,7 @@ import time
 import urllib.request
 
 import pytest
+import yaml
 from kubernetes import client, config, dynamic
 from kubernetes.client.rest import ApiException
 
@@ -20,6 +21,7 @@ from ansible_collections.gpufleet.upgrade.plugins.module_utils.etcd import (
     judge_endpoints, judge_snapshot, parse_endpoint_status, parse_snapshot_status)
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.gpu_health import (
     judge_health, parse_query_gpu, parse_remapped_rows, scan_kernel_log)
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.kubeadm_config import upgrade_configuration
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.kubeadm_plan import judge_plan, parse_plan
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.nccl import judge_runs, parse_output
 from tests.lab.conftest import ROOT, etcd_flags, lab_cli, lab_config, podman_exec
@@ -426,37 +428,51 @@ def test_training_gang_checkpoint_stop_readmit(lab):
 def test_rollout_shows_both_apiserver_versions_through_the_load_balancer(lab):
     to = lab.to_version.lstrip("v") + "-1.1"
     back = lab.from_version.lstrip("v") + "-1.1"
-    # kubeadm refuses a target above its own version; the simulated apply refuses in the words of the real
-    # kubeadm's dry run of the same command (the lab hosts run no container runtime, and this machine may be on
-    # cgroup v1: those two preflight checks are skipped for the dry run)
-    proc = podman_exec("cp-1", "kubeadm", "upgrade", "apply", lab.to_version, "-y")
-    assert proc.returncode != 0 and "higher than the kubeadm minor release" in proc.stderr
-    skip = "--ignore-preflight-errors=SystemVerification,ContainerRuntimeVersion"
-    real = podman_exec("cp-1", "kubeadm", "upgrade", "apply", lab.to_version, "-y", "--dry-run", skip)
-    assert real.returncode != 0
-
-    def refusals(text):
-        return sorted(line.strip() for line in text.splitlines() if line.strip().startswith("- Specified version"))
-    assert refusals(proc.stderr) and refusals(proc.stderr) == refusals(real.stderr), (proc.stderr, real.stderr)
-    # the kubeadm-apply-fail fault fails the apply and leaves the apiserver where it was
+    # the real kubeadm, at the cell's version, refuses a target above its own minor (past the two preflight checks
+    # the lab's hosts cannot pass: the inventory's configuration below says why)
+    proc = podman_exec("cp-1", "kubeadm", "upgrade", "apply", lab.to_version, "-y",
+                       "--ignore-preflight-errors=SystemVerification,ContainerRuntimeVersion")
+    assert proc.returncode != 0 and "higher than the kubeadm minor release" in proc.stderr, proc.stderr[-2000:]
+    # kubeadm's UpgradeConfiguration as the lab inventory gives it (inventories/lab/group_vars): no container
+    # runtime and cgroup v1 on the lab's hosts, the shared PKI not renewed, a short manifest timeout
+    settings = yaml.safe_load((ROOT / "inventories" / "lab" / "group_vars" / "kube_control_plane.yml").read_text())
+    config_text = yaml.safe_dump(upgrade_configuration(settings["kubeadm_upgrade_configuration"], []))
+    # the lab's clean-up goes back down one minor, which kubeadm does only when forced
+    back_text = yaml.safe_dump(upgrade_configuration(dict(settings["kubeadm_upgrade_configuration"], apply=dict(
+        settings["kubeadm_upgrade_configuration"]["apply"], forceUpgrade=True)), []))
+    for path, text in (("/etc/kubernetes/lab-upgrade.yaml", config_text), ("/etc/kubernetes/lab-back.yaml", back_text)):
+        assert podman_exec("cp-1", "sh", "-c", "cat > " + path, stdin=text).returncode == 0
+    with_config = ["-y", "--config", "/etc/kubernetes/lab-upgrade.yaml"]
     apt_install("cp-1", "kubeadm=" + to)
-    lab_cli("fault", "cp-1", "kubeadm-apply-fail")
-    try:
-        assert podman_exec("cp-1", "kubeadm", "upgrade", "apply", lab.to_version, "-y").returncode != 0
-    finally:
-        lab_cli("clear", "cp-1")
-    assert apiserver_version(lab, "cp-1") == lab.from_version
-    dry = podman_exec("cp-1", "kubeadm", "upgrade", "apply", lab.to_version, "-y", "--dry-run", skip)
+    dry = podman_exec("cp-1", "kubeadm", "upgrade", "apply", lab.to_version, "--dry-run", *with_config)
     assert dry.returncode == 0 and "[upgrade/successful] Finished dryrunning successfully!" in dry.stdout, \
         dry.stdout[-2000:] + dry.stderr[-2000:]
     assert "image: registry.k8s.io/kube-apiserver:%s" % lab.to_version in dry.stdout  # the manifest it would write
     assert apiserver_version(lab, "cp-1") == lab.from_version  # a dry run changes nothing
+    # a new apiserver manifest that never starts (the apiserver-start-fail fault): the real kubeadm waits out its
+    # manifest timeout, rolls the manifests back and says so; the host runs its old manifest
+    before = podman_exec("cp-1", "cat", "/etc/kubernetes/manifests/kube-apiserver.yaml").stdout
+    lab_cli("fault", "cp-1", "apiserver-start-fail")
     try:
-        out = run_ok("cp-1", "kubeadm", "upgrade", "apply", lab.to_version, "-y")
-        assert "SUCCESS" in out
-        # what kubeadm reads follows: the mirror pod's image, kubeadm-config's kubernetesVersion
+        failed = podman_exec("cp-1", "kubeadm", "upgrade", "apply", lab.to_version, *with_config)
+    finally:
+        lab_cli("clear", "cp-1")
+    assert failed.returncode != 0
+    assert "couldn't upgrade control plane. kubeadm has tried to recover everything into the earlier state" in \
+        failed.stderr and "static Pod hash for component kube-apiserver on Node cp-1 did not change" in \
+        failed.stderr, failed.stderr[-2000:]
+    assert podman_exec("cp-1", "cat", "/etc/kubernetes/manifests/kube-apiserver.yaml").stdout == before
+    assert apiserver_version(lab, "cp-1") == lab.from_version
+    try:
+        out = run_ok("cp-1", "kubeadm", "upgrade", "apply", lab.to_version, *with_config)
+        assert "[upgrade] SUCCESS!" in out or "SUCCESS" in out, out[-2000:]
+        # the real kubeadm wrote the manifest; the lab runs what it says (version, flags) and the mirror pod
+        # carries it: the image, the hash kubeadm waited for, kubeadm-config's kubernetesVersion
+        manifest = yaml.safe_load(podman_exec("cp-1", "cat", "/etc/kubernetes/manifests/kube-apiserver.yaml").stdout)
+        assert manifest["spec"]["containers"][0]["image"] == "registry.k8s.io/kube-apiserver:%s" % lab.to_version
         pod = core(lab).read_namespaced_pod("kube-apiserver-cp-1", "kube-system")
         assert pod.spec.containers[0].image == "registry.k8s.io/kube-apiserver:%s" % lab.to_version
+        assert pod.spec.containers[0].command == manifest["spec"]["containers"][0]["command"]
         kubeadm_config = core(lab).read_namespaced_config_map("kubeadm-config", "kube-system")
         assert "kubernetesVersion: %s" % lab.to_version in kubeadm_config.data["ClusterConfiguration"]
         images = {h: core(lab).read_namespaced_pod("kube-apiserver-%s" % h, "kube-system").spec.containers[0].image
@@ -479,12 +495,14 @@ def test_rollout_shows_both_apiserver_versions_through_the_load_balancer(lab):
         run_ok("gpu-b1", "systemctl", "restart", "kubelet")
         assert core(lab).read_node("gpu-b1").status.node_info.kubelet_version == lab.to_version
     finally:
-        # The lab's own clean-up, not a rollback: the SIMULATED apply takes cp-1 back to the cell's version so the
-        # tests after this one start from it. Real kubeadm refuses a downgrade; gpufleet's way back for a control
-        # plane is playbooks/etcd_restore.yml, tested in tests/lab/test_etcd_snapshot_role.py.
+        # The lab's own clean-up, not gpufleet's way back (that is playbooks/etcd_restore.yml, tested in
+        # tests/lab/test_etcd_snapshot_role.py): the real kubeadm takes cp-1 down one minor, as it allows, so the
+        # tests after this one start from the cell's version (forced, as kubeadm wants for a downgrade); its addon
+        # phase is skipped, or the target's kubeadm would move CoreDNS to the version it pins.
         apt_install("gpu-b1", "kubelet=" + back)
         run_ok("gpu-b1", "systemctl", "restart", "kubelet")
-        run_ok("cp-1", "kubeadm", "upgrade", "apply", lab.from_version, "-y")
+        run_ok("cp-1", "kubeadm", "upgrade", "apply", lab.from_version, "-y", "--config", "/etc/kubernetes/lab-back.yaml",
+               "--skip-phases=addon")
         apt_install("cp-1", "kubeadm=" + back)
         run_ok("cp-1", "apt-mark", "hold", "kubeadm", "kubelet")
     assert apiserver_version(lab, "cp-1") == lab.from_version

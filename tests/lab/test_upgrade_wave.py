@@ -22,9 +22,11 @@ import sys
 import time
 
 import pytest
+import yaml
 from kubernetes import client, config
 
 from gpufleet_lab import helm as lab_helm
+from gpufleet_lab import procs
 from tests.lab import awx_job
 from tests.lab.conftest import ROOT, etcd_flags, lab_cli, podman_exec
 
@@ -80,9 +82,39 @@ def etcd_version(lab):
 
 
 def kubeadm_runs(host):
-    """Every kubeadm apply and node the lab's kubeadm ran on this host, with its arguments."""
+    """Every kubeadm apply and node run on this host: its arguments (argv) and the version the real binary reported
+    (binary), as the lab's kubeadm package records them before it runs the real one."""
     proc = podman_exec(host, "cat", "/var/lib/gpufleet-lab/kubeadm-calls.jsonl")
-    return [json.loads(line)["argv"] for line in proc.stdout.splitlines()] if proc.returncode == 0 else []
+    return [json.loads(line) for line in proc.stdout.splitlines()] if proc.returncode == 0 else []
+
+
+UPGRADE_CONFIG = "/etc/kubernetes/gpufleet-upgrade-config.yaml"  # the kubeadm_upgrade role's default
+
+
+def host_file(lab, host, path):
+    proc = podman_exec(host, "cat", path)
+    assert proc.returncode == 0, (host, path, proc.stderr)
+    return proc.stdout
+
+
+def manifest_text(lab, host, component):
+    return host_file(lab, host, "/etc/kubernetes/manifests/%s.yaml" % component)
+
+
+def running_apiserver_args(lab, host):
+    """The flags the host's kube-apiserver process runs with, the host's certificate directory written as the host
+    mounts it (the lab runs the process on the lab machine: lab/gpufleet_lab/cluster.py apiserver_argv)."""
+    pid = procs.pid_of(lab.run, "apiserver-" + host)
+    assert pid, host
+    argv = pathlib.Path("/proc/%d/cmdline" % pid).read_bytes().decode().split("\0")[1:-1]
+    return [a.replace(str(lab.pki) + "/", "/etc/kubernetes/pki/") for a in argv]
+
+
+def kubeadm_config_managers(lab):
+    """The field managers of the kubeadm-config ConfigMap."""
+    api = config.new_client_from_config(str(lab.kubeconfig))
+    cm = client.CoreV1Api(api).read_namespaced_config_map("kubeadm-config", "kube-system")
+    return sorted({m.manager for m in cm.metadata.managed_fields or []})
 
 
 def untouched(lab, names):
@@ -203,15 +235,22 @@ def test_upgrade_wave_halts_on_every_fault_resumes_and_finishes(cell, tmp_path):
     assert_halted(proc, "etcd snapshot on cp-1 failed", "etcd is still running and healthy")
     assert set(apiservers(lab).values()) == {lab.from_version}
 
-    # 3. kubeadm upgrade apply fails on the first control-plane host: cp-2, cp-3 and every GPU node untouched.
-    lab_cli("fault", "cp-1", "kubeadm-apply-fail")
+    # 3. The real kubeadm upgrade apply on the first control-plane host writes the new kube-apiserver manifest,
+    #    which never starts (the lab's kubelet stand-in holds it back): kubeadm rolls the manifests back after its
+    #    manifest timeout (the lab's UpgradeConfiguration lowers it) and the wave halts there with kubeadm's words;
+    #    cp-2, cp-3 and every GPU node untouched, cp-1 runs its old manifest again.
+    before = manifest_text(lab, "cp-1", "kube-apiserver")
+    lab_cli("fault", "cp-1", "apiserver-start-fail")
     try:
         proc = run(lab, records, "upgrade_wave.yml")
     finally:
         lab_cli("clear", "cp-1")
-    assert_halted(proc, "kubeadm upgrade apply %s -y --etcd-upgrade=false failed on cp-1" % lab.to_version,
-                  "couldn't upgrade control plane", "every node wave were not")
+    assert_halted(proc, "kubeadm upgrade apply %s -y --config %s failed on cp-1" % (lab.to_version, UPGRADE_CONFIG),
+                  "couldn't upgrade control plane. kubeadm has tried to recover everything into the earlier state",
+                  "static Pod hash for component kube-apiserver on Node cp-1 did not change",
+                  "every node wave were not")
     assert set(apiservers(lab).values()) == {lab.from_version}
+    assert manifest_text(lab, "cp-1", "kube-apiserver") == before  # rolled back by kubeadm itself
     untouched(lab, [n for wave in WAVES for n in wave])
 
     # 4. The control plane goes through; the first wave holding a rank of the gang cannot checkpoint: the gang
@@ -227,13 +266,24 @@ def test_upgrade_wave_halts_on_every_fault_resumes_and_finishes(cell, tmp_path):
         for host in gpu_hosts:
             lab_cli("clear", host)
     assert set(apiservers(lab).values()) == {lab.to_version}
-    # etcd never moves with Kubernetes: every kubeadm apply and control-plane node ran with --etcd-upgrade=false
-    # (the lab's kubeadm takes only the flags the real one's --help lists), and etcd runs what it ran before
+    # The real kubeadm of the target ran apply on cp-1 and node on the others, each with the role's
+    # UpgradeConfiguration, which keeps etcd out; etcd runs what it ran before
     runs = {host: kubeadm_runs(host) for host in sorted(apiservers(lab))}
-    assert [r[:2] for r in runs["cp-1"]][-1:] == [["upgrade", "apply"]], runs
-    assert all(r and r[-1][:2] == ["upgrade", "node"] for h, r in runs.items() if h != "cp-1"), runs
-    assert all("--etcd-upgrade=false" in call for r in runs.values() for call in r), runs
+    assert [r["argv"][:2] for r in runs["cp-1"]][-1:] == [["upgrade", "apply"]], runs
+    assert all(r and r[-1]["argv"][:2] == ["upgrade", "node"] for h, r in runs.items() if h != "cp-1"), runs
+    assert {r[-1]["binary"] for r in runs.values()} == {lab.to_version}, runs  # the binary's own version string
+    for host in runs:
+        argv = runs[host][-1]["argv"]
+        assert "--config" in argv and argv[argv.index("--config") + 1] == UPGRADE_CONFIG, argv
+        config = yaml.safe_load(host_file(lab, host, UPGRADE_CONFIG))
+        assert config["apply"]["etcdUpgrade"] is False and config["node"]["etcdUpgrade"] is False, config
     assert etcd_version(lab) == etcd_before and etcd_before, etcd_before
+    # each control-plane component runs what kubeadm's manifest says, and kubeadm-config is kubeadm's
+    for host in runs:
+        manifest = yaml.safe_load(manifest_text(lab, host, "kube-apiserver"))
+        assert manifest["spec"]["containers"][0]["image"].endswith(":" + lab.to_version)
+        assert running_apiserver_args(lab, host) == manifest["spec"]["containers"][0]["command"][1:]
+    assert "kubeadm" in kubeadm_config_managers(lab), kubeadm_config_managers(lab)
     assert_halted(proc, "checkpoint not confirmed within 5s", "The gang was NOT stopped")
     halted = next(i for i, wave in enumerate(WAVES) if set(wave) & set(ranks))
     for host in WAVES[halted]:
