@@ -184,7 +184,6 @@ def ensure_training(cfg: LabConfig) -> None:
 # workloads' images). kube-proxy is a DaemonSet on every node, as kubeadm installs it; the controllers are pinned to
 # the control-plane nodes (in the lab their pods are KWOK's and the lab controller does Kueue's and JobSet's work;
 # pinned there they do not join the GPU nodes' drains, which the wave tests count).
-COREDNS_VERSION = "v1.12.1"  # what the kubeadm simulator reports as CoreDNS's current version
 
 
 def addon_objects(cfg: LabConfig) -> List[Dict[str, Any]]:
@@ -201,10 +200,7 @@ def addon_objects(cfg: LabConfig) -> List[Dict[str, Any]]:
             spec["replicas"] = replicas
         return {"apiVersion": "apps/v1", "kind": kind, "metadata": {"name": name, "namespace": namespace,
                                                                     "labels": labels}, "spec": spec}
-    return [
-        workload("DaemonSet", "kube-system", "kube-proxy", "registry.k8s.io/kube-proxy:%s" % cfg.from_version,
-                 pod={"tolerations": [{"operator": "Exists"}]}),
-        workload("Deployment", "kube-system", "coredns", "registry.k8s.io/coredns/coredns:%s" % COREDNS_VERSION, 2),
+    return [  # CoreDNS and kube-proxy are kubeadm's own (kubeadm.init_addons)
         workload("Deployment", "kueue-system", "kueue-controller-manager",
                  "registry.k8s.io/kueue/kueue:%s" % KUEUE_VERSION),
         workload("Deployment", "jobset-system", "jobset-controller-manager",

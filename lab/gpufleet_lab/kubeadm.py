@@ -44,27 +44,6 @@ SERVICE_SUBNET = "10.96.0.0/16"  # the apiservers' --service-cluster-ip-range
 ADVERTISE = "kubeadm.kubernetes.io/kube-apiserver.advertise-address.endpoint"
 CRI_SOCKET = "kubeadm.alpha.kubernetes.io/cri-socket"
 CONTAINERD = "unix:///var/run/containerd/containerd.sock"
-COREFILE = """.:53 {
-    errors
-    health {
-       lameduck 5s
-    }
-    ready
-    kubernetes cluster.local in-addr.arpa ip6.arpa {
-       pods insecure
-       fallthrough in-addr.arpa ip6.arpa
-       ttl 30
-    }
-    prometheus :9153
-    forward . /etc/resolv.conf {
-       max_concurrent 1000
-    }
-    cache 30
-    loop
-    reload
-    loadbalance
-}
-"""
 
 
 def cluster_configuration(cfg: LabConfig, version: str) -> Dict[str, Any]:
@@ -115,31 +94,31 @@ def kubeadm_config(cfg: LabConfig, version: str, host: str = "") -> str:
     return yaml.safe_dump_all([init, cluster_configuration(cfg, version), KUBELET_SETTINGS], sort_keys=False)
 
 
-def upload_config(cfg: LabConfig, version: str) -> str:
-    """The real kubeadm of ``version`` uploads kubeadm-config and kubelet-config and the Roles nodes read them with
-    (`kubeadm init phase upload-config all`, as `kubeadm init` and `upgrade apply` do); returns its output."""
+def _init_phase(cfg: LabConfig, version: str, phase: str) -> str:
+    """Run the real kubeadm of ``version``'s `kubeadm init phase PHASE` against the cell, with the configuration
+    the cell was made with; returns its output."""
     path = cfg.run / "kubeadm-config.yaml"
     path.write_text(kubeadm_config(cfg, version))
     kubeadm = cfg.bin_dir("kubernetes", version) / "kubeadm"
-    proc = subprocess.run([str(kubeadm), "init", "phase", "upload-config", "all", "--config", str(path),
+    proc = subprocess.run([str(kubeadm), "init", "phase", *phase.split(), "--config", str(path),
                            "--kubeconfig", str(cfg.run / "kubeconfigs" / "admin.conf")],
-                          capture_output=True, text=True, check=False)
+                          capture_output=True, text=True, check=False, timeout=120)
     if proc.returncode != 0:
-        raise LabError("kubeadm %s init phase upload-config all failed (%d): %s" % (
-            version, proc.returncode, (proc.stderr or proc.stdout).strip()[-1500:]))
+        raise LabError("kubeadm %s init phase %s failed (%d): %s" % (
+            version, phase, proc.returncode, (proc.stderr or proc.stdout).strip()[-1500:]))
     return proc.stdout
 
 
-def config_maps(cfg: LabConfig, version: str) -> List[Dict[str, Any]]:
-    proxy = {"apiVersion": "kubeproxy.config.k8s.io/v1alpha1", "kind": "KubeProxyConfiguration",
-             "clusterCIDR": POD_SUBNET, "mode": "iptables",
-             "clientConnection": {"kubeconfig": "/var/lib/kube-proxy/kubeconfig.conf"}}
+def upload_config(cfg: LabConfig, version: str) -> str:
+    """The real kubeadm of ``version`` uploads kubeadm-config and kubelet-config and the Roles nodes read them with
+    (`kubeadm init phase upload-config all`, as `kubeadm init` does)."""
+    return _init_phase(cfg, version, "upload-config all")
 
-    def cm(name: str, data: Dict[str, str]) -> Dict[str, Any]:
-        return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": "kube-system"},
-                "data": data}
-    return [cm("kube-proxy", {"config.conf": yaml.safe_dump(proxy)}),
-            cm("coredns", {"Corefile": COREFILE})]
+
+def init_addons(cfg: LabConfig, version: str) -> str:
+    """kubeadm's CoreDNS and kube-proxy - Deployment, DaemonSet, ConfigMaps, Service, ServiceAccounts and RBAC - made
+    by the real kubeadm of ``version`` as `kubeadm init` makes them (`init phase addon all`)."""
+    return _init_phase(cfg, version, "addon all")
 
 
 COMPONENTS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
@@ -260,23 +239,6 @@ def write_manifests(cfg: LabConfig, state: Dict[str, Any]) -> None:
         tmp.replace(path)
 
 
-# kubeadm finds its addons by these labels (its CoreDNS check reads the version from the image of the Deployment
-# labelled k8s-app=kube-dns); kube.addon_objects makes the workloads.
-ADDON_LABELS = {("Deployment", "coredns"): {"k8s-app": "kube-dns"},
-                ("DaemonSet", "kube-proxy"): {"k8s-app": "kube-proxy"}}
-
-
-def _read_or_make(read: Any, create: Any, obj: Dict[str, Any]) -> Any:
-    """The kube-system object named like ``obj`` as the API has it; None when it was missing and is now made."""
-    try:
-        return read(obj["metadata"]["name"], "kube-system")
-    except client.ApiException as exc:
-        if exc.status != 404:
-            raise
-    create("kube-system", obj)
-    return None
-
-
 def _create_when_gone(core: client.CoreV1Api, pod: Dict[str, Any], timeout: float = 30) -> None:
     deadline = time.time() + timeout
     while True:
@@ -326,18 +288,12 @@ def sync(cfg: LabConfig, api: client.ApiClient, state: Dict[str, Any]) -> List[s
         if (core.read_node(host).metadata.annotations or {}).get(CRI_SOCKET) != CONTAINERD:
             core.patch_node(host, {"metadata": {"annotations": {CRI_SOCKET: CONTAINERD}}})
             changed.append("node %s cri-socket" % host)
-    for (kind, name), labels in ADDON_LABELS.items():
-        read = apps.read_namespaced_deployment if kind == "Deployment" else apps.read_namespaced_daemon_set
-        patch = apps.patch_namespaced_deployment if kind == "Deployment" else apps.patch_namespaced_daemon_set
-        if any((read(name, "kube-system").metadata.labels or {}).get(k) != v for k, v in labels.items()):
-            patch(name, "kube-system", {"metadata": {"labels": labels}})
-            changed.append("%s %s labels" % (kind, name))
     write_manifests(cfg, state)
     cluster_version = cluster.newest(list(state["apiserver"].values()))
-    for cm in config_maps(cfg, cluster_version):
-        if _read_or_make(core.read_namespaced_config_map, core.create_namespaced_config_map, cm) is None:
-            changed.append("configmap %s" % cm["metadata"]["name"])
     if kube.tolerate(404, core.read_namespaced_config_map, "kubeadm-config", "kube-system") is None:
         upload_config(cfg, cluster_version)  # as `kubeadm init` did; later uploads are the real upgrade's own
         changed.append("kubeadm-config and kubelet-config (kubeadm %s upload-config)" % cluster_version)
+    if kube.tolerate(404, apps.read_namespaced_deployment, "coredns", "kube-system") is None:
+        init_addons(cfg, cluster_version)  # likewise: later the upgrade's addon phase moves them
+        changed.append("CoreDNS and kube-proxy (kubeadm %s addon phase)" % cluster_version)
     return changed + sync_mirror_pods(cfg, core)

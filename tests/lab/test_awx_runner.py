@@ -13,6 +13,7 @@ import subprocess
 import pytest
 import yaml
 
+from gpufleet_lab import kubeadm as lab_kubeadm
 from tests.lab import awx_job
 from tests.lab.conftest import podman_exec, s3_client
 
@@ -43,9 +44,11 @@ def test_preflight_template_runs_in_the_execution_environment(lab, ee_image, tmp
     verdict = job.stats()["artifact_data"]["gpufleet_preflight"]  # set_stats: what AWX keeps with the job
     assert verdict["cell"] == "lab" and verdict["target"] == lab.to_version and verdict["blockers"] == []
     # the addons the lab's cluster runs were found from their workloads' images and judged against the target
+    coredns = lab_kubeadm.kubeadm_images(lab, lab.from_version)["coredns"]  # kubeadm's own CoreDNS, at its pin
     assert {a.rsplit(" ", 1)[0] for a in verdict["addons"]} == {
-        "kube_proxy %s" % lab.from_version.lstrip("v").rsplit(".", 1)[0], "coredns 1.12", "kueue 0.17", "jobset 0.11",
-        "cilium 1.19", "nvidia_device_plugin 0.17"}
+        "kube_proxy %s" % lab.from_version.lstrip("v").rsplit(".", 1)[0],
+        "coredns %s" % coredns.rsplit(":v", 1)[1].rsplit(".", 1)[0], "kueue 0.17", "jobset 0.11", "cilium 1.19",
+        "nvidia_device_plugin 0.17"}
     assert all(a.endswith((" ok", " warn")) for a in verdict["addons"]), verdict["addons"]
     records = job.records("*-preflight.yml.json")
     assert len(records) == 1 and oct(records[0].stat().st_mode & 0o777) == "0o600"

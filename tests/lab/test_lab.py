@@ -501,8 +501,8 @@ def test_rollout_shows_both_apiserver_versions_through_the_load_balancer(lab):
         # phase is skipped, or the target's kubeadm would move CoreDNS to the version it pins.
         apt_install("gpu-b1", "kubelet=" + back)
         run_ok("gpu-b1", "systemctl", "restart", "kubelet")
-        run_ok("cp-1", "kubeadm", "upgrade", "apply", lab.from_version, "-y", "--config", "/etc/kubernetes/lab-back.yaml",
-               "--skip-phases=addon")
+        run_ok("cp-1", "kubeadm", "upgrade", "apply", lab.from_version, "-y", "--config",
+               "/etc/kubernetes/lab-back.yaml", "--skip-phases=addon")
         apt_install("cp-1", "kubeadm=" + back)
         run_ok("cp-1", "apt-mark", "hold", "kubeadm", "kubelet")
     assert apiserver_version(lab, "cp-1") == lab.from_version

@@ -15,6 +15,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / "lab"))
 
 from gpufleet_lab import config, faults, hosts, kubeadm, packages
+from gpufleet_lab.procs import LabError
 
 
 @pytest.fixture
@@ -74,7 +75,7 @@ def test_inventory_groups(cfg):
 
 def test_fault_catalogue_covers_the_issue():
     wanted = {"gpu-missing", "xid79", "dcgm-fail", "nccl-slow", "pdb-block", "checkpoint-never", "unreachable",
-              "kubeadm-apply-fail", "snapshot-fail", "pause-in-upgrade"}
+              "apiserver-start-fail", "snapshot-fail", "pause-in-upgrade"}
     assert wanted <= set(faults.kinds())
 
 
@@ -207,43 +208,77 @@ def test_a_twin_cells_group_vars_link_the_committed_ones_and_name_the_twin(tmp_p
     assert sorted(p.name for p in old.iterdir()) == ["all", "etcd.yml", "gpu_nodes.yml", "kube_control_plane.yml"]
 
 
-def test_what_kubeadm_reads_follows_each_component_s_version(cfg):
-    """kubeadm-config names the newest apiserver's version (as `upgrade apply` records it) and external etcd at the
-    paths the hosts mount; each control-plane host has a mirror pod per component, bound to its Node, with the
-    labels and image kubeadm reads its CURRENT column from; the manifests on disk say the same."""
-    state = {"apiserver": {"cp-1": "v1.36.3", "cp-2": "v1.35.4", "cp-3": "v1.35.4"}, "kubelet": {}}
-    maps = {m["metadata"]["name"]: m for m in kubeadm.config_maps(cfg, "v1.36.3")}
-    init, cluster, kubelet = yaml.safe_load_all(kubeadm.kubeadm_config(cfg, "v1.36.3"))  # what kubeadm uploads
+def test_what_kubeadm_reads_and_its_own_manifests(cfg):
+    """The kubeadm configuration the cell is made with names external etcd at the paths the hosts mount and the
+    lab's apiserver flags (the real kubeadm uploads it, and makes CoreDNS and kube-proxy from it); each
+    control-plane host's manifests are the real kubeadm's (init phase control-plane, at its apiserver's version, with
+    the host's advertise address on the lab's bridge); a mirror pod is made from the manifest that runs, bound to the
+    host's Node, with the hash that changes with the manifest."""
+    init, cluster, kubelet = yaml.safe_load_all(kubeadm.kubeadm_config(cfg, "v1.36.3", "cp-2"))  # what kubeadm uploads
     assert init["kind"] == "InitConfiguration" and kubelet["kind"] == "KubeletConfiguration"
+    assert init["nodeRegistration"]["name"] == "cp-2"
+    assert init["localAPIEndpoint"] == {"advertiseAddress": cfg.node_address("cp-2"),
+                                        "bindPort": cfg.apiserver_port("cp-2")}
     assert cluster["kubernetesVersion"] == "v1.36.3" and cluster["kind"] == "ClusterConfiguration"
     assert cluster["etcd"]["external"]["endpoints"] == ["https://127.0.0.1:%d" % cfg.ports["etcd"]]
     assert cluster["etcd"]["external"]["certFile"] == "/etc/kubernetes/pki/etcd-client.crt"
-    assert "kubeadm-config" not in maps and "kubelet-config" not in maps  # the real kubeadm uploads those
-    assert yaml.safe_load(maps["kube-proxy"]["data"]["config.conf"])["apiVersion"] == "kubeproxy.config.k8s.io/v1alpha1"
-    versions = kubeadm.versions(state, "v1.35.4")
-    assert versions["cp-1"] == {"kube-apiserver": "v1.36.3", "kube-controller-manager": "v1.35.4",
-                                "kube-scheduler": "v1.35.4"}
-    pod = kubeadm.mirror_pod(cfg, "kube-apiserver", "cp-1", "v1.36.3")
+    assert {"name": "bind-address", "value": "127.0.0.1"} in cluster["apiServer"]["extraArgs"]
+    assert kubeadm.mirror_pod(cfg, "kube-apiserver", "cp-1") is None  # nothing runs yet
+    running = kubeadm.running_manifest(cfg, "cp-1", "kube-apiserver")
+    running.parent.mkdir(parents=True)
+    text = yaml.safe_dump({"apiVersion": "v1", "kind": "Pod", "metadata": {
+        "name": "kube-apiserver", "namespace": "kube-system", "labels": {"component": "kube-apiserver",
+                                                                         "tier": "control-plane"}},
+        "spec": {"containers": [{"name": "kube-apiserver", "image": "registry.k8s.io/kube-apiserver:v1.36.3",
+                                 "command": ["kube-apiserver", "--secure-port=6443"]}]}, "status": {}})
+    running.write_text(text)
+    pod = kubeadm.mirror_pod(cfg, "kube-apiserver", "cp-1")
     meta = pod["metadata"]
-    assert meta["name"] == "kube-apiserver-cp-1" and pod["spec"]["nodeName"] == "cp-1"
+    assert meta["name"] == "kube-apiserver-cp-1" and pod["spec"]["nodeName"] == "cp-1" and "status" not in pod
     assert meta["labels"] == {"component": "kube-apiserver", "tier": "control-plane"}
-    assert pod["spec"]["containers"][0]["image"] == "registry.k8s.io/kube-apiserver:v1.36.3"
-    address = meta["annotations"][kubeadm.ADVERTISE]  # kubeadm refuses a loopback one
-    assert address.endswith(":%d" % cfg.apiserver_port("cp-1")) and not address.startswith("127.")
+    assert pod["spec"]["containers"][0]["command"] == ["kube-apiserver", "--secure-port=6443"]
     assert meta["annotations"]["kubernetes.io/config.mirror"] == meta["annotations"]["kubernetes.io/config.hash"]
-    assert kubeadm.mirror_pod(cfg, "kube-apiserver", "cp-1", "v1.35.4")["metadata"]["annotations"][
+    assert kubeadm.manifest_version(text) == "v1.36.3"
+    running.write_text(text.replace("6443", "6444"))
+    assert kubeadm.mirror_pod(cfg, "kube-apiserver", "cp-1")["metadata"]["annotations"][
         "kubernetes.io/config.hash"] != meta["annotations"]["kubernetes.io/config.hash"]  # a new manifest, a new hash
-    kubeadm.write_manifests(cfg, state, "v1.35.4")
-    manifest = yaml.safe_load((cfg.run / "hosts" / "cp-2" / "manifests" / "kube-apiserver.yaml").read_text())
-    assert manifest["spec"]["containers"][0]["image"] == "registry.k8s.io/kube-apiserver:v1.35.4"
-    assert sorted(p.name for p in (cfg.run / "hosts" / "cp-2" / "manifests").iterdir()) == [
-        "kube-apiserver.yaml", "kube-controller-manager.yaml", "kube-scheduler.yaml"]
-    # the etcd host (the first control-plane host) has the member's static pod too, its data where the member's is
-    assert sorted(p.name for p in (cfg.run / "hosts" / "cp-1" / "manifests").iterdir()) == [
+    with pytest.raises(LabError, match="no image tag"):
+        kubeadm.manifest_version(text.replace(":v1.36.3", ""))
+
+
+def test_manifests_come_from_kubeadm_and_the_apiserver_runs_what_they_say(cfg):
+    """`lab up` asks kubeadm (here a stand-in that records its arguments and writes what the real one writes into
+    KUBEADM_INIT_DRYRUN_DIR) for each control-plane host's manifests, once, at the host's version; the etcd host gets
+    etcd.yaml; an apiserver manifest runs as the built binary of its image's version with the host's certificate
+    paths made the lab's."""
+    for version in cfg.versions:
+        stand_in = cfg.bin_dir("kubernetes", version) / "kubeadm"
+        stand_in.write_text(
+            '#!/bin/sh\necho "$@" >> "%s/kubeadm-args"\n'
+            'for c in kube-apiserver kube-controller-manager kube-scheduler; do '
+            'printf "spec:\\n  containers:\\n  - image: registry.k8s.io/$c:%s\\n    command: [$c, '
+            '--client-ca-file=/etc/kubernetes/pki/ca.crt]\\n" > "$KUBEADM_INIT_DRYRUN_DIR/$c.yaml"; done\n'
+            % (cfg.cache, version))
+        stand_in.chmod(0o755)
+    (cfg.bin_dir("kubernetes", cfg.from_version) / "kube-apiserver").write_text("")
+    state = {"apiserver": {h: cfg.from_version for h in cfg.control_plane}, "kubelet": {}}
+    state["apiserver"]["cp-3"] = cfg.to_version
+    kubeadm.write_manifests(cfg, state)
+    args = (cfg.cache / "kubeadm-args").read_text().splitlines()
+    assert len(args) == 3 and all(a.startswith("init phase control-plane all --dry-run --config ") for a in args)
+    assert sorted(p.name for p in kubeadm.manifests_dir(cfg, "cp-1").iterdir()) == [
         "etcd.yaml", "kube-apiserver.yaml", "kube-controller-manager.yaml", "kube-scheduler.yaml"]
-    etcd_pod = yaml.safe_load((cfg.run / "hosts" / "cp-1" / "manifests" / "etcd.yaml").read_text())
-    assert "--data-dir=%s" % kubeadm.cluster.ETCD_DATA_ON_HOST in etcd_pod["spec"]["containers"][0]["command"]
-    assert kubeadm.cluster.etcd_data(cfg) == cfg.run / "hosts" / "cp-1" / "etcd-data"
+    text = (kubeadm.manifests_dir(cfg, "cp-3") / "kube-apiserver.yaml").read_text()
+    assert kubeadm.manifest_version(text) == cfg.to_version
+    kubeadm.write_manifests(cfg, state)  # made once
+    assert len((cfg.cache / "kubeadm-args").read_text().splitlines()) == 3
+    version, argv = kubeadm.cluster.apiserver_argv(cfg, (kubeadm.manifests_dir(cfg, "cp-1") / "kube-apiserver.yaml")
+                                                   .read_text())
+    assert version == cfg.from_version
+    assert argv == [str(cfg.bin_dir("kubernetes", cfg.from_version) / "kube-apiserver"),
+                    "--client-ca-file=%s/ca.crt" % cfg.pki]
+    with pytest.raises(LabError, match="the lab has no kube-apiserver"):  # cp-3's version has no build here
+        kubeadm.cluster.apiserver_argv(cfg, text)
 
 
 @pytest.mark.parametrize("later, message", [
