@@ -10,14 +10,17 @@
 #   go-binaries.sh rbac-table VERSION    -> $GPUFLEET_LAB_CACHE/bin/rbac-table-VERSION/kubeadm-rbac.json (the RBAC
 #                                           kubeadm's upgrade phases create, for bin/rbac-table)
 # No registry ships these binaries here; the Go module proxy ships their sources (docs/reference.md section 9).
-# A finished build leaves a .done stamp; a rerun with the stamp present does nothing.
+# A finished build leaves a .done stamp holding what it was built from (the lab's own Go source, for the builds
+# that have one); a rerun with that stamp present does nothing.
 set -Eeuo pipefail
 what=${1:?usage: go-binaries.sh etcd|kubernetes|kwok VERSION}
 version=${2:?version}
 cache=${GPUFLEET_LAB_CACHE:-$HOME/.cache/gpufleet/lab}
 here=$(cd "$(dirname "$0")" && pwd)
 out="$cache/bin/$what-$version"
-[[ -f "$out/.done" ]] && { echo "lab build: $what $version cached in $out"; exit 0; }
+stamp=""
+[[ -f "$here/$what/main.go" ]] && stamp=$(sha256sum "$here/$what/main.go" | cut -c1-64)
+[[ -f "$out/.done" && "$(cat "$out/.done")" == "$stamp" ]] && { echo "lab build: $what $version cached in $out"; exit 0; }
 export GOTOOLCHAIN=local GOFLAGS=-buildvcs=false CGO_ENABLED=0
 export GOMODCACHE=${GOMODCACHE:-$cache/gomod} GOCACHE=${GOCACHE:-$cache/gocache}
 mkdir -p "$cache"  # a fresh machine has no cache directory yet
@@ -124,5 +127,5 @@ GO
     ;;
   *) echo "unknown build $what" >&2; exit 2 ;;
 esac
-touch "$out/.done"
+echo -n "$stamp" > "$out/.done"
 echo "lab build: $what $version done in $(( $(date +%s) - started )) s -> $out"

@@ -2,12 +2,13 @@
 kube-scheduler, KWOK, and the Node objects of the lab's hosts."""
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import pathlib
 import subprocess
 import time
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import yaml
 
@@ -54,6 +55,17 @@ def newest(versions: List[str]) -> str:
 
 
 # -- builds --------------------------------------------------------------------------------------------------------
+def build_stamp(what: str) -> str:
+    """What a finished build of ``what`` records in its .done stamp (go-binaries.sh): the hash of the lab's own Go
+    source for the builds that have one (a changed source is built again), else nothing."""
+    source = LAB_DIR / "build" / what / "main.go"
+    return hashlib.sha256(source.read_bytes()).hexdigest() if source.exists() else ""
+
+
+def _read(path: pathlib.Path) -> Optional[str]:
+    return path.read_text() if path.exists() else None
+
+
 def build(cfg: LabConfig, dry_run: bool = False) -> bool:
     """Build what is not cached. ``dry_run``: set up and check the first build that is needed, then stop before
     its downloads (a fresh machine's set-up, tested without the minutes of a build); returns True when it stopped."""
@@ -66,7 +78,7 @@ def build(cfg: LabConfig, dry_run: bool = False) -> bool:
                 "kubernetes": ["kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "kubeadm"]}
     for what, version in jobs:
         bindir = cfg.bin_dir(what, version)
-        if (bindir / ".done").exists() and all((bindir / f).exists() for f in expected[what]):
+        if build_stamp(what) == _read(bindir / ".done") and all((bindir / f).exists() for f in expected[what]):
             continue
         (bindir / ".done").unlink(missing_ok=True)
         if dry_run:

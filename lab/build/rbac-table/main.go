@@ -16,10 +16,9 @@ import (
 	clientset "k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 
+	applyphases "k8s.io/kubernetes/cmd/kubeadm/app/cmd/phases/upgrade/apply"
 	dnsaddon "k8s.io/kubernetes/cmd/kubeadm/app/phases/addons/dns"
 	proxyaddon "k8s.io/kubernetes/cmd/kubeadm/app/phases/addons/proxy"
-	"k8s.io/kubernetes/cmd/kubeadm/app/phases/bootstraptoken/clusterinfo"
-	"k8s.io/kubernetes/cmd/kubeadm/app/phases/bootstraptoken/node"
 	kubeletphase "k8s.io/kubernetes/cmd/kubeadm/app/phases/kubelet"
 	kubeconfigphase "k8s.io/kubernetes/cmd/kubeadm/app/phases/kubeconfig"
 	"k8s.io/kubernetes/cmd/kubeadm/app/phases/uploadconfig"
@@ -93,6 +92,16 @@ func call(fn interface{}, lead ...interface{}) error {
 	return nil
 }
 
+// upgradeData is what the bootstrap-token phase of `kubeadm upgrade apply` asks of its run: a client, and that it is
+// not a dry run. Any other method of the phase's Data would panic here; the phase calls none.
+type upgradeData struct {
+	applyphases.Data
+	client clientset.Interface
+}
+
+func (d upgradeData) Client() clientset.Interface { return d.client }
+func (d upgradeData) DryRun() bool                { return false }
+
 func main() {
 	stdout := os.Stdout
 	os.Stdout = os.Stderr // kubeadm's phases print their progress with fmt.Println: keep it out of the JSON
@@ -104,14 +113,9 @@ func main() {
 		run  func(clientset.Interface) error
 	}{
 		{"bootstrap-token", func(c clientset.Interface) error {
-			for _, f := range []func(clientset.Interface) error{node.AllowBootstrapTokensToGetNodes,
-				node.AllowBootstrapTokensToPostCSRs, node.AutoApproveNodeBootstrapTokens,
-				node.AutoApproveNodeCertificateRotation, clusterinfo.CreateClusterInfoRBACRules} {
-				if err := f(c); err != nil {
-					return err
-				}
-			}
-			return nil
+			// the phase itself, as `kubeadm upgrade apply` runs it: what it creates changes between minors (1.36
+			// added the apiserver's kubelet client binding, kubeadm:apiserver-kubelet-client)
+			return applyphases.NewBootstrapTokenPhase().Run(upgradeData{client: c})
 		}},
 		{"upload-config kubeadm", func(c clientset.Interface) error { return uploadconfig.UploadConfiguration(cfg, c) }},
 		{"upload-config kubelet", func(c clientset.Interface) error {
