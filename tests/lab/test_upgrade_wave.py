@@ -275,8 +275,8 @@ def test_upgrade_wave_halts_on_every_fault_resumes_and_finishes(cell, tmp_path):
     for host in runs:
         argv = runs[host][-1]["argv"]
         assert "--config" in argv and argv[argv.index("--config") + 1] == UPGRADE_CONFIG, argv
-        config = yaml.safe_load(host_file(lab, host, UPGRADE_CONFIG))
-        assert config["apply"]["etcdUpgrade"] is False and config["node"]["etcdUpgrade"] is False, config
+        given = yaml.safe_load(host_file(lab, host, UPGRADE_CONFIG))
+        assert given["apply"]["etcdUpgrade"] is False and given["node"]["etcdUpgrade"] is False, given
     assert etcd_version(lab) == etcd_before and etcd_before, etcd_before
     # each control-plane component runs what kubeadm's manifest says, and kubeadm-config is kubeadm's
     for host in runs:

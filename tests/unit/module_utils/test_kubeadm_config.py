@@ -2,10 +2,20 @@
 kept, and every input kubeadm would refuse beside --config refused first, naming the field to set."""
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import InputError
-from ansible_collections.gpufleet.upgrade.plugins.module_utils.kubeadm_config import upgrade_configuration
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.kubeadm_config import (
+    FLAG_FIELDS, upgrade_configuration)
+from tests.conftest import FIXTURES
+
+# The flags kubeadm v1.36.3 takes beside --config (cmd/kubeadm/app/apis/kubeadm/validation ValidateMixedArguments:
+# isAllowedFlag, and every flag named skip-*), and --help itself.
+MIXABLE = {"config", "ignore-preflight-errors", "dry-run", "kubeconfig", "node-name", "kubeconfig-dir", "upload-certs",
+           "print-manifest", "allow-missing-template-keys", "output", "show-managed-fields", "print-join-command",
+           "rootfs", "v", "log-file", "yes", "help"}
 
 
 def test_etcd_kept_out_and_fields_kept():
@@ -46,3 +56,20 @@ def test_refused_naming_the_field(configuration, args, words):
 def test_own_api_version_and_kind_accepted():
     doc = upgrade_configuration({"apiVersion": "kubeadm.k8s.io/v1beta4", "kind": "UpgradeConfiguration"}, [])
     assert list(doc) == ["apiVersion", "kind", "apply", "node"]
+
+
+def help_flags(subcommand):
+    """The long flags of ``kubeadm upgrade SUBCOMMAND --help`` (the real v1.36.3's, tests/fixtures/kubeadm)."""
+    text = (FIXTURES / "kubeadm" / ("real-1.36.3-upgrade-%s-help.txt" % subcommand)).read_text()
+    return set(re.findall(r"^\s+(?:-\w, )?--([a-z][a-z-]*)", text, re.M))
+
+
+def test_every_flag_kubeadm_refuses_beside_config_is_refused_first():
+    """Checked against the real kubeadm's own --help: each flag of apply or node that kubeadm would refuse beside
+    --config is in the role's table (so the role refuses it before anything changes, naming the field), and the
+    table names no flag kubeadm lacks."""
+    flags = help_flags("apply") | help_flags("node")
+    assert {"etcd-upgrade", "certificate-renewal", "ignore-preflight-errors"} <= flags  # the fixtures are read
+    refused = {f for f in flags if f not in MIXABLE and not f.startswith("skip-")}
+    assert {"--" + f for f in refused} <= set(FLAG_FIELDS), refused
+    assert {f[2:] for f in FLAG_FIELDS if f.startswith("--")} <= flags
