@@ -7,6 +7,7 @@ import json
 import os
 import pathlib
 import subprocess
+import threading
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -36,10 +37,20 @@ def load_state(cfg: LabConfig) -> Dict[str, Any]:
 
 
 def save_state(cfg: LabConfig, state: Dict[str, Any]) -> None:
-    (cfg.run / "cluster").mkdir(parents=True, exist_ok=True)
-    tmp = cfg.run / (STATE_FILE + ".tmp")
-    tmp.write_text(json.dumps(state, indent=2, sort_keys=True))
-    tmp.replace(cfg.run / STATE_FILE)
+    write_atomic(cfg.run / STATE_FILE, json.dumps(state, indent=2, sort_keys=True))
+
+
+_STATE_LOCK = threading.Lock()
+
+
+def update_state(cfg: LabConfig, part: str, host: str, version: str) -> Dict[str, Any]:
+    """Record that ``host``'s ``part`` (apiserver, kubelet) runs ``version``: read, change and write under one lock
+    (the lab controller's threads both record); returns the new state."""
+    with _STATE_LOCK:
+        state = load_state(cfg)
+        state[part][host] = version
+        save_state(cfg, state)
+        return state
 
 
 def _vkey(version: str) -> Tuple[int, ...]:
@@ -161,20 +172,33 @@ def apiserver_argv(cfg: LabConfig, manifest: str) -> Tuple[str, List[str]]:
     return version, [str(binary)] + [a.replace(PKI_ON_HOST, str(cfg.pki) + "/") for a in command[1:]]
 
 
-def start_apiserver(cfg: LabConfig, host: str) -> str:
-    """Start ``host``'s kube-apiserver from its manifest (unless it runs) and wait until it is ready; what runs is
-    recorded as the host's running manifest (its mirror pod's source); returns its version."""
+def write_atomic(path: pathlib.Path, text: str) -> None:
+    """Write ``path`` whole or not at all (a reader in another thread or process never sees half of it)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(".%s.%d.%d.tmp" % (path.name, os.getpid(), threading.get_ident()))
+    tmp.write_text(text)
+    tmp.replace(path)
+
+
+def start_apiserver(cfg: LabConfig, host: str, text: Optional[str] = None) -> str:
+    """Start ``host``'s kube-apiserver from its manifest ``text`` (default: the file kubeadm wrote) and wait until it
+    is ready; a process already running other flags is restarted. What runs is recorded as the host's running
+    manifest (its mirror pod's source); returns its version."""
     from gpufleet_lab import kubeadm
     name = "apiserver-" + host
-    text = (kubeadm.manifests_dir(cfg, host) / "kube-apiserver.yaml").read_text()
+    if text is None:
+        text = (kubeadm.manifests_dir(cfg, host) / "kube-apiserver.yaml").read_text()
     version, argv = apiserver_argv(cfg, text)
-    if not procs.pid_of(cfg.run, name):
+    pid = procs.pid_of(cfg.run, name)
+    if pid and procs.cmdline(pid) != argv:
+        say("kube-apiserver for %s runs other flags than its manifest; restarting it" % host)
+        procs.stop(cfg.run, name, timeout=APISERVER_GRACE_SECONDS)
+        pid = None
+    if not pid:
         say("starting kube-apiserver %s for %s on 127.0.0.1:%d" % (version, host, cfg.apiserver_port(host)))
         procs.start(cfg.run, name, argv)
     procs.wait_https("https://127.0.0.1:%d/readyz" % cfg.apiserver_port(host), cfg.pki, cfg.run, name, timeout=180)
-    running = kubeadm.running_manifest(cfg, host, "kube-apiserver")
-    running.parent.mkdir(parents=True, exist_ok=True)
-    running.write_text(text)
+    write_atomic(kubeadm.running_manifest(cfg, host, "kube-apiserver"), text)
     return version
 
 
@@ -185,11 +209,11 @@ def start_apiserver(cfg: LabConfig, host: str) -> str:
 APISERVER_GRACE_SECONDS = 3.0
 
 
-def restart_apiserver(cfg: LabConfig, host: str) -> str:
-    from gpufleet_lab import kubeadm
-    apiserver_argv(cfg, (kubeadm.manifests_dir(cfg, host) / "kube-apiserver.yaml").read_text())  # runnable first
+def restart_apiserver(cfg: LabConfig, host: str, text: str) -> str:
+    """Run manifest ``text`` in place of ``host``'s kube-apiserver; one that cannot run (LabError) stops nothing."""
+    apiserver_argv(cfg, text)  # runnable first
     procs.stop(cfg.run, "apiserver-" + host, timeout=APISERVER_GRACE_SECONDS)
-    return start_apiserver(cfg, host)
+    return start_apiserver(cfg, host, text)
 
 
 # -- controller-manager, scheduler, kwok ---------------------------------------------------------------------------

@@ -23,11 +23,12 @@ import asyncio
 import hashlib
 import itertools
 import json
+import pathlib
 import signal
 import sys
 import time
 import traceback
-from typing import Dict, List, Set, Tuple
+from typing import Dict, List, Optional, Set, Tuple
 
 from kubernetes import client
 
@@ -94,7 +95,6 @@ def handle_request(cfg: LabConfig, body: Dict) -> Dict:
         from gpufleet_lab import hosts
         hosts.podman("pause", hosts.container(cfg, host))
         return {"ok": True, "paused": host}
-    state = cluster.load_state(cfg)
     if version not in cfg.versions:
         return {"error": "the lab has no %s binaries for %s (it has %s)" % (kind, version, ", ".join(cfg.versions))}
     if kind == "kubelet":
@@ -107,8 +107,7 @@ def handle_request(cfg: LabConfig, body: Dict) -> Dict:
             except procs.LabError as exc:
                 return {"error": str(exc)}
         kube.set_kubelet_version(cfg, host, version)
-        state["kubelet"][host] = version
-        cluster.save_state(cfg, state)
+        cluster.update_state(cfg, "kubelet", host, version)
         return {"ok": True, "kubelet": version}
     return {"error": "unknown request kind %r" % kind}
 
@@ -158,6 +157,16 @@ async def requests_loop(cfg: LabConfig) -> None:
         await asyncio.sleep(0.3)
 
 
+SETTLE_SECONDS = 1.0  # how long a manifest's text (or its absence) must hold before the lab acts on it
+
+
+def _read(path: pathlib.Path) -> Optional[str]:
+    try:
+        return path.read_text()
+    except FileNotFoundError:
+        return None
+
+
 class StaticPods:
     """SIMULATION of a kubelet's static pods, for the real processes the lab runs in their place.
 
@@ -182,6 +191,7 @@ class StaticPods:
         self.stopped: Set[Tuple[str, str]] = set()
         self.seen: Set[Tuple[str, str]] = set()  # manifests `lab up` has written (before that, nothing to act on)
         self.listed: Dict[str, str] = {}
+        self.observed: Dict[Tuple[str, str], Tuple[Optional[str], float]] = {}  # manifest -> (text, since)
         self.refused: Dict[str, str] = {}  # host -> the apiserver manifest text that could not run
         self.held: Dict[str, str] = {}  # host -> the apiserver manifest text the fault holds back (said once)
 
@@ -190,34 +200,46 @@ class StaticPods:
         return [(cluster.etcd_host(self.cfg), "etcd", "etcd")] + [
             (h, "kube-apiserver", "apiserver-" + h) for h in self.cfg.control_plane]
 
+    def settled(self, key: Tuple[str, str], text: Optional[str]) -> bool:
+        """Whether a manifest has held ``text`` (None: no file) for SETTLE_SECONDS: kubeadm moves a manifest aside
+        and another in, so for a moment a file may be missing or half written."""
+        now = time.monotonic()
+        seen = self.observed.get(key)
+        if seen is None or seen[0] != text:
+            self.observed[key] = (text, now)
+            return False
+        return now - seen[1] >= SETTLE_SECONDS
+
     def reconcile(self) -> None:
         from gpufleet_lab import kubeadm
         changed = False
         for host, component, name in self.pods():
-            path = kubeadm.manifests_dir(self.cfg, host) / (component + ".yaml")
-            present = path.exists()
-            if present:
-                self.seen.add((host, component))
-            if not present and (host, component) in self.seen and procs.pid_of(self.cfg.run, name):
-                print("static pod %s on %s: its manifest is gone; stopping %s" % (component, host, name), flush=True)
-                procs.stop(self.cfg.run, name)
-                self.stopped.add((host, component))
-            elif present and (host, component) in self.stopped:
+            text = _read(kubeadm.manifests_dir(self.cfg, host) / (component + ".yaml"))
+            if not self.settled((host, component), text):
+                continue
+            if text is None:
+                if (host, component) in self.seen and procs.pid_of(self.cfg.run, name):
+                    print("static pod %s on %s: its manifest is gone; stopping %s" % (component, host, name),
+                          flush=True)
+                    procs.stop(self.cfg.run, name)
+                    self.stopped.add((host, component))
+                continue
+            self.seen.add((host, component))
+            if (host, component) in self.stopped:
                 print("static pod %s on %s: its manifest is back; starting %s" % (component, host, name), flush=True)
                 if component == "etcd":
                     cluster.start_etcd(self.cfg)
                 else:
-                    self.play_apiserver(host, path.read_text(), restart=False)
+                    self.play_apiserver(host, text, restart=False)
                 self.stopped.discard((host, component))
-            elif present and component == "kube-apiserver":
-                changed = self.play_apiserver(host, path.read_text(), restart=True) or changed
+            elif component == "kube-apiserver":
+                changed = self.play_apiserver(host, text, restart=True) or changed
         for host in self.cfg.control_plane:
             for component in ("kube-controller-manager", "kube-scheduler"):
-                path = kubeadm.manifests_dir(self.cfg, host) / (component + ".yaml")
+                text = _read(kubeadm.manifests_dir(self.cfg, host) / (component + ".yaml"))
                 running = kubeadm.running_manifest(self.cfg, host, component)
-                if path.exists() and (not running.exists() or running.read_text() != path.read_text()):
-                    running.parent.mkdir(parents=True, exist_ok=True)
-                    running.write_text(path.read_text())
+                if text is not None and self.settled((host, component), text) and _read(running) != text:
+                    cluster.write_atomic(running, text)
                     changed = True
         if changed:
             made = kubeadm.sync_mirror_pods(self.cfg, client.CoreV1Api(kube.api(self.cfg, "lab-controller")))
@@ -226,16 +248,18 @@ class StaticPods:
 
     def play_apiserver(self, host: str, text: str, restart: bool) -> bool:
         """Run ``host``'s kube-apiserver manifest ``text`` when it is not the one running; returns whether it
-        started it."""
+        started it. One that cannot run (no build of its version, not a kube-apiserver) stops nothing; one that
+        does not come up is stopped, as its crash loop would leave it; either is tried again only when the manifest
+        changes (kubeadm rolls back)."""
         from gpufleet_lab import kubeadm
-        running = kubeadm.running_manifest(self.cfg, host, "kube-apiserver")
+        running = _read(kubeadm.running_manifest(self.cfg, host, "kube-apiserver"))
         alive = procs.pid_of(self.cfg.run, "apiserver-" + host)
-        if restart and (not (self.cfg.run / cluster.UP_MARK).exists() or not running.exists()
-                        or (running.read_text() == text and alive)):
+        if restart and (not (self.cfg.run / cluster.UP_MARK).exists() or running is None
+                        or (running == text and alive)):
             return False  # `lab up` has not finished starting the apiservers, or this manifest runs
         if self.refused.get(host) == text:
             return False
-        if "apiserver-start-fail" in faults.host_faults(self.cfg, host):
+        if text != running and "apiserver-start-fail" in faults.host_faults(self.cfg, host):
             if self.held.get(host) != text:
                 print("static pod kube-apiserver on %s: the apiserver-start-fail fault keeps the new manifest (%s) "
                       "from starting" % (host, kubeadm.manifest_version(text)), flush=True)
@@ -243,18 +267,21 @@ class StaticPods:
             return False
         self.held.pop(host, None)
         try:
-            version = cluster.restart_apiserver(self.cfg, host) if restart else cluster.start_apiserver(self.cfg, host)
+            cluster.apiserver_argv(self.cfg, text)
         except procs.LabError as exc:
             print("static pod kube-apiserver on %s: cannot run its manifest: %s" % (host, exc), flush=True)
-            if running.read_text() != text:  # a new manifest that did not come up: gone, as its crash loop would be
-                procs.stop(self.cfg.run, "apiserver-" + host, timeout=cluster.APISERVER_GRACE_SECONDS)
+            self.refused[host] = text
+            return False
+        try:
+            version = (cluster.restart_apiserver(self.cfg, host, text) if restart
+                       else cluster.start_apiserver(self.cfg, host, text))
+        except procs.LabError as exc:
+            print("static pod kube-apiserver on %s: its manifest did not come up: %s" % (host, exc), flush=True)
+            procs.stop(self.cfg.run, "apiserver-" + host, timeout=cluster.APISERVER_GRACE_SECONDS)
             self.refused[host] = text
             return False
         self.refused.pop(host, None)
-        state = cluster.load_state(self.cfg)
-        state["apiserver"][host] = version
-        cluster.save_state(self.cfg, state)
-        reconcile_controllers(self.cfg, state)
+        reconcile_controllers(self.cfg, cluster.update_state(self.cfg, "apiserver", host, version))
         print("static pod kube-apiserver on %s: running %s from its manifest" % (host, version), flush=True)
         return True
 

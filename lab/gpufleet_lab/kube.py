@@ -180,9 +180,9 @@ def ensure_training(cfg: LabConfig) -> None:
             uid = res.get(name=obj["metadata"]["name"], namespace=training.NS).metadata.uid
 
 
-# The addons the lab's cluster runs, as objects: what a real cell's preflight reads to detect addons (the
-# workloads' images). kube-proxy is a DaemonSet on every node, as kubeadm installs it; the controllers are pinned to
-# the control-plane nodes (in the lab their pods are KWOK's and the lab controller does Kueue's and JobSet's work;
+# The addons the lab makes itself, as objects: what a real cell's preflight reads to detect addons (the workloads'
+# images). CoreDNS and kube-proxy are kubeadm's own (kubeadm.init_addons). The controllers are pinned to the
+# control-plane nodes (in the lab their pods are KWOK's and the lab controller does Kueue's and JobSet's work;
 # pinned there they do not join the GPU nodes' drains, which the wave tests count).
 
 

@@ -6,9 +6,9 @@
   and the `kubelet-config` ConfigMap, both uploaded by the real kubeadm of the cluster's version (`kubeadm init
   phase upload-config all`, `upload_config`), with the Roles that let nodes read them - so a worker's real `kubeadm
   upgrade node` reads them with its node credentials, as on a real cell;
-- the `kube-proxy` ConfigMap (a component config whose version plan reports);
-- the `coredns` ConfigMap and Deployment, and the `kube-proxy` DaemonSet (kube.addon_objects), found by their
-  `k8s-app` labels;
+- the `kube-proxy` ConfigMap (a component config whose version plan reports), the `coredns` ConfigMap and
+  Deployment and the `kube-proxy` DaemonSet, found by their `k8s-app` labels: kubeadm's own, made by the real
+  kubeadm of the cluster's version (`kubeadm init phase addon all`, `init_addons`);
 - the mirror pods of the control-plane static pods (`kube-apiserver-HOST` ... in kube-system, labels `component`
   and `tier: control-plane`, the apiserver's advertise-address annotation): plan's per-node CURRENT column is read
   from their images, and `upgrade apply`/`node` wait for their `kubernetes.io/config.hash` to change after writing a
@@ -29,6 +29,7 @@ import hashlib
 import pathlib
 import shutil
 import subprocess
+import threading
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -240,6 +241,9 @@ def write_manifests(cfg: LabConfig, state: Dict[str, Any]) -> None:
 
 
 def _create_when_gone(core: client.CoreV1Api, pod: Dict[str, Any], timeout: float = 30) -> None:
+    """Create ``pod`` once the one of its name is gone; done at once when the one there already has its hash (made by
+    the lab's other syncer)."""
+    name, digest = pod["metadata"]["name"], pod["metadata"]["annotations"]["kubernetes.io/config.hash"]
     deadline = time.time() + timeout
     while True:
         try:
@@ -248,7 +252,13 @@ def _create_when_gone(core: client.CoreV1Api, pod: Dict[str, Any], timeout: floa
         except client.ApiException as exc:
             if exc.status != 409 or time.time() > deadline:
                 raise
-            time.sleep(0.2)
+        there = kube.tolerate(404, core.read_namespaced_pod, name, "kube-system")
+        if there is not None and (there.metadata.annotations or {}).get("kubernetes.io/config.hash") == digest:
+            return
+        time.sleep(0.2)
+
+
+_MIRROR_LOCK = threading.Lock()  # the lab controller syncs from two threads (the static pods and a 5 s repair)
 
 
 def sync_mirror_pods(cfg: LabConfig, core: client.CoreV1Api) -> List[str]:
@@ -257,6 +267,11 @@ def sync_mirror_pods(cfg: LabConfig, core: client.CoreV1Api) -> List[str]:
     updated); returns what changed. Called by the lab controller every few seconds: KWOK deletes a pod it saw
     deleted by name, without its UID, so a mirror pod just made again under the same name can go with the old one's
     deletion when the machine is busy. One list call when all is in place."""
+    with _MIRROR_LOCK:
+        return _sync_mirror_pods(cfg, core)
+
+
+def _sync_mirror_pods(cfg: LabConfig, core: client.CoreV1Api) -> List[str]:
     have = {p.metadata.name: (p.metadata.annotations or {}).get("kubernetes.io/config.hash")
             for p in core.list_namespaced_pod("kube-system", label_selector="tier=control-plane").items}
     changed = []

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime
 import ipaddress
+import os
 import pathlib
 from typing import Dict, List, Optional
 
@@ -140,5 +141,7 @@ def kubeconfig(pki: pathlib.Path, server: str, user: str, path: pathlib.Path, em
                                              "client-key-data": data(user + ".key")}}],
            "contexts": [{"name": "gpufleet-lab", "context": {"cluster": "gpufleet-lab", "user": user}}]}
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # never readable by others, even for a moment
+    with os.fdopen(fd, "w") as out:
+        out.write(yaml.safe_dump(doc, sort_keys=False))
     path.chmod(0o600)

@@ -50,6 +50,15 @@ def pid_of(run: pathlib.Path, name: str) -> Optional[int]:
     return pid
 
 
+def cmdline(pid: int) -> List[str]:
+    """The command line process ``pid`` runs ([] when it is gone)."""
+    try:
+        raw = pathlib.Path("/proc/%d/cmdline" % pid).read_bytes()
+    except OSError:
+        return []
+    return raw.decode(errors="replace").split("\0")[:-1]
+
+
 def start(run: pathlib.Path, name: str, argv: List[str], env: Optional[Dict[str, str]] = None) -> int:
     """Start ``argv`` in its own session, output to logs/NAME.log. Returns the pid (an existing one if running)."""
     existing = pid_of(run, name)

@@ -196,8 +196,9 @@ def test_change_record_callback(tmp_path):
 
 
 def test_kubeadm_upgrade_refuses_apply_arguments_that_move_etcd(tmp_path):
-    """The role always passes --etcd-upgrade=false; an --etcd-upgrade in kubeadm_upgrade_apply_args is refused by
-    its first task, naming the variable, before any host is read (localhost stands in for the host)."""
+    """The role's UpgradeConfiguration always says etcdUpgrade false; an --etcd-upgrade in
+    kubeadm_upgrade_apply_args, or etcdUpgrade in kubeadm_upgrade_configuration, is refused before any host is read,
+    naming it (localhost stands in for the host)."""
     inventory = tmp_path / "hosts.yml"
     inventory.write_text("kube_control_plane:\n  hosts:\n    localhost:\n      ansible_connection: local\n")
     proc = ansible("ansible-playbook", "-i", str(inventory), "tests/integration/playbooks/kubeadm_etcd_upgrade.yml",

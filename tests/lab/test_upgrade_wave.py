@@ -17,15 +17,18 @@ import json
 import os
 import pathlib
 import re
+import ssl
 import subprocess
 import sys
 import time
+import urllib.request
 
 import pytest
 import yaml
 from kubernetes import client, config
 
 from gpufleet_lab import helm as lab_helm
+from gpufleet_lab import kubeadm as lab_kubeadm
 from gpufleet_lab import procs
 from tests.lab import awx_job
 from tests.lab.conftest import ROOT, etcd_flags, lab_cli, podman_exec
@@ -108,6 +111,15 @@ def running_apiserver_args(lab, host):
     assert pid, host
     argv = pathlib.Path("/proc/%d/cmdline" % pid).read_bytes().decode().split("\0")[1:-1]
     return [a.replace(str(lab.pki) + "/", "/etc/kubernetes/pki/") for a in argv]
+
+
+def live_version(lab, host):
+    """What the host's own kube-apiserver answers at /version now (not what the lab's state file says)."""
+    ctx = ssl.create_default_context(cafile=str(lab.pki / "ca.crt"))
+    ctx.load_cert_chain(str(lab.pki / "admin.crt"), str(lab.pki / "admin.key"))
+    with urllib.request.urlopen("https://127.0.0.1:%d/version" % lab.apiserver_port(host), context=ctx,
+                                timeout=10) as resp:
+        return json.load(resp)["gitVersion"]
 
 
 def kubeadm_config_managers(lab):
@@ -243,6 +255,10 @@ def test_upgrade_wave_halts_on_every_fault_resumes_and_finishes(cell, tmp_path):
     lab_cli("fault", "cp-1", "apiserver-start-fail")
     try:
         proc = run(lab, records, "upgrade_wave.yml")
+        # still under the fault: cp-1 serves its old version from its old manifest, which its mirror pod carries
+        assert live_version(lab, "cp-1") == lab.from_version
+        pod = core(lab).read_namespaced_pod("kube-apiserver-cp-1", "kube-system")
+        assert pod.metadata.annotations["kubernetes.io/config.hash"] == lab_kubeadm.config_hash(before)
     finally:
         lab_cli("clear", "cp-1")
     assert_halted(proc, "kubeadm upgrade apply %s -y --config %s failed on cp-1" % (lab.to_version, UPGRADE_CONFIG),
@@ -267,7 +283,8 @@ def test_upgrade_wave_halts_on_every_fault_resumes_and_finishes(cell, tmp_path):
             lab_cli("clear", host)
     assert set(apiservers(lab).values()) == {lab.to_version}
     # The real kubeadm of the target ran apply on cp-1 and node on the others, each with the role's
-    # UpgradeConfiguration, which keeps etcd out; etcd runs what it ran before
+    # UpgradeConfiguration, which keeps etcd out; etcd runs what it ran before (the lab's etcd is external, which
+    # kubeadm never upgrades whatever etcdUpgrade says: the configuration is what guards a stacked member)
     runs = {host: kubeadm_runs(host) for host in sorted(apiservers(lab))}
     assert [r["argv"][:2] for r in runs["cp-1"]][-1:] == [["upgrade", "apply"]], runs
     assert all(r and r[-1]["argv"][:2] == ["upgrade", "node"] for h, r in runs.items() if h != "cp-1"), runs

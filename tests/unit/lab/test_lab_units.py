@@ -296,3 +296,71 @@ def test_later_lab_versions_must_follow_to_one_minor_at_a_time(tmp_path, later, 
     doc["versions"]["later"] = ["v1.37.2"]
     path.write_text(yaml.safe_dump(doc))
     assert config.load(path).versions == [doc["versions"]["from"], doc["versions"]["to"], "v1.37.2"]
+
+
+def test_static_pod_player_runs_what_the_manifest_says_and_survives_kubeadm_s_rollback(cfg, monkeypatch):
+    """The lab's kubelet stand-in (controller.StaticPods.play_apiserver), with the processes faked: nothing before
+    `lab up` finished; a new manifest restarts the apiserver; under apiserver-start-fail a new manifest is held back
+    but the old one, rolled back by kubeadm, runs again even with the fault on; a manifest that cannot run stops
+    nothing; one that does not come up is stopped and not retried until the manifest changes."""
+    from gpufleet_lab import cluster, controller
+    calls, alive, fault = [], {"pid": 1}, {"on": False}
+
+    def restart(cfg_, host, text):
+        calls.append(("restart", text))
+        if "broken" in text:
+            raise LabError("not ready")
+        kubeadm.running_manifest(cfg_, host, "kube-apiserver").write_text(text)
+        return kubeadm.manifest_version(text)
+
+    def argv(cfg_, text):
+        if "nobuild" in text:
+            raise LabError("the lab has no kube-apiserver")
+        return kubeadm.manifest_version(text), ["kube-apiserver"]
+    monkeypatch.setattr(cluster, "restart_apiserver", restart)
+    monkeypatch.setattr(cluster, "apiserver_argv", argv)
+    monkeypatch.setattr(controller.procs, "pid_of", lambda run, name: alive["pid"])
+    monkeypatch.setattr(controller.procs, "stop", lambda run, name, timeout=0: calls.append(("stop", name)))
+    monkeypatch.setattr(controller.faults, "host_faults",
+                        lambda cfg_, host: ["apiserver-start-fail"] if fault["on"] else [])
+    monkeypatch.setattr(controller, "reconcile_controllers", lambda cfg_, state: calls.append(("controllers",)))
+
+    def manifest(version, extra=""):
+        return ("spec:\n  containers:\n  - image: registry.k8s.io/kube-apiserver:%s\n"
+                "    command: [kube-apiserver%s]\n" % (version, extra))
+    old, new = manifest("v1.35.4"), manifest("v1.36.3")
+    pods = controller.StaticPods(cfg)
+    running = kubeadm.running_manifest(cfg, "cp-1", "kube-apiserver")
+    running.parent.mkdir(parents=True)
+    running.write_text(old)
+    assert not pods.play_apiserver("cp-1", new, restart=True) and calls == []  # `lab up` is not through yet
+    (cfg.run / cluster.UP_MARK).parent.mkdir(parents=True, exist_ok=True)
+    (cfg.run / cluster.UP_MARK).write_text("now")
+    assert not pods.play_apiserver("cp-1", old, restart=True) and calls == []  # it runs already
+    fault["on"] = True
+    assert not pods.play_apiserver("cp-1", new, restart=True) and calls == []  # held back by the fault
+    alive["pid"] = None  # the old apiserver died meanwhile; kubeadm rolled the manifest back
+    assert pods.play_apiserver("cp-1", old, restart=True) and calls[0] == ("restart", old)
+    fault["on"], alive["pid"] = False, 1
+    assert pods.play_apiserver("cp-1", new, restart=True) and running.read_text() == new
+    assert cluster.load_state(cfg)["apiserver"]["cp-1"] == "v1.36.3"
+    del calls[:]
+    assert not pods.play_apiserver("cp-1", manifest("v1.36.3", ", nobuild"), restart=True)
+    assert calls == []  # cannot run: nothing stopped
+    broken = manifest("v1.36.3", ", broken")
+    assert not pods.play_apiserver("cp-1", broken, restart=True)
+    assert calls == [("restart", broken), ("stop", "apiserver-cp-1")]  # did not come up: stopped
+    assert not pods.play_apiserver("cp-1", broken, restart=True) and len(calls) == 2  # not retried
+
+
+def test_a_manifest_must_settle_before_the_player_acts(cfg, monkeypatch):
+    from gpufleet_lab import controller
+    now = {"t": 100.0}
+    monkeypatch.setattr(controller.time, "monotonic", lambda: now["t"])
+    pods = controller.StaticPods(cfg)
+    assert not pods.settled(("cp-1", "kube-apiserver"), None)  # first seen missing
+    now["t"] += controller.SETTLE_SECONDS / 2
+    assert not pods.settled(("cp-1", "kube-apiserver"), None)
+    now["t"] += controller.SETTLE_SECONDS
+    assert pods.settled(("cp-1", "kube-apiserver"), None)
+    assert not pods.settled(("cp-1", "kube-apiserver"), "text")  # it changed: wait again

@@ -8,14 +8,9 @@ import pytest
 
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import InputError
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.kubeadm_config import (
-    FLAG_FIELDS, upgrade_configuration)
+    FIELDS, FLAG_FIELDS, MIXABLE, upgrade_configuration)
 from tests.conftest import FIXTURES
 
-# The flags kubeadm v1.36.3 takes beside --config (cmd/kubeadm/app/apis/kubeadm/validation ValidateMixedArguments:
-# isAllowedFlag, and every flag named skip-*), and --help itself.
-MIXABLE = {"config", "ignore-preflight-errors", "dry-run", "kubeconfig", "node-name", "kubeconfig-dir", "upload-certs",
-           "print-manifest", "allow-missing-template-keys", "output", "show-managed-fields", "print-join-command",
-           "rootfs", "v", "log-file", "yes", "help"}
 
 
 def test_etcd_kept_out_and_fields_kept():
@@ -37,10 +32,23 @@ def test_input_not_changed():
 @pytest.mark.parametrize("configuration, args, words", [
     ({"apply": {"etcdUpgrade": True}}, [], "apply.etcdUpgrade is set; remove it"),
     ({"node": {"etcdUpgrade": False}}, [], "node.etcdUpgrade is set; remove it"),
+    ({"plan": {"etcdUpgrade": False}}, [], "plan.etcdUpgrade is set; remove it"),
+    ({"apply": {"kubernetesVersion": "v1.36.3"}}, [], "the role upgrades to the cell's target"),
+    ({"node": {"dryRun": True}}, [], "node.dryRun is set; remove it: the role runs for real"),
+    ({"apply": {"certificateRenwal": False}}, [], "apply.certificateRenwal is not a field of"),
+    ({"timeouts": {"upgradeManifest": "60s"}}, [], "timeouts.upgradeManifest is not a field"),
+    ({"node": {"forceUpgrade": True}}, [], "node.forceUpgrade is not a field"),
+    ({"apply": {"certificateRenewal": "no"}}, [], "apply.certificateRenewal must be true or false"),
+    ({"apply": {"ignorePreflightErrors": "ImagePull"}}, [], "must be a list of strings"),
+    ({"timeouts": {"upgradeManifests": 60}}, [], "must be a duration such as 5m0s"),
+    ({"node": {"patches": {"dir": "/p"}}}, [], "node.patches must be a mapping with directory"),
     ({}, ["--etcd-upgrade=false"], "extra kubeadm argument --etcd-upgrade=false"),
     ({}, ["--certificate-renewal=false"], "set apply.certificateRenewal / node.certificateRenewal"),
     ({}, ["-f"], "apply.forceUpgrade"),
     ({}, ["--config=/tmp/x.yaml"], "kubeadm_upgrade_config_path"),
+    ({}, ["--dry-run"], "the role runs for real"),
+    ({}, ["--ignore-prefligth-errors=all"], "kubeadm takes no such flag beside --config"),
+    ({}, ["--some-flag-of-a-later-kubeadm"], "remove it"),
     ({"apiVersion": "kubeadm.k8s.io/v1beta3"}, [], "configuration.apiVersion is 'kubeadm.k8s.io/v1beta3'"),
     ({"kind": "InitConfiguration"}, [], "kubeadm_upgrade_configuration.kind"),
     ({"apply": {}, "etcd": {}}, [], "unknown field(s) etcd"),
@@ -51,6 +59,12 @@ def test_refused_naming_the_field(configuration, args, words):
     with pytest.raises(InputError) as err:
         upgrade_configuration(configuration, args)
     assert words in err.value.msg
+
+
+def test_flags_kubeadm_takes_beside_config_pass():
+    for args in (["--ignore-preflight-errors=ImagePull"], ["-v", "5"], ["--v=5"], ["--skip-phases=addon"], ["-y"],
+                 ["--kubeconfig", "/etc/kubernetes/admin.conf"], ["--rootfs=/host"]):
+        assert upgrade_configuration({}, args)["kind"] == "UpgradeConfiguration", args
 
 
 def test_own_api_version_and_kind_accepted():
@@ -70,6 +84,18 @@ def test_every_flag_kubeadm_refuses_beside_config_is_refused_first():
     table names no flag kubeadm lacks."""
     flags = help_flags("apply") | help_flags("node")
     assert {"etcd-upgrade", "certificate-renewal", "ignore-preflight-errors"} <= flags  # the fixtures are read
-    refused = {f for f in flags if f not in MIXABLE and not f.startswith("skip-")}
+    refused = {f for f in flags if f not in MIXABLE + ("help",) and not f.startswith("skip-")}
     assert {"--" + f for f in refused} <= set(FLAG_FIELDS), refused
     assert {f[2:] for f in FLAG_FIELDS if f.startswith("--")} <= flags
+
+
+def test_every_field_accepted_with_its_kind():
+    """Every v1beta4 field the role lets through, with a value of its kind, goes into the document unchanged."""
+    samples = {"true or false": False, "a list of strings": ["ImagePull"], "a string": "IfNotPresent",
+               "a number": 3, "a mapping with directory": {"directory": "/etc/kubeadm/patches"},
+               "a duration such as 5m0s": "90s"}
+    given = {section: {key: samples[kind] for key, kind in fields.items()} for section, fields in FIELDS.items()}
+    doc = upgrade_configuration(given, [])
+    for section, fields in given.items():
+        for key, value in fields.items():
+            assert doc[section][key] == value, (section, key)
