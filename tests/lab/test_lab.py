@@ -440,7 +440,11 @@ def test_rollout_shows_both_apiserver_versions_through_the_load_balancer(lab):
     # the lab's clean-up goes back down one minor, which kubeadm does only when forced
     back_text = yaml.safe_dump(upgrade_configuration(dict(settings["kubeadm_upgrade_configuration"], apply=dict(
         settings["kubeadm_upgrade_configuration"]["apply"], forceUpgrade=True)), []))
-    for path, text in (("/etc/kubernetes/lab-upgrade.yaml", config_text), ("/etc/kubernetes/lab-back.yaml", back_text)):
+    # the fault's run waits out a shorter manifest timeout: nothing is started, so nothing needs the inventory's 60 s
+    fault_text = yaml.safe_dump(upgrade_configuration(dict(settings["kubeadm_upgrade_configuration"], timeouts={
+        "upgradeManifests": "15s"}), []))
+    for path, text in (("/etc/kubernetes/lab-upgrade.yaml", config_text), ("/etc/kubernetes/lab-back.yaml", back_text),
+                       ("/etc/kubernetes/lab-fault.yaml", fault_text)):
         assert podman_exec("cp-1", "sh", "-c", "cat > " + path, stdin=text).returncode == 0
     with_config = ["-y", "--config", "/etc/kubernetes/lab-upgrade.yaml"]
     apt_install("cp-1", "kubeadm=" + to)
@@ -454,7 +458,8 @@ def test_rollout_shows_both_apiserver_versions_through_the_load_balancer(lab):
     before = podman_exec("cp-1", "cat", "/etc/kubernetes/manifests/kube-apiserver.yaml").stdout
     lab_cli("fault", "cp-1", "apiserver-start-fail")
     try:
-        failed = podman_exec("cp-1", "kubeadm", "upgrade", "apply", lab.to_version, *with_config)
+        failed = podman_exec("cp-1", "kubeadm", "upgrade", "apply", lab.to_version, "-y", "--config",
+                             "/etc/kubernetes/lab-fault.yaml")
     finally:
         lab_cli("clear", "cp-1")
     assert failed.returncode != 0
