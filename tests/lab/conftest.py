@@ -6,8 +6,10 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import ssl
 import subprocess
 import sys
+import urllib.request
 
 import pytest
 
@@ -34,6 +36,15 @@ def lab_cli(*args: str, check: bool = True, cell: str = "") -> subprocess.Comple
 def podman_exec(host: str, *cmd: str, stdin: str = "") -> subprocess.CompletedProcess:
     return subprocess.run(["podman", "exec", "-i", lab_hosts.container(lab_config.load(), host), *cmd], input=stdin,
                           capture_output=True, text=True, check=False, timeout=600)
+
+
+def apiserver_version(cfg, host: str) -> str:
+    """What the host's own kube-apiserver answers at /version now (not what the lab's state file says)."""
+    ctx = ssl.create_default_context(cafile=str(cfg.pki / "ca.crt"))
+    ctx.load_cert_chain(str(cfg.pki / "admin.crt"), str(cfg.pki / "admin.key"))
+    with urllib.request.urlopen("https://127.0.0.1:%d/version" % cfg.apiserver_port(host), context=ctx,
+                                timeout=10) as resp:
+        return json.load(resp)["gitVersion"]
 
 
 def etcd_flags(cfg) -> list:

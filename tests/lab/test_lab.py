@@ -3,11 +3,9 @@ from __future__ import annotations
 
 import json
 import pathlib
-import ssl
 import subprocess
 import sys
 import time
-import urllib.request
 
 import pytest
 import yaml
@@ -24,7 +22,7 @@ from ansible_collections.gpufleet.upgrade.plugins.module_utils.gpu_health import
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.kubeadm_config import upgrade_configuration
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.kubeadm_plan import judge_plan, parse_plan
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.nccl import judge_runs, parse_output
-from tests.lab.conftest import ROOT, etcd_flags, lab_cli, lab_config, podman_exec
+from tests.lab.conftest import ROOT, apiserver_version, etcd_flags, lab_cli, lab_config, podman_exec
 
 pytestmark = pytest.mark.lab
 
@@ -35,14 +33,6 @@ ETCD_FLAGS = etcd_flags(lab_config.load())  # this run's cell (conftest)
 
 def core(cfg):
     return client.CoreV1Api(config.new_client_from_config(str(cfg.kubeconfig)))
-
-
-def apiserver_version(cfg, host):
-    ctx = ssl.create_default_context(cafile=str(cfg.pki / "ca.crt"))
-    ctx.load_cert_chain(str(cfg.pki / "admin.crt"), str(cfg.pki / "admin.key"))
-    with urllib.request.urlopen("https://127.0.0.1:%d/version" % cfg.apiserver_port(host), context=ctx,
-                                timeout=10) as resp:
-        return json.load(resp)["gitVersion"]
 
 
 def run_ok(host, *cmd):

@@ -17,11 +17,9 @@ import json
 import os
 import pathlib
 import re
-import ssl
 import subprocess
 import sys
 import time
-import urllib.request
 
 import pytest
 import yaml
@@ -31,7 +29,7 @@ from gpufleet_lab import helm as lab_helm
 from gpufleet_lab import kubeadm as lab_kubeadm
 from gpufleet_lab import procs
 from tests.lab import awx_job
-from tests.lab.conftest import ROOT, etcd_flags, lab_cli, podman_exec
+from tests.lab.conftest import ROOT, apiserver_version, etcd_flags, lab_cli, podman_exec
 
 pytestmark = pytest.mark.lab
 BIN = pathlib.Path(sys.executable).parent
@@ -111,15 +109,6 @@ def running_apiserver_args(lab, host):
     assert pid, host
     argv = pathlib.Path("/proc/%d/cmdline" % pid).read_bytes().decode().split("\0")[1:-1]
     return [a.replace(str(lab.pki) + "/", "/etc/kubernetes/pki/") for a in argv]
-
-
-def live_version(lab, host):
-    """What the host's own kube-apiserver answers at /version now (not what the lab's state file says)."""
-    ctx = ssl.create_default_context(cafile=str(lab.pki / "ca.crt"))
-    ctx.load_cert_chain(str(lab.pki / "admin.crt"), str(lab.pki / "admin.key"))
-    with urllib.request.urlopen("https://127.0.0.1:%d/version" % lab.apiserver_port(host), context=ctx,
-                                timeout=10) as resp:
-        return json.load(resp)["gitVersion"]
 
 
 def kubeadm_config_managers(lab):
@@ -256,7 +245,7 @@ def test_upgrade_wave_halts_on_every_fault_resumes_and_finishes(cell, tmp_path):
     try:
         proc = run(lab, records, "upgrade_wave.yml")
         # still under the fault: cp-1 serves its old version from its old manifest, which its mirror pod carries
-        assert live_version(lab, "cp-1") == lab.from_version
+        assert apiserver_version(lab, "cp-1") == lab.from_version
         pod = core(lab).read_namespaced_pod("kube-apiserver-cp-1", "kube-system")
         assert pod.metadata.annotations["kubernetes.io/config.hash"] == lab_kubeadm.config_hash(before)
     finally:
