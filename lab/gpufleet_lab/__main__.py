@@ -29,7 +29,7 @@ import sys
 import time
 from typing import List, Optional
 
-from gpufleet_lab import cluster, config, faults, hosts, inference, kube, network, pki, procs
+from gpufleet_lab import cluster, config, faults, hosts, inference, kube, kubeadm, network, pki, procs
 from gpufleet_lab.procs import LabError
 
 say = cluster.say
@@ -51,11 +51,12 @@ def _up(cfg: config.LabConfig) -> None:
         say("stopping before the first build (GPUFLEET_LAB_STOP_BEFORE_BUILD): the set-up got this far")
         return
     cluster.build(cfg)
-    pki.ensure(cfg.pki)
-    pki.ensure_front_proxy(cfg.pki)
+    cluster.check_layout(cfg)
     added = network.ensure_network(cfg)
     if added:
-        say("bridge %s: the hosts' addresses %s" % (cfg.network["bridge"], ", ".join(added)))
+        say("network %s: %s" % (cfg.network["bridge"], ", ".join(added)))
+    pki.ensure(cfg.pki, [network.lab_address(cfg)] + [cfg.node_address(h) for h in cfg.control_plane])
+    pki.ensure_front_proxy(cfg.pki)
     pki.ensure_kubelets(cfg.pki, {h: cfg.node_address(h) for h in cfg.hosts})
     state = cluster.load_state(cfg)
     cluster.save_state(cfg, state)
@@ -67,14 +68,15 @@ def _up(cfg: config.LabConfig) -> None:
             cfg.ports["apiserver_lb"])
         procs.start(cfg.run, "lab-controller", [sys.executable, "-m", "gpufleet_lab", "controller"],
                     env={"PYTHONPATH": str(config.LAB_DIR), "GPUFLEET_LAB_CELL": cfg.cell})
-    from gpufleet_lab import kubeadm
     kubeadm.write_manifests(cfg, state)  # kubeadm's own, from the real kubeadm (once per host)
     for host in cfg.control_plane:
         state["apiserver"][host] = cluster.start_apiserver(cfg, host)  # what its manifest runs
     cluster.save_state(cfg, state)
-    (cfg.run / cluster.UP_MARK).write_text(time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
     procs.wait_https("https://127.0.0.1:%d/readyz" % cfg.ports["apiserver_lb"], cfg.pki, cfg.run, "lab-controller")
-    cluster.start_controllers(cfg, cluster.oldest(list(state["apiserver"].values())))
+    for host in cfg.control_plane:  # each host's own, from its manifests, reaching its own apiserver
+        for component in ("kube-controller-manager", "kube-scheduler"):
+            cluster.start_component(cfg, host, component)
+    (cfg.run / cluster.UP_MARK).write_text(time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
     cluster.start_kwok(cfg)
     cluster.start_s3(cfg)
     say("installing the Kueue %s and JobSet %s CRDs" % (kube.KUEUE_VERSION, kube.JOBSET_VERSION))
@@ -101,11 +103,15 @@ def _up(cfg: config.LabConfig) -> None:
 def down(cfg: config.LabConfig) -> None:
     say("cell %s: stopping" % cfg.cell)
     hosts.stop_hosts(cfg)
+    # an older lab's one controller manager and scheduler by those names
     for name in ["lab-controller", "s3", "kwok", "scheduler", "controller-manager"] + [
-            "apiserver-" + h for h in cfg.control_plane] + ["etcd"]:
+            cluster.process_name(c, h) for h in cfg.control_plane for c in reversed(kubeadm.COMPONENTS)] + ["etcd"]:
         if procs.stop(cfg.run, name):
             say("stopped %s" % name)
     (cfg.run / cluster.UP_MARK).unlink(missing_ok=True)
+    removed = network.remove_network(cfg)
+    if removed:
+        say("network: removed %s" % ", ".join(removed))
     for host in cfg.control_plane:  # a stopped host runs nothing: `up` starts each apiserver from its manifest
         shutil.rmtree(cfg.run / "hosts" / host / "kubelet-running", ignore_errors=True)
     left = procs.running(cfg.run)
@@ -134,7 +140,7 @@ def status(cfg: config.LabConfig) -> int:
     state = cluster.load_state(cfg)
     running = procs.running(cfg.run)
     out = {"processes": running, "apiserver_versions": state["apiserver"], "kubelet_versions": state["kubelet"],
-           "controllers_version": cluster.controllers_version(cfg), "hosts": hosts.host_status(cfg),
+           "control_plane": cluster.running_versions(cfg), "hosts": hosts.host_status(cfg),
            "faults": {h: faults.host_faults(cfg, h) for h in cfg.hosts if faults.host_faults(cfg, h)}}
     print(json.dumps(out, indent=2))
     return 0 if running else 3
@@ -150,7 +156,7 @@ def shell_env(cfg: config.LabConfig) -> str:
               "GPUFLEET_LAB_FROM": cfg.from_version, "GPUFLEET_LAB_TO": cfg.to_version}
     from gpufleet_lab import helm
     values.update({"GPUFLEET_LAB_HELM": helm.binary(cfg), "GPUFLEET_LAB_CHARTS": helm.charts_dir(cfg)})
-    values.update(("GPUFLEET_LAB_APISERVER_%d" % (i + 1), "https://127.0.0.1:%d" % cfg.apiserver_port(h))
+    values.update(("GPUFLEET_LAB_APISERVER_%d" % (i + 1), cfg.apiserver_url(h))
                   for i, h in enumerate(cfg.control_plane))
     return "".join("export %s=%s\n" % (k, shlex.quote(str(v))) for k, v in values.items())
 

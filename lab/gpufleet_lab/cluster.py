@@ -1,5 +1,6 @@
-"""The lab's real control plane: etcd, one kube-apiserver per control-plane host, kube-controller-manager,
-kube-scheduler, KWOK, and the Node objects of the lab's hosts."""
+"""The lab's real control plane: etcd, and on each control-plane host (in its own network namespace, network.py) the
+kube-apiserver, kube-controller-manager and kube-scheduler of kubeadm's static pod manifests; KWOK, and the Node
+objects of the lab's hosts."""
 from __future__ import annotations
 
 import hashlib
@@ -13,7 +14,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import yaml
 
-from gpufleet_lab import pki, procs
+from gpufleet_lab import network, pki, procs
 from gpufleet_lab.config import LAB_DIR, LabConfig
 from gpufleet_lab.procs import LabError
 
@@ -21,6 +22,9 @@ STATE_FILE = "cluster/state.json"  # also mounted read-only into every lab host 
 # Written once `lab up` has started the control plane, removed when it starts and by `lab down`: only then does
 # the lab controller's kubelet stand-in restart an apiserver (controller.StaticPods).
 UP_MARK = "cluster/control-plane-up"
+# What a cell's state was made for: 2, each control-plane host in its own network namespace (network.py), its
+# apiserver on the host's address, etcd reached on the lab's bridge. A cell made for another is reset, not mended.
+LAYOUT_FILE, CELL_LAYOUT = "cluster/layout", "2"
 
 
 def say(msg: str) -> None:
@@ -34,6 +38,16 @@ def load_state(cfg: LabConfig) -> Dict[str, Any]:
         return json.loads(path.read_text())
     return {"apiserver": {h: cfg.from_version for h in cfg.control_plane},
             "kubelet": {h: cfg.from_version for h in cfg.hosts}}
+
+
+def check_layout(cfg: LabConfig) -> None:
+    """Refuse a cell whose state an older lab made (its manifests, certificates and kubeadm-config name other
+    addresses), naming the fix; record the layout of a new one."""
+    if (cfg.run / STATE_FILE).exists() and _read(cfg.run / LAYOUT_FILE) != CELL_LAYOUT + "\n":
+        raise LabError("cell %s was made by an older lab (its control-plane hosts shared one network namespace); "
+                       "forget its state with `GPUFLEET_LAB_CELL=%s bin/lab reset`, then `bin/lab up`" % (
+                           cfg.cell, cfg.cell))
+    write_atomic(cfg.run / LAYOUT_FILE, CELL_LAYOUT + "\n")
 
 
 def save_state(cfg: LabConfig, state: Dict[str, Any]) -> None:
@@ -111,7 +125,14 @@ def build(cfg: LabConfig, dry_run: bool = False) -> bool:
 
 # -- etcd ------------------------------------------------------------------------------------------------------------
 def etcd_url(cfg: LabConfig) -> str:
+    """etcd's client URL on the lab machine's loopback (the lab's own checks, the etcd host's etcdctl)."""
     return "https://127.0.0.1:%d" % cfg.ports["etcd"]
+
+
+def etcd_endpoint(cfg: LabConfig) -> str:
+    """etcd's client URL on the lab's bridge: where the apiservers, each in its host's network namespace, reach it
+    (kubeadm-config's external etcd endpoint)."""
+    return "https://%s:%d" % (network.lab_address(cfg), cfg.ports["etcd"])
 
 
 # The cell's one etcd member is the etcd host's static pod (SIMULATION of its kubelet: the lab controller stops and
@@ -139,7 +160,8 @@ def start_etcd(cfg: LabConfig) -> None:
     data.chmod(0o700)
     peer = "http://127.0.0.1:%d" % cfg.ports["etcd_peer"]
     argv = [str(cfg.bin_dir("etcd", cfg.etcd_version) / "etcd"), "--name=lab", "--data-dir=%s" % data,
-            "--listen-client-urls=%s" % etcd_url(cfg), "--advertise-client-urls=%s" % etcd_url(cfg),
+            "--listen-client-urls=%s,%s" % (etcd_url(cfg), etcd_endpoint(cfg)),
+            "--advertise-client-urls=%s" % etcd_url(cfg),
             "--listen-peer-urls=%s" % peer, "--initial-advertise-peer-urls=%s" % peer,
             "--initial-cluster=lab=%s" % peer, "--cert-file=%s" % (p / "etcd-server.crt"),
             "--key-file=%s" % (p / "etcd-server.key"), "--trusted-ca-file=%s" % (p / "ca.crt"),
@@ -151,25 +173,68 @@ def start_etcd(cfg: LabConfig) -> None:
     procs.wait_https(etcd_url(cfg) + "/health", p, cfg.run, "etcd", client="etcd-client")
 
 
-# -- apiservers ------------------------------------------------------------------------------------------------------
-# Where a control-plane host's paths are on the lab machine (the host container's mounts, hosts.py): the lab plays
-# the host's kubelet, so it runs a static pod's command with the host's paths made the lab's.
+# -- the control plane's static pods ---------------------------------------------------------------------------------
+# Where a control-plane host's files are on the lab machine: the lab plays the host's kubelet, so it runs a static
+# pod's command with the host's paths made the lab's - the certificate directory the host mounts at
+# /etc/kubernetes/pki, and the kubeconfigs kubeadm's manifests name (component_kubeconfigs writes them per host).
 PKI_ON_HOST = "/etc/kubernetes/pki/"
+PROCESS = {"kube-apiserver": "apiserver", "kube-controller-manager": "controller-manager",
+           "kube-scheduler": "scheduler"}
+COMPONENT_USERS = ("controller-manager", "scheduler")  # kubeadm's /etc/kubernetes/USER.conf, the lab's PKI names
 
 
-def apiserver_argv(cfg: LabConfig, manifest: str) -> Tuple[str, List[str]]:
-    """The version and command line of a kube-apiserver static pod manifest (kubeadm's), as the lab runs it: the
-    built binary of the image's version, every flag as the manifest gives it, the certificate directory the host
-    mounts at /etc/kubernetes/pki being the lab's own."""
+def process_name(component: str, host: str) -> str:
+    """The lab's name for the process that runs ``host``'s static pod ``component`` (its pid file and log)."""
+    return "%s-%s" % (PROCESS[component], host)
+
+
+def host_kubeconfig(cfg: LabConfig, host: str, user: str) -> pathlib.Path:
+    """``host``'s /etc/kubernetes/USER.conf (controller-manager, scheduler) as the lab keeps it."""
+    return cfg.run / "hosts" / host / "etc-kubernetes" / (user + ".conf")
+
+
+def host_paths(cfg: LabConfig, host: str) -> List[Tuple[str, str]]:
+    """(path on the host, the lab machine's path) for each file of ``host`` kubeadm's manifests name."""
+    return [(PKI_ON_HOST, str(cfg.pki) + "/")] + [
+        ("/etc/kubernetes/%s.conf" % user, str(host_kubeconfig(cfg, host, user))) for user in COMPONENT_USERS]
+
+
+def component_argv(cfg: LabConfig, host: str, component: str, manifest: str) -> Tuple[str, List[str]]:
+    """The version and command line of ``host``'s static pod manifest of ``component`` (kubeadm's), as the lab runs
+    it: the built binary of the image's version, every flag as the manifest gives it, the host's paths made the
+    lab machine's (host_paths)."""
     from gpufleet_lab import kubeadm
     version = kubeadm.manifest_version(manifest)
     command = (yaml.safe_load(manifest)["spec"]["containers"][0].get("command") or [])
-    if command[:1] != ["kube-apiserver"]:
-        raise LabError("kube-apiserver manifest runs %r, not kube-apiserver" % command[:1])
-    binary = cfg.bin_dir("kubernetes", version) / "kube-apiserver"
+    if command[:1] != [component]:
+        raise LabError("%s manifest runs %r, not %s" % (component, command[:1], component))
+    binary = cfg.bin_dir("kubernetes", version) / component
     if not binary.exists():
-        raise LabError("the lab has no kube-apiserver %s (it builds %s)" % (version, ", ".join(cfg.versions)))
-    return version, [str(binary)] + [a.replace(PKI_ON_HOST, str(cfg.pki) + "/") for a in command[1:]]
+        raise LabError("the lab has no %s %s (it builds %s)" % (component, version, ", ".join(cfg.versions)))
+    argv = [str(binary)]
+    for given in command[1:]:
+        for on_host, here in host_paths(cfg, host):
+            given = given.replace(on_host, here)  # noqa: PLW2901 - each mapping applies to the flag mapped so far
+        argv.append(given)
+    return version, argv
+
+
+def probe_url(cfg: LabConfig, host: str, manifest: str) -> str:
+    """The URL a kubelet probes a static pod at before it counts as up: the manifest's readiness probe, else its
+    startup or liveness probe (kubeadm's: HTTPS on the host's address or 127.0.0.1); with no host, the pod's
+    address, which for a host-network pod is the host's."""
+    container = yaml.safe_load(manifest)["spec"]["containers"][0]
+    named = {p.get("name"): p.get("containerPort") for p in container.get("ports") or []}
+    for kind in ("readinessProbe", "startupProbe", "livenessProbe"):
+        get = (container.get(kind) or {}).get("httpGet")
+        if get:
+            port = named.get(get.get("port"), get.get("port"))  # kubeadm names its port: probe-port
+            if not isinstance(port, int):
+                raise LabError("%s's %s probes port %r, which is neither a number nor a port the container names" % (
+                    container.get("name"), kind, get.get("port")))
+            return "%s://%s:%d%s" % (str(get.get("scheme") or "HTTP").lower(), get.get("host") or
+                                     cfg.node_address(host), port, get.get("path") or "/")
+    raise LabError("%s's manifest on %s has no HTTP probe; the lab waits on one" % (container.get("name"), host))
 
 
 def write_atomic(path: pathlib.Path, text: str) -> None:
@@ -180,26 +245,33 @@ def write_atomic(path: pathlib.Path, text: str) -> None:
     tmp.replace(path)
 
 
-def start_apiserver(cfg: LabConfig, host: str, text: Optional[str] = None) -> str:
-    """Start ``host``'s kube-apiserver from its manifest ``text`` (default: the file kubeadm wrote) and wait until it
-    is ready; a process already running other flags is restarted. What runs is recorded as the host's running
-    manifest (its mirror pod's source); returns its version."""
+def start_component(cfg: LabConfig, host: str, component: str, text: Optional[str] = None) -> str:
+    """Start ``host``'s static pod ``component`` from its manifest ``text`` (default: the file kubeadm wrote) in the
+    host's network namespace, and wait until its probe passes; a process already running other flags is
+    restarted. What runs is recorded as the host's running manifest (its mirror pod's source); returns its
+    version."""
     from gpufleet_lab import kubeadm
-    name = "apiserver-" + host
+    name = process_name(component, host)
     if text is None:
-        text = (kubeadm.manifests_dir(cfg, host) / "kube-apiserver.yaml").read_text()
-    version, argv = apiserver_argv(cfg, text)
+        text = (kubeadm.manifests_dir(cfg, host) / (component + ".yaml")).read_text()
+    version, argv = component_argv(cfg, host, component, text)
+    url = probe_url(cfg, host, text)
     pid = procs.pid_of(cfg.run, name)
     if pid and procs.cmdline(pid) != argv:
-        say("kube-apiserver for %s runs other flags than its manifest; restarting it" % host)
+        say("%s for %s runs other flags than its manifest; restarting it" % (component, host))
         procs.stop(cfg.run, name, timeout=APISERVER_GRACE_SECONDS)
         pid = None
     if not pid:
-        say("starting kube-apiserver %s for %s on 127.0.0.1:%d" % (version, host, cfg.apiserver_port(host)))
-        procs.start(cfg.run, name, argv)
-    procs.wait_https("https://127.0.0.1:%d/readyz" % cfg.apiserver_port(host), cfg.pki, cfg.run, name, timeout=180)
-    write_atomic(kubeadm.running_manifest(cfg, host, "kube-apiserver"), text)
+        say("starting %s %s for %s (network namespace %s)" % (component, version, host, network.netns(cfg, host)))
+        procs.start(cfg.run, name, argv, netns=network.netns(cfg, host))
+    procs.wait_probe(url, cfg.run, name, timeout=180 if component == "kube-apiserver" else 90,
+                     netns=network.netns(cfg, host))
+    write_atomic(kubeadm.running_manifest(cfg, host, component), text)
     return version
+
+
+def start_apiserver(cfg: LabConfig, host: str, text: Optional[str] = None) -> str:
+    return start_component(cfg, host, "kube-apiserver", text)
 
 
 # The lab plays the kubelet for the control plane's static pods: SIGTERM, then SIGKILL after this grace period. An
@@ -209,53 +281,38 @@ def start_apiserver(cfg: LabConfig, host: str, text: Optional[str] = None) -> st
 APISERVER_GRACE_SECONDS = 3.0
 
 
-def restart_apiserver(cfg: LabConfig, host: str, text: str) -> str:
-    """Run manifest ``text`` in place of ``host``'s kube-apiserver; one that cannot run (LabError) stops nothing."""
-    apiserver_argv(cfg, text)  # runnable first
-    procs.stop(cfg.run, "apiserver-" + host, timeout=APISERVER_GRACE_SECONDS)
-    return start_apiserver(cfg, host, text)
+def restart_component(cfg: LabConfig, host: str, component: str, text: str) -> str:
+    """Run manifest ``text`` in place of ``host``'s ``component``; one that cannot run (LabError) stops nothing."""
+    component_argv(cfg, host, component, text)  # runnable first
+    probe_url(cfg, host, text)
+    procs.stop(cfg.run, process_name(component, host), timeout=APISERVER_GRACE_SECONDS)
+    return start_component(cfg, host, component, text)
 
 
-# -- controller-manager, scheduler, kwok ---------------------------------------------------------------------------
+def running_versions(cfg: LabConfig) -> Dict[str, Dict[str, str]]:
+    """Per control-plane host, the version each of its static pods runs (its running manifest's, while its process
+    lives)."""
+    from gpufleet_lab import kubeadm
+    out: Dict[str, Dict[str, str]] = {}
+    for host in cfg.control_plane:
+        for component in PROCESS:
+            text = _read(kubeadm.running_manifest(cfg, host, component))
+            if text is not None and procs.pid_of(cfg.run, process_name(component, host)):
+                out.setdefault(host, {})[component] = kubeadm.manifest_version(text)
+    return out
+
+
+# -- kubeconfigs, kwok -----------------------------------------------------------------------------------------------
 def component_kubeconfigs(cfg: LabConfig) -> None:
+    """The lab's own clients' kubeconfigs (through the load balancer), and each control-plane host's
+    controller-manager.conf and scheduler.conf, which reach the host's own apiserver as kubeadm writes them."""
     lb = "https://127.0.0.1:%d" % cfg.ports["apiserver_lb"]
-    for user in ("admin", "controller-manager", "scheduler", "kwok", "lab-controller"):
+    for user in ("admin", "kwok", "lab-controller"):
         pki.kubeconfig(cfg.pki, lb, user, cfg.run / "kubeconfigs" / (user + ".conf"))
     pki.kubeconfig(cfg.pki, lb, "admin", cfg.kubeconfig)
-
-
-def start_controllers(cfg: LabConfig, version: str) -> None:
-    """kube-controller-manager and kube-scheduler never run newer than the oldest apiserver."""
-    p = cfg.pki
-    kc = cfg.run / "kubeconfigs"
-    kcm = [str(cfg.bin_dir("kubernetes", version) / "kube-controller-manager"),
-           "--kubeconfig=%s" % (kc / "controller-manager.conf"),
-           "--authentication-kubeconfig=%s" % (kc / "controller-manager.conf"),
-           "--authorization-kubeconfig=%s" % (kc / "controller-manager.conf"),
-           "--bind-address=127.0.0.1", "--secure-port=%d" % cfg.ports["controller_manager"],
-           "--leader-elect=false", "--use-service-account-credentials=true",
-           "--service-account-private-key-file=%s" % (p / "sa.key"), "--root-ca-file=%s" % (p / "ca.crt"),
-           "--cluster-signing-cert-file=%s" % (p / "ca.crt"), "--cluster-signing-key-file=%s" % (p / "ca.key"),
-           "--node-monitor-grace-period=60s", "--v=1"]
-    sched = [str(cfg.bin_dir("kubernetes", version) / "kube-scheduler"),
-             "--kubeconfig=%s" % (kc / "scheduler.conf"),
-             "--authentication-kubeconfig=%s" % (kc / "scheduler.conf"),
-             "--authorization-kubeconfig=%s" % (kc / "scheduler.conf"),
-             "--bind-address=127.0.0.1", "--secure-port=%d" % cfg.ports["scheduler"], "--leader-elect=false",
-             "--v=1"]
-    for name, argv in (("controller-manager", kcm), ("scheduler", sched)):
-        if not procs.pid_of(cfg.run, name):
-            say("starting kube-%s %s" % (name, version))
-            procs.start(cfg.run, name, argv)
-            (cfg.run / (name + ".version")).write_text(version)
-        procs.wait_healthz_insecure(cfg.ports[name.replace("-", "_")], cfg.run, name)
-
-
-def controllers_version(cfg: LabConfig) -> str:
-    try:
-        return (cfg.run / "controller-manager.version").read_text().strip()
-    except OSError:
-        return ""
+    for host in cfg.control_plane:
+        for user in COMPONENT_USERS:
+            pki.kubeconfig(cfg.pki, cfg.apiserver_url(host), user, host_kubeconfig(cfg, host, user))
 
 
 # Pods with this annotation run a workload the lab simulates (workloads.py writes the canaries' results and ends

@@ -79,6 +79,10 @@ class LabConfig:
     def apiserver_port(self, host: str) -> int:
         return self.ports["apiserver"] + self.control_plane.index(host)
 
+    def apiserver_url(self, host: str) -> str:
+        """A control-plane host's own kube-apiserver: its address (in the host's network namespace) and port."""
+        return "https://%s:%d" % (self.node_address(host), self.apiserver_port(host))
+
     @property
     def pki(self) -> pathlib.Path:
         return self.run / "pki"

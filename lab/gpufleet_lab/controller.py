@@ -9,11 +9,12 @@
 5. Canary-workload SIMULATION (the containers of gpufleet's canary gang and latency probe): see workloads.py.
 6. Inference-service SIMULATION: the cell's request latency histogram on /metrics, for the fleet's p99 reading:
    see inference.py.
-7. Static-pod SIMULATION (the kubelet's part, StaticPods): each control-plane host's kube-apiserver runs what its
-   manifest in /etc/kubernetes/manifests says (kubeadm's: the image's version, the command's flags), restarted
-   when the real kubeadm writes a new one, stopped while it is gone (and the etcd host's etcd likewise); the
-   control-plane mirror pods carry the hash of the manifest that runs (kubeadm.sync_mirror_pods), which is what
-   `kubeadm upgrade apply` and `node` wait for.
+7. Static-pod SIMULATION (the kubelet's part, StaticPods): each control-plane host's kube-apiserver,
+   kube-controller-manager and kube-scheduler run what their manifests in /etc/kubernetes/manifests say (kubeadm's:
+   the image's version, the command's flags), in the host's network namespace, restarted when the real kubeadm
+   writes a new one, stopped while it is gone (and the etcd host's etcd likewise); the control-plane mirror pods
+   carry the hash of the manifest that runs (kubeadm.sync_mirror_pods), which is what `kubeadm upgrade apply` and
+   `node` wait for.
 8. Kubelet-server SIMULATION: each GPU host's /configz over HTTPS on its Node address, what that release's kubelet
    code makes of the host's config file when the kubelet starts (kubelets.py).
 """
@@ -32,7 +33,7 @@ from typing import Dict, List, Optional, Set, Tuple
 
 from kubernetes import client
 
-from gpufleet_lab import cluster, faults, inference, kube, procs
+from gpufleet_lab import cluster, faults, inference, kube, kubeadm, procs
 from gpufleet_lab.config import LabConfig
 
 
@@ -41,17 +42,18 @@ class LoadBalancer:
         self.cfg = cfg
         self.counter = itertools.count()
 
-    def backends(self) -> List[int]:
-        return [self.cfg.apiserver_port(h) for h in self.cfg.control_plane]
+    def backends(self) -> List[Tuple[str, int]]:
+        """Each control-plane host's apiserver: its address (in the host's network namespace) and port."""
+        return [(self.cfg.node_address(h), self.cfg.apiserver_port(h)) for h in self.cfg.control_plane]
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        ports = self.backends()
+        backends = self.backends()
         start = next(self.counter)
         upstream = None
-        for i in range(len(ports)):
-            port = ports[(start + i) % len(ports)]
+        for i in range(len(backends)):
+            address, port = backends[(start + i) % len(backends)]
             try:
-                upstream = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", port), 2)
+                upstream = await asyncio.wait_for(asyncio.open_connection(address, port), 2)
                 break
             except (TimeoutError, OSError):
                 continue
@@ -77,14 +79,6 @@ class LoadBalancer:
                     pass
 
         await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
-
-
-def reconcile_controllers(cfg: LabConfig, state: Dict) -> None:
-    want = cluster.oldest(list(state["apiserver"].values()))
-    if cluster.controllers_version(cfg) != want:
-        procs.stop(cfg.run, "controller-manager")
-        procs.stop(cfg.run, "scheduler")
-        cluster.start_controllers(cfg, want)
 
 
 def handle_request(cfg: LabConfig, body: Dict) -> Dict:
@@ -147,7 +141,6 @@ async def requests_loop(cfg: LabConfig) -> None:
         if time.time() >= mirrors_due:  # a kubelet makes a deleted mirror pod again; so does the lab
             mirrors_due = time.time() + 5
             try:
-                from gpufleet_lab import kubeadm
                 made = await asyncio.to_thread(kubeadm.sync_mirror_pods, cfg,
                                                client.CoreV1Api(kube.api(cfg, "lab-controller")))
                 if made:
@@ -170,21 +163,19 @@ def _read(path: pathlib.Path) -> Optional[str]:
 class StaticPods:
     """SIMULATION of a kubelet's static pods, for the real processes the lab runs in their place.
 
-    - Each control-plane host's kube-apiserver runs its manifest: when the text of
-      /etc/kubernetes/manifests/kube-apiserver.yaml is not the one running (kubeadm wrote a new one, or rolled one
-      back), the apiserver restarts from it (cluster.restart_apiserver: the image's version, the command's flags),
-      the state records its version, the controller manager and scheduler follow the oldest apiserver
-      (reconcile_controllers), and the mirror pods are synced. A manifest that cannot run (no build of its
-      version, a command that is not kube-apiserver) is reported once and left, as a kubelet's crash loop is: kubeadm
-      sees no new mirror pod hash and rolls back. So is any new manifest on a host with the apiserver-start-fail
-      fault.
-    - The controller manager and scheduler manifests are "run" as soon as they are written: the lab runs one of each,
-      at the oldest apiserver's version (SIMULATION of the leader: their ports on loopback would collide).
-    - The etcd host's etcd and each kube-apiserver stop when their manifest leaves the host's manifests and start
-      again when it is back (etcd first) - what a restore's swap of etcd's data directory relies on
+    - Each control-plane host's kube-apiserver, kube-controller-manager and kube-scheduler run their manifests, in
+      the host's network namespace: when the text of /etc/kubernetes/manifests/COMPONENT.yaml is not the one
+      running (kubeadm wrote a new one, or rolled one back), the component restarts from it
+      (cluster.restart_component: the image's version, the command's flags) and waits for the manifest's probe; the
+      state records each apiserver's version, and the mirror pods are synced. A manifest that cannot run (no build
+      of its version, a command that is not its component) is reported once and left, as a kubelet's crash loop
+      is: kubeadm sees no new mirror pod hash and rolls back. So is any new kube-apiserver manifest on a host with
+      the apiserver-start-fail fault.
+    - The etcd host's etcd and each component stop when their manifest leaves the host's manifests and start again
+      when it is back (etcd first) - what a restore's swap of etcd's data directory relies on
       (playbooks/etcd_restore.yml).
-    A host's apiserver is played only after `lab up` first started it (its running manifest exists). What runs is
-    written to the host's containers.json, which the host's crictl lists (SIMULATION)."""
+    A host's components are played only after `lab up` first started them (their running manifests exist). What
+    runs is written to the host's containers.json, which the host's crictl lists (SIMULATION)."""
 
     def __init__(self, cfg: LabConfig) -> None:
         self.cfg = cfg
@@ -192,13 +183,14 @@ class StaticPods:
         self.seen: Set[Tuple[str, str]] = set()  # manifests `lab up` has written (before that, nothing to act on)
         self.listed: Dict[str, str] = {}
         self.observed: Dict[Tuple[str, str], Tuple[Optional[str], float]] = {}  # manifest -> (text, since)
-        self.refused: Dict[str, str] = {}  # host -> the apiserver manifest text that could not run
+        self.refused: Dict[Tuple[str, str], str] = {}  # (host, component) -> the manifest text that could not run
         self.held: Dict[str, str] = {}  # host -> the apiserver manifest text the fault holds back (said once)
 
     def pods(self) -> List[Tuple[str, str, str]]:
-        """(host, component, lab process), etcd first: an apiserver started before its etcd would not get ready."""
+        """(host, component, lab process), etcd first: an apiserver started before its etcd would not get ready;
+        each host's apiserver before its controller manager and scheduler, which reach it."""
         return [(cluster.etcd_host(self.cfg), "etcd", "etcd")] + [
-            (h, "kube-apiserver", "apiserver-" + h) for h in self.cfg.control_plane]
+            (h, c, cluster.process_name(c, h)) for h in self.cfg.control_plane for c in kubeadm.COMPONENTS]
 
     def settled(self, key: Tuple[str, str], text: Optional[str]) -> bool:
         """Whether a manifest has held ``text`` (None: no file) for SETTLE_SECONDS: kubeadm moves a manifest aside
@@ -211,7 +203,6 @@ class StaticPods:
         return now - seen[1] >= SETTLE_SECONDS
 
     def reconcile(self) -> None:
-        from gpufleet_lab import kubeadm
         changed = False
         for host, component, name in self.pods():
             text = _read(kubeadm.manifests_dir(self.cfg, host) / (component + ".yaml"))
@@ -230,36 +221,30 @@ class StaticPods:
                 if component == "etcd":
                     cluster.start_etcd(self.cfg)
                 else:
-                    self.play_apiserver(host, text, restart=False)
+                    changed = self.play(host, component, text, restart=False) or changed
                 self.stopped.discard((host, component))
-            elif component == "kube-apiserver":
-                changed = self.play_apiserver(host, text, restart=True) or changed
-        for host in self.cfg.control_plane:
-            for component in ("kube-controller-manager", "kube-scheduler"):
-                text = _read(kubeadm.manifests_dir(self.cfg, host) / (component + ".yaml"))
-                running = kubeadm.running_manifest(self.cfg, host, component)
-                if text is not None and self.settled((host, component), text) and _read(running) != text:
-                    cluster.write_atomic(running, text)
-                    changed = True
+            elif component != "etcd":
+                changed = self.play(host, component, text, restart=True) or changed
         if changed:
             made = kubeadm.sync_mirror_pods(self.cfg, client.CoreV1Api(kube.api(self.cfg, "lab-controller")))
             print("static pods: %s" % (", ".join(made) or "mirror pods in place"), flush=True)
         self.write_containers()
 
-    def play_apiserver(self, host: str, text: str, restart: bool) -> bool:
-        """Run ``host``'s kube-apiserver manifest ``text`` when it is not the one running; returns whether it
-        started it. One that cannot run (no build of its version, not a kube-apiserver) stops nothing; one that
-        does not come up is stopped, as its crash loop would leave it; either is tried again only when the manifest
+    def play(self, host: str, component: str, text: str, restart: bool) -> bool:
+        """Run ``host``'s manifest ``text`` of ``component`` when it is not the one running; returns whether it
+        started it. One that cannot run (no build of its version, not its component) stops nothing; one that does
+        not come up is stopped, as its crash loop would leave it; either is tried again only when the manifest
         changes (kubeadm rolls back)."""
-        from gpufleet_lab import kubeadm
-        running = _read(kubeadm.running_manifest(self.cfg, host, "kube-apiserver"))
-        alive = procs.pid_of(self.cfg.run, "apiserver-" + host)
+        key, name = (host, component), cluster.process_name(component, host)
+        running = _read(kubeadm.running_manifest(self.cfg, host, component))
+        alive = procs.pid_of(self.cfg.run, name)
         if restart and (not (self.cfg.run / cluster.UP_MARK).exists() or running is None
                         or (running == text and alive)):
-            return False  # `lab up` has not finished starting the apiservers, or this manifest runs
-        if self.refused.get(host) == text:
+            return False  # `lab up` has not finished starting the control plane, or this manifest runs
+        if self.refused.get(key) == text:
             return False
-        if text != running and "apiserver-start-fail" in faults.host_faults(self.cfg, host):
+        if (component == "kube-apiserver" and text != running
+                and "apiserver-start-fail" in faults.host_faults(self.cfg, host)):
             if self.held.get(host) != text:
                 print("static pod kube-apiserver on %s: the apiserver-start-fail fault keeps the new manifest (%s) "
                       "from starting" % (host, kubeadm.manifest_version(text)), flush=True)
@@ -267,22 +252,24 @@ class StaticPods:
             return False
         self.held.pop(host, None)
         try:
-            cluster.apiserver_argv(self.cfg, text)
+            cluster.component_argv(self.cfg, host, component, text)
+            cluster.probe_url(self.cfg, host, text)
         except procs.LabError as exc:
-            print("static pod kube-apiserver on %s: cannot run its manifest: %s" % (host, exc), flush=True)
-            self.refused[host] = text
+            print("static pod %s on %s: cannot run its manifest: %s" % (component, host, exc), flush=True)
+            self.refused[key] = text
             return False
         try:
-            version = (cluster.restart_apiserver(self.cfg, host, text) if restart
-                       else cluster.start_apiserver(self.cfg, host, text))
+            version = (cluster.restart_component(self.cfg, host, component, text) if restart
+                       else cluster.start_component(self.cfg, host, component, text))
         except procs.LabError as exc:
-            print("static pod kube-apiserver on %s: its manifest did not come up: %s" % (host, exc), flush=True)
-            procs.stop(self.cfg.run, "apiserver-" + host, timeout=cluster.APISERVER_GRACE_SECONDS)
-            self.refused[host] = text
+            print("static pod %s on %s: its manifest did not come up: %s" % (component, host, exc), flush=True)
+            procs.stop(self.cfg.run, name, timeout=cluster.APISERVER_GRACE_SECONDS)
+            self.refused[key] = text
             return False
-        self.refused.pop(host, None)
-        reconcile_controllers(self.cfg, cluster.update_state(self.cfg, "apiserver", host, version))
-        print("static pod kube-apiserver on %s: running %s from its manifest" % (host, version), flush=True)
+        self.refused.pop(key, None)
+        if component == "kube-apiserver":
+            cluster.update_state(self.cfg, "apiserver", host, version)
+        print("static pod %s on %s: running %s from its manifest" % (component, host, version), flush=True)
         return True
 
     def write_containers(self) -> None:
@@ -335,8 +322,8 @@ async def training_loop(cfg: LabConfig) -> None:
 async def amain(cfg: LabConfig) -> None:
     lb = LoadBalancer(cfg)
     server = await asyncio.start_server(lb.handle, "127.0.0.1", cfg.ports["apiserver_lb"])
-    print("lab controller: load balancer on 127.0.0.1:%d -> %s" % (cfg.ports["apiserver_lb"], lb.backends()),
-          flush=True)
+    print("lab controller: load balancer on 127.0.0.1:%d -> %s" % (
+        cfg.ports["apiserver_lb"], ", ".join("%s:%d" % b for b in lb.backends())), flush=True)
     inference.serve(cfg)
     print("lab controller: inference metrics on 127.0.0.1:%d/metrics" % cfg.ports["inference"], flush=True)
     from gpufleet_lab import kubelets

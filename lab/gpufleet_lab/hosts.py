@@ -235,8 +235,8 @@ def node_kubeconfig(cfg: LabConfig, host: str) -> pathlib.Path:
     apiservers through the load balancer, a control-plane host's its own apiserver, as kubeadm sets them up since
     its kubelet local mode (`upgrade apply` and `node` otherwise rewrite the file to that)."""
     path = cfg.run / "kubeconfigs" / ("kubelet-%s.conf" % host)
-    port = cfg.apiserver_port(host) if host in cfg.control_plane else cfg.ports["apiserver_lb"]
-    server = "https://127.0.0.1:%d" % port
+    server = (cfg.apiserver_url(host) if host in cfg.control_plane
+              else "https://127.0.0.1:%d" % cfg.ports["apiserver_lb"])
     if not path.exists() or ("server: %s\n" % server) not in path.read_text():
         pki.kubeconfig(cfg.pki, server, "node-" + host, path)
     return path
@@ -358,7 +358,7 @@ def write_inventory(cfg: LabConfig, cluster_uid: str) -> pathlib.Path:
         "children": {
             "kube_control_plane": {"hosts": {
                 h: {"ansible_port": ssh_port(cfg, h),
-                    "gpufleet_apiserver_url": "https://127.0.0.1:%d" % cfg.apiserver_port(h)}
+                    "gpufleet_apiserver_url": cfg.apiserver_url(h)}
                 for h in cfg.control_plane}},
             # the cell's one etcd member is a static pod of its first control-plane host (cluster.start_etcd)
             "etcd": {"hosts": {cluster.etcd_host(cfg): {}}, "vars": etcd_vars(cfg)},

@@ -55,20 +55,24 @@ def cluster_configuration(cfg: LabConfig, version: str) -> Dict[str, Any]:
             "certificatesDir": "/etc/kubernetes/pki", "imageRepository": "registry.k8s.io",
             "encryptionAlgorithm": "RSA-2048", "caCertificateValidityPeriod": "87600h0m0s",
             "certificateValidityPeriod": "8760h0m0s",
-            "etcd": {"external": {"endpoints": ["https://127.0.0.1:%d" % cfg.ports["etcd"]],
+            "etcd": {"external": {"endpoints": [cluster.etcd_endpoint(cfg)],
                                   "caFile": "/etc/kubernetes/pki/ca.crt",
                                   "certFile": "/etc/kubernetes/pki/etcd-client.crt",
                                   "keyFile": "/etc/kubernetes/pki/etcd-client.key"}},
             "networking": {"dnsDomain": "cluster.local", "serviceSubnet": SERVICE_SUBNET, "podSubnet": POD_SUBNET},
             "apiServer": {"extraArgs": [{"name": k, "value": v} for k, v in APISERVER_EXTRA_ARGS]},
-            "controllerManager": {}, "scheduler": {}, "dns": {}, "proxy": {}}
+            "controllerManager": {"extraArgs": [{"name": k, "value": v} for k, v in CONTROLLER_MANAGER_EXTRA_ARGS]},
+            "scheduler": {}, "dns": {}, "proxy": {}}
 
 
 # What the lab's apiservers add to kubeadm's flags (ClusterConfiguration apiServer.extraArgs, so kubeadm's manifests
-# carry them through every upgrade): listen on loopback only (the lab machine's other addresses are not the lab's),
-# no endpoint reconciler (every apiserver advertises an address it does not listen on), quiet.
-APISERVER_EXTRA_ARGS = (("bind-address", "127.0.0.1"), ("endpoint-reconciler-type", "none"), ("profiling", "false"),
-                        ("v", "1"))
+# carry them through every upgrade): no endpoint reconciler (each apiserver of a cell listens on its own port, so
+# the `kubernetes` Service could not name one), quiet. Each listens on every address of its host's network
+# namespace, as kubeadm's manifest has it.
+APISERVER_EXTRA_ARGS = (("endpoint-reconciler-type", "none"), ("profiling", "false"), ("v", "1"))
+# The controller manager's: a Node counts as unreachable after 60 s without a lease renewal, not kubeadm's 50 s
+# (KWOK renews the lab's leases; on two busy cores a renewal can come late).
+CONTROLLER_MANAGER_EXTRA_ARGS = (("node-monitor-grace-period", "60s"),)
 
 
 # The cluster-wide kubelet settings the lab's kubeadm config gives (kubeadm adds its own defaults): the lab machine

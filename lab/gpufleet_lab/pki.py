@@ -8,7 +8,7 @@ import datetime
 import ipaddress
 import os
 import pathlib
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Sequence
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
@@ -45,8 +45,9 @@ def _ca(pki: pathlib.Path, name: str, cn: str, now: datetime.datetime) -> tuple:
     return ca, key
 
 
-def ensure(pki: pathlib.Path) -> None:
-    """Create every certificate once; later calls reuse them."""
+def ensure(pki: pathlib.Path, server_ips: Sequence[str] = ()) -> None:
+    """Create every certificate once; later calls reuse them. ``server_ips``: the addresses the apiservers and
+    etcd serve on besides loopback (the control-plane hosts' and the lab machine's on the lab's bridge)."""
     pki.mkdir(parents=True, exist_ok=True)
     if (pki / "admin.crt").exists():
         return
@@ -54,7 +55,8 @@ def ensure(pki: pathlib.Path) -> None:
     ca, ca_key = _ca(pki, "ca", "gpufleet-lab-ca", now)
 
     def issue(name: str, cn: str, org: Optional[str], server: bool, client: bool, dns: List[str]) -> None:
-        _issue(pki, ca, ca_key, now, name, cn, org, server, client, dns)
+        _issue(pki, ca, ca_key, now, name, cn, org, server, client, dns,
+               ips=("127.0.0.1", "10.96.0.1") + tuple(server_ips))
 
     issue("etcd-server", "etcd", None, True, True, ["localhost"])
     issue("etcd-client", "kube-apiserver-etcd-client", None, False, True, [])

@@ -1,15 +1,17 @@
 """Background processes of the lab: started detached (they outlive `lab up`), tracked by pid files."""
 from __future__ import annotations
 
+import ctypes
 import os
 import pathlib
 import signal
 import socket
 import ssl
 import subprocess
+import threading
 import time
 import urllib.request
-from typing import Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 
 class LabError(Exception):
@@ -59,11 +61,16 @@ def cmdline(pid: int) -> List[str]:
     return raw.decode(errors="replace").split("\0")[:-1]
 
 
-def start(run: pathlib.Path, name: str, argv: List[str], env: Optional[Dict[str, str]] = None) -> int:
-    """Start ``argv`` in its own session, output to logs/NAME.log. Returns the pid (an existing one if running)."""
+def start(run: pathlib.Path, name: str, argv: List[str], env: Optional[Dict[str, str]] = None,
+          netns: str = "") -> int:
+    """Start ``argv`` in its own session, output to logs/NAME.log; in network namespace ``netns`` when given
+    (`ip netns` name: nsenter joins it and execs ``argv``, so the pid and /proc/PID/cmdline are ``argv``'s). Returns
+    the pid (an existing one if running)."""
     existing = pid_of(run, name)
     if existing:
         return existing
+    if netns:
+        argv = ["nsenter", "--net=%s/%s" % (NETNS_DIR, netns), "--"] + argv
     (run / "pids").mkdir(parents=True, exist_ok=True)
     (run / "logs").mkdir(parents=True, exist_ok=True)
     log = open(log_path(run, name), "ab")
@@ -155,9 +162,43 @@ def wait_port(run: pathlib.Path, name: str, port: int, timeout: float = 60.0) ->
         name, port, timeout, log_path(run, name), tail(log_path(run, name))))
 
 
-def wait_healthz_insecure(port: int, run: pathlib.Path, name: str, timeout: float = 90.0) -> None:
-    """Components serving /healthz with a self-signed certificate (controller-manager, scheduler)."""
+def wait_probe(url: str, run: pathlib.Path, name: str, timeout: float, netns: str = "") -> None:
+    """Wait until ``url`` answers 200 from inside network namespace ``netns``, as a kubelet probes a static pod
+    (HTTPS unverified, as a kubelet's probe is)."""
     ctx = ssl.create_default_context()
     ctx.check_hostname = False
     ctx.verify_mode = ssl.CERT_NONE
-    _poll("https://127.0.0.1:%d/healthz" % port, ctx, run, name, timeout)
+    in_netns(netns or None, _poll, url, ctx, run, name, timeout)
+
+
+CLONE_NEWNET = 0x40000000  # <sched.h>: setns(2)'s namespace type for a network namespace
+NETNS_DIR = "/run/netns"  # where `ip netns add` mounts a named namespace
+_LIBC = ctypes.CDLL(None, use_errno=True)  # setns(2)
+
+
+def in_netns(namespace: Optional[str], fn: Callable[..., Any], *args: Any) -> Any:
+    """``fn(*args)`` with its sockets in network namespace ``namespace`` (as a kubelet's probe runs in its pod's;
+    None: here). setns(2) moves only the calling thread, so it runs on a thread of its own that ends with it
+    (os.setns is Python 3.12's; the lab runs 3.11)."""
+    if not namespace:
+        return fn(*args)
+    result: dict = {}
+
+    def run() -> None:
+        try:
+            fd = os.open(os.path.join(NETNS_DIR, namespace), os.O_RDONLY)
+            try:
+                if _LIBC.setns(fd, CLONE_NEWNET) != 0:
+                    err = ctypes.get_errno()
+                    raise LabError("setns into network namespace %s: %s" % (namespace, os.strerror(err)))
+            finally:
+                os.close(fd)
+            result["value"] = fn(*args)
+        except BaseException as exc:  # handed to the caller's thread
+            result["error"] = exc
+    thread = threading.Thread(target=run, name="netns-" + namespace, daemon=True)
+    thread.start()
+    thread.join()
+    if "error" in result:
+        raise result["error"]
+    return result.get("value")

@@ -42,8 +42,7 @@ def apiserver_version(cfg, host: str) -> str:
     """What the host's own kube-apiserver answers at /version now (not what the lab's state file says)."""
     ctx = ssl.create_default_context(cafile=str(cfg.pki / "ca.crt"))
     ctx.load_cert_chain(str(cfg.pki / "admin.crt"), str(cfg.pki / "admin.key"))
-    with urllib.request.urlopen("https://127.0.0.1:%d/version" % cfg.apiserver_port(host), context=ctx,
-                                timeout=10) as resp:
+    with urllib.request.urlopen(cfg.apiserver_url(host) + "/version", context=ctx, timeout=10) as resp:
         return json.load(resp)["gitVersion"]
 
 

@@ -29,7 +29,7 @@ def lab_api_client(lab, host=None):
     """A client of the cell (through its load balancer), or of one host's apiserver."""
     api = config.new_client_from_config(str(lab.kubeconfig))
     if host:
-        api.configuration.host = "https://127.0.0.1:%d" % lab.apiserver_port(host)
+        api.configuration.host = lab.apiserver_url(host)
     return api
 
 

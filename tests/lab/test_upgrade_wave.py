@@ -25,8 +25,10 @@ import pytest
 import yaml
 from kubernetes import client, config
 
+from gpufleet_lab import cluster as lab_cluster
 from gpufleet_lab import helm as lab_helm
 from gpufleet_lab import kubeadm as lab_kubeadm
+from gpufleet_lab import network as lab_network
 from gpufleet_lab import procs
 from tests.lab import awx_job
 from tests.lab.conftest import ROOT, apiserver_version, etcd_flags, lab_cli, podman_exec
@@ -102,13 +104,17 @@ def manifest_text(lab, host, component):
     return host_file(lab, host, "/etc/kubernetes/manifests/%s.yaml" % component)
 
 
-def running_apiserver_args(lab, host):
-    """The flags the host's kube-apiserver process runs with, the host's certificate directory written as the host
-    mounts it (the lab runs the process on the lab machine: lab/gpufleet_lab/cluster.py apiserver_argv)."""
-    pid = procs.pid_of(lab.run, "apiserver-" + host)
-    assert pid, host
+def running_args(lab, host, component):
+    """The flags the host's process of static pod ``component`` runs with, the host's files written as the host
+    has them (the lab runs the process on the lab machine: lab/gpufleet_lab/cluster.py component_argv); and it runs
+    in the host's own network namespace."""
+    pid = procs.pid_of(lab.run, lab_cluster.process_name(component, host))
+    assert pid, (host, component)
+    assert os.stat("/proc/%d/ns/net" % pid).st_ino == os.stat("/run/netns/" + lab_network.netns(lab, host)).st_ino
     argv = pathlib.Path("/proc/%d/cmdline" % pid).read_bytes().decode().split("\0")[1:-1]
-    return [a.replace(str(lab.pki) + "/", "/etc/kubernetes/pki/") for a in argv]
+    for on_host, here in lab_cluster.host_paths(lab, host):
+        argv = [a.replace(here, on_host) for a in argv]
+    return argv
 
 
 def kubeadm_config_managers(lab):
@@ -286,9 +292,10 @@ def test_upgrade_wave_halts_on_every_fault_resumes_and_finishes(cell, tmp_path):
     assert etcd_version(lab) == etcd_before and etcd_before, etcd_before
     # each control-plane component runs what kubeadm's manifest says, and kubeadm-config is kubeadm's
     for host in runs:
-        manifest = yaml.safe_load(manifest_text(lab, host, "kube-apiserver"))
-        assert manifest["spec"]["containers"][0]["image"].endswith(":" + lab.to_version)
-        assert running_apiserver_args(lab, host) == manifest["spec"]["containers"][0]["command"][1:]
+        for component in ("kube-apiserver", "kube-controller-manager", "kube-scheduler"):
+            manifest = yaml.safe_load(manifest_text(lab, host, component))
+            assert manifest["spec"]["containers"][0]["image"].endswith(":" + lab.to_version)
+            assert running_args(lab, host, component) == manifest["spec"]["containers"][0]["command"][1:]
     assert "kubeadm" in kubeadm_config_managers(lab), kubeadm_config_managers(lab)
     assert_halted(proc, "checkpoint not confirmed within 5s", "The gang was NOT stopped")
     halted = next(i for i, wave in enumerate(WAVES) if set(wave) & set(ranks))

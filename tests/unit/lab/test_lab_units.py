@@ -117,7 +117,7 @@ def test_cells_are_twins_with_their_own_ports_state_hosts_and_inventory(monkeypa
     # and what Molecule scenarios read of it
     from gpufleet_lab.__main__ import shell_env
     env = shell_env(twin)
-    assert "export GPUFLEET_LAB_APISERVER_1=https://127.0.0.1:%d\n" % twin.apiserver_port("cp-1") in env
+    assert "export GPUFLEET_LAB_APISERVER_1=https://10.217.1.10:%d\n" % twin.apiserver_port("cp-1") in env
     assert "export GPUFLEET_LAB_KUBECONFIG=%s\n" % twin.kubeconfig in env
     assert "export GPUFLEET_LAB_ETCD=https://127.0.0.1:%d\n" % twin.ports["etcd"] in env
 
@@ -220,9 +220,11 @@ def test_what_kubeadm_reads_and_its_own_manifests(cfg):
     assert init["localAPIEndpoint"] == {"advertiseAddress": cfg.node_address("cp-2"),
                                         "bindPort": cfg.apiserver_port("cp-2")}
     assert cluster["kubernetesVersion"] == "v1.36.3" and cluster["kind"] == "ClusterConfiguration"
-    assert cluster["etcd"]["external"]["endpoints"] == ["https://127.0.0.1:%d" % cfg.ports["etcd"]]
+    # etcd where the apiservers reach it from their hosts' network namespaces: the lab machine's bridge address
+    assert cluster["etcd"]["external"]["endpoints"] == ["https://10.217.0.1:%d" % cfg.ports["etcd"]]
     assert cluster["etcd"]["external"]["certFile"] == "/etc/kubernetes/pki/etcd-client.crt"
-    assert {"name": "bind-address", "value": "127.0.0.1"} in cluster["apiServer"]["extraArgs"]
+    assert "bind-address" not in {a["name"] for a in cluster["apiServer"]["extraArgs"]}  # every address of its host
+    assert cluster["controllerManager"]["extraArgs"] == [{"name": "node-monitor-grace-period", "value": "60s"}]
     assert kubeadm.mirror_pod(cfg, "kube-apiserver", "cp-1") is None  # nothing runs yet
     running = kubeadm.running_manifest(cfg, "cp-1", "kube-apiserver")
     running.parent.mkdir(parents=True)
@@ -272,13 +274,62 @@ def test_manifests_come_from_kubeadm_and_the_apiserver_runs_what_they_say(cfg):
     assert kubeadm.manifest_version(text) == cfg.to_version
     kubeadm.write_manifests(cfg, state)  # made once
     assert len((cfg.cache / "kubeadm-args").read_text().splitlines()) == 3
-    version, argv = kubeadm.cluster.apiserver_argv(cfg, (kubeadm.manifests_dir(cfg, "cp-1") / "kube-apiserver.yaml")
-                                                   .read_text())
+    version, argv = kubeadm.cluster.component_argv(
+        cfg, "cp-1", "kube-apiserver", (kubeadm.manifests_dir(cfg, "cp-1") / "kube-apiserver.yaml").read_text())
     assert version == cfg.from_version
     assert argv == [str(cfg.bin_dir("kubernetes", cfg.from_version) / "kube-apiserver"),
                     "--client-ca-file=%s/ca.crt" % cfg.pki]
     with pytest.raises(LabError, match="the lab has no kube-apiserver"):  # cp-3's version has no build here
-        kubeadm.cluster.apiserver_argv(cfg, text)
+        kubeadm.cluster.component_argv(cfg, "cp-3", "kube-apiserver", text)
+    with pytest.raises(LabError, match="kube-scheduler manifest runs .'kube-apiserver'., not kube-scheduler"):
+        kubeadm.cluster.component_argv(cfg, "cp-1", "kube-scheduler", text)
+
+
+REAL_MANIFESTS = pathlib.Path(__file__).parent / "fixtures" / "kubeadm-v1.35.4-manifests"  # see its README.md
+
+
+@pytest.mark.parametrize("component, url", [
+    ("kube-apiserver", "https://10.217.0.10:16443/readyz"),  # its readiness probe, on the host's address
+    ("kube-controller-manager", "https://127.0.0.1:10257/healthz"),  # its startup probe: it has no readiness one
+    ("kube-scheduler", "https://127.0.0.1:10259/readyz"),
+])
+def test_real_kubeadm_manifests_run_as_written_with_the_hosts_paths_made_the_labs(cfg, component, url):
+    """The real kubeadm's manifests (fixtures): each component runs its manifest's command, every flag kept, only the
+    host's certificate directory and kubeconfigs made the lab machine's; the player waits on the probe a kubelet
+    would (kubeadm names its port probe-port), in the host's network namespace."""
+    from gpufleet_lab import cluster
+    text = (REAL_MANIFESTS / (component + ".yaml")).read_text()
+    (cfg.bin_dir("kubernetes", "v1.35.4") / component).parent.mkdir(parents=True, exist_ok=True)
+    (cfg.bin_dir("kubernetes", "v1.35.4") / component).write_text("")
+    version, argv = cluster.component_argv(cfg, "cp-1", component, text)
+    command = yaml.safe_load(text)["spec"]["containers"][0]["command"]
+    assert version == "v1.35.4" and argv[0] == str(cfg.bin_dir("kubernetes", "v1.35.4") / component)
+    back = [a.replace(str(cfg.pki) + "/", "/etc/kubernetes/pki/") for a in argv[1:]]
+    for user in cluster.COMPONENT_USERS:
+        back = [a.replace(str(cluster.host_kubeconfig(cfg, "cp-1", user)), "/etc/kubernetes/%s.conf" % user)
+                for a in back]
+    assert back == command[1:] and len(argv) > 5
+    assert not [a for a in argv if "/etc/kubernetes" in a]  # every host path the manifest names is mapped
+    assert cluster.probe_url(cfg, "cp-1", text) == url
+    unnamed = text.replace("name: probe-port", "name: other-port")
+    with pytest.raises(LabError, match="probes port 'probe-port', which is neither a number nor a port"):
+        cluster.probe_url(cfg, "cp-1", unnamed)
+
+
+def test_each_control_plane_host_has_its_own_network_namespace_on_the_labs_bridge(monkeypatch, tmp_path):
+    """Every cell's hosts have their own addresses, the control-plane hosts their own namespaces and veth names
+    (an interface name has 15 characters at most), none of them the lab machine's own address."""
+    from gpufleet_lab import network
+    monkeypatch.setenv("GPUFLEET_LAB_CACHE", str(tmp_path))
+    cells = [config.load(cell=name) for name in config.cells()]
+    addresses = [c.node_address(h) for c in cells for h in c.hosts]
+    names = [network.netns(c, h) for c in cells for h in c.control_plane]
+    links = [network.veth(c, h) for c in cells for h in c.control_plane]
+    assert len(set(addresses)) == len(addresses) and network.lab_address(cells[0]) not in addresses
+    assert len(set(names)) == len(names) and len(set(links)) == len(links)
+    assert all(len(link) <= 15 for link in links)
+    assert cells[0].apiserver_url("cp-2") == "https://%s:%d" % (cells[0].node_address("cp-2"),
+                                                                cells[0].apiserver_port("cp-2"))
 
 
 @pytest.mark.parametrize("later, message", [
@@ -299,58 +350,66 @@ def test_later_lab_versions_must_follow_to_one_minor_at_a_time(tmp_path, later, 
 
 
 def test_static_pod_player_runs_what_the_manifest_says_and_survives_kubeadm_s_rollback(cfg, monkeypatch):
-    """The lab's kubelet stand-in (controller.StaticPods.play_apiserver), with the processes faked: nothing before
-    `lab up` finished; a new manifest restarts the apiserver; under apiserver-start-fail a new manifest is held back
-    but the old one, rolled back by kubeadm, runs again even with the fault on; a manifest that cannot run stops
-    nothing; one that does not come up is stopped and not retried until the manifest changes."""
+    """The lab's kubelet stand-in (controller.StaticPods.play), with the processes faked: nothing before `lab up`
+    finished; a new manifest restarts its component; under apiserver-start-fail a new apiserver manifest is held
+    back (not a controller manager's) but the old one, rolled back by kubeadm, runs again even with the fault on; a
+    manifest that cannot run stops nothing; one that does not come up is stopped and not retried until the manifest
+    changes."""
     from gpufleet_lab import cluster, controller
     calls, alive, fault = [], {"pid": 1}, {"on": False}
 
-    def restart(cfg_, host, text):
-        calls.append(("restart", text))
+    def restart(cfg_, host, component, text):
+        calls.append(("restart", component, text))
         if "broken" in text:
             raise LabError("not ready")
-        kubeadm.running_manifest(cfg_, host, "kube-apiserver").write_text(text)
+        kubeadm.running_manifest(cfg_, host, component).write_text(text)
         return kubeadm.manifest_version(text)
 
-    def argv(cfg_, text):
+    def argv(cfg_, host, component, text):
         if "nobuild" in text:
             raise LabError("the lab has no kube-apiserver")
-        return kubeadm.manifest_version(text), ["kube-apiserver"]
-    monkeypatch.setattr(cluster, "restart_apiserver", restart)
-    monkeypatch.setattr(cluster, "apiserver_argv", argv)
+        return kubeadm.manifest_version(text), [component]
+    monkeypatch.setattr(cluster, "restart_component", restart)
+    monkeypatch.setattr(cluster, "component_argv", argv)
+    monkeypatch.setattr(cluster, "probe_url", lambda cfg_, host, text: "https://127.0.0.1:1/livez")
     monkeypatch.setattr(controller.procs, "pid_of", lambda run, name: alive["pid"])
     monkeypatch.setattr(controller.procs, "stop", lambda run, name, timeout=0: calls.append(("stop", name)))
     monkeypatch.setattr(controller.faults, "host_faults",
                         lambda cfg_, host: ["apiserver-start-fail"] if fault["on"] else [])
-    monkeypatch.setattr(controller, "reconcile_controllers", lambda cfg_, state: calls.append(("controllers",)))
 
-    def manifest(version, extra=""):
-        return ("spec:\n  containers:\n  - image: registry.k8s.io/kube-apiserver:%s\n"
-                "    command: [kube-apiserver%s]\n" % (version, extra))
+    def manifest(version, extra="", component="kube-apiserver"):
+        return ("spec:\n  containers:\n  - image: registry.k8s.io/%s:%s\n"
+                "    command: [%s%s]\n" % (component, version, component, extra))
     old, new = manifest("v1.35.4"), manifest("v1.36.3")
     pods = controller.StaticPods(cfg)
     running = kubeadm.running_manifest(cfg, "cp-1", "kube-apiserver")
     running.parent.mkdir(parents=True)
     running.write_text(old)
-    assert not pods.play_apiserver("cp-1", new, restart=True) and calls == []  # `lab up` is not through yet
+    kcm = kubeadm.running_manifest(cfg, "cp-1", "kube-controller-manager")
+    kcm.write_text(manifest("v1.35.4", component="kube-controller-manager"))
+    assert not pods.play("cp-1", "kube-apiserver", new, restart=True) and calls == []  # `lab up` is not through
     (cfg.run / cluster.UP_MARK).parent.mkdir(parents=True, exist_ok=True)
     (cfg.run / cluster.UP_MARK).write_text("now")
-    assert not pods.play_apiserver("cp-1", old, restart=True) and calls == []  # it runs already
+    assert not pods.play("cp-1", "kube-apiserver", old, restart=True) and calls == []  # it runs already
     fault["on"] = True
-    assert not pods.play_apiserver("cp-1", new, restart=True) and calls == []  # held back by the fault
+    assert not pods.play("cp-1", "kube-apiserver", new, restart=True) and calls == []  # held back by the fault
+    new_kcm = manifest("v1.36.3", component="kube-controller-manager")  # the fault holds the apiserver only
+    assert pods.play("cp-1", "kube-controller-manager", new_kcm, restart=True)
+    assert calls == [("restart", "kube-controller-manager", new_kcm)] and kcm.read_text() == new_kcm
+    assert cluster.load_state(cfg)["apiserver"]["cp-1"] == cfg.from_version  # the state records apiservers
+    del calls[:]
     alive["pid"] = None  # the old apiserver died meanwhile; kubeadm rolled the manifest back
-    assert pods.play_apiserver("cp-1", old, restart=True) and calls[0] == ("restart", old)
+    assert pods.play("cp-1", "kube-apiserver", old, restart=True) and calls[0] == ("restart", "kube-apiserver", old)
     fault["on"], alive["pid"] = False, 1
-    assert pods.play_apiserver("cp-1", new, restart=True) and running.read_text() == new
+    assert pods.play("cp-1", "kube-apiserver", new, restart=True) and running.read_text() == new
     assert cluster.load_state(cfg)["apiserver"]["cp-1"] == "v1.36.3"
     del calls[:]
-    assert not pods.play_apiserver("cp-1", manifest("v1.36.3", ", nobuild"), restart=True)
+    assert not pods.play("cp-1", "kube-apiserver", manifest("v1.36.3", ", nobuild"), restart=True)
     assert calls == []  # cannot run: nothing stopped
     broken = manifest("v1.36.3", ", broken")
-    assert not pods.play_apiserver("cp-1", broken, restart=True)
-    assert calls == [("restart", broken), ("stop", "apiserver-cp-1")]  # did not come up: stopped
-    assert not pods.play_apiserver("cp-1", broken, restart=True) and len(calls) == 2  # not retried
+    assert not pods.play("cp-1", "kube-apiserver", broken, restart=True)
+    assert calls == [("restart", "kube-apiserver", broken), ("stop", "apiserver-cp-1")]  # did not come up: stopped
+    assert not pods.play("cp-1", "kube-apiserver", broken, restart=True) and len(calls) == 2  # not retried
 
 
 def test_a_manifest_must_settle_before_the_player_acts(cfg, monkeypatch):
