@@ -176,7 +176,7 @@ def start_etcd(cfg: LabConfig) -> None:
 # -- the control plane's static pods ---------------------------------------------------------------------------------
 # Where a control-plane host's files are on the lab machine: the lab plays the host's kubelet, so it runs a static
 # pod's command with the host's paths made the lab's - the certificate directory the host mounts at
-# /etc/kubernetes/pki, and the kubeconfigs kubeadm's manifests name (component_kubeconfigs writes them per host).
+# /etc/kubernetes/pki, and the kubeconfigs kubeadm's manifests name (kubeadm.init_kubeconfigs writes them per host).
 PKI_ON_HOST = "/etc/kubernetes/pki/"
 PROCESS = {"kube-apiserver": "apiserver", "kube-controller-manager": "controller-manager",
            "kube-scheduler": "scheduler"}
@@ -304,15 +304,12 @@ def running_versions(cfg: LabConfig) -> Dict[str, Dict[str, str]]:
 
 # -- kubeconfigs, kwok -----------------------------------------------------------------------------------------------
 def component_kubeconfigs(cfg: LabConfig) -> None:
-    """The lab's own clients' kubeconfigs (through the load balancer), and each control-plane host's
-    controller-manager.conf and scheduler.conf, which reach the host's own apiserver as kubeadm writes them."""
+    """The lab's own clients' kubeconfigs (through the load balancer). Each control-plane host's
+    controller-manager.conf and scheduler.conf are kubeadm's (kubeadm.init_kubeconfigs)."""
     lb = "https://127.0.0.1:%d" % cfg.ports["apiserver_lb"]
     for user in ("admin", "kwok", "lab-controller"):
         pki.kubeconfig(cfg.pki, lb, user, cfg.run / "kubeconfigs" / (user + ".conf"))
     pki.kubeconfig(cfg.pki, lb, "admin", cfg.kubeconfig)
-    for host in cfg.control_plane:
-        for user in COMPONENT_USERS:
-            pki.kubeconfig(cfg.pki, cfg.apiserver_url(host), user, host_kubeconfig(cfg, host, user))
 
 
 # Pods with this annotation run a workload the lab simulates (workloads.py writes the canaries' results and ends

@@ -180,6 +180,32 @@ def init_manifests(cfg: LabConfig, host: str, version: str) -> List[str]:
     return missing
 
 
+def init_kubeconfigs(cfg: LabConfig, host: str, version: str) -> List[str]:
+    """kubeadm's own /etc/kubernetes/controller-manager.conf and scheduler.conf for ``host``, written once by the
+    real kubeadm of ``version`` (`kubeadm init phase kubeconfig controller-manager|scheduler`, with the host's
+    InitConfiguration: each reaches the host's own apiserver, with a client certificate kubeadm signs with the
+    cell's CA); returns the files written."""
+    folder = cluster.host_kubeconfig(cfg, host, "controller-manager").parent
+    missing = [u for u in cluster.COMPONENT_USERS if not (folder / (u + ".conf")).exists()]
+    if not missing:
+        return []
+    folder.mkdir(parents=True, exist_ok=True)
+    docs = list(yaml.safe_load_all(kubeadm_config(cfg, version, host)))[:2]
+    docs[1]["certificatesDir"] = str(cfg.pki)  # the CA it signs with, where the lab keeps it
+    config = cfg.run / "hosts" / host / "kubeadm-kubeconfig.yaml"
+    config.write_text(yaml.safe_dump_all(docs, sort_keys=False))
+    for user in missing:
+        proc = subprocess.run([str(cfg.bin_dir("kubernetes", version) / "kubeadm"), "init", "phase", "kubeconfig",
+                               user, "--config", str(config), "--kubeconfig-dir", str(folder)],
+                              env={"PATH": "/usr/bin:/bin"}, capture_output=True, text=True, check=False,
+                              timeout=120)
+        if proc.returncode != 0:
+            raise LabError("kubeadm %s init phase kubeconfig %s for %s failed (%d): %s" % (
+                version, user, host, proc.returncode, (proc.stderr or proc.stdout).strip()[-1500:]))
+    config.unlink()
+    return ["%s.conf" % u for u in missing]
+
+
 def config_hash(text: str) -> str:
     """The mirror pod's config hash for a manifest: a kubelet hashes the pod it read; the lab hashes the file's
     text (kubeadm only compares the hash before and after it writes a manifest)."""
@@ -231,10 +257,11 @@ def etcd_static_pod(cfg: LabConfig) -> Dict[str, Any]:
 
 
 def write_manifests(cfg: LabConfig, state: Dict[str, Any]) -> None:
-    """Each control-plane host's kubeadm manifests (made once, by the real kubeadm at the host's apiserver version:
-    `init_manifests`), and the etcd host's etcd.yaml."""
+    """Each control-plane host's kubeadm manifests and the kubeconfigs they name (made once, by the real kubeadm at
+    the host's apiserver version: `init_manifests`, `init_kubeconfigs`), and the etcd host's etcd.yaml."""
     for host in cfg.control_plane:
         init_manifests(cfg, host, state["apiserver"][host])
+        init_kubeconfigs(cfg, host, state["apiserver"][host])
     pod = etcd_static_pod(cfg)
     text = yaml.safe_dump(pod, sort_keys=False)
     path = manifests_dir(cfg, cluster.etcd_host(cfg)) / "etcd.yaml"

@@ -27,7 +27,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from kubernetes import client
 
-from gpufleet_lab import kube
+from gpufleet_lab import kube, network, procs
 from gpufleet_lab.config import LabConfig
 from gpufleet_lab.procs import LabError
 
@@ -179,10 +179,12 @@ class Handler(BaseHTTPRequestHandler):
 
 
 def serve(cfg: LabConfig) -> List[KubeletServer]:
-    """Each GPU host's kubelet server, from daemon threads of the lab controller."""
+    """Each GPU host's kubelet server, from daemon threads of the lab controller, listening in the host's network
+    namespace (its socket is made there; what it serves with - the apiserver through the load balancer - is the lab
+    machine's)."""
     servers = []
     for host in cfg.gpu_hosts:
-        server = KubeletServer(cfg, host)
+        server = procs.in_netns(network.netns(cfg, host), KubeletServer, cfg, host)
         threading.Thread(target=server.serve_forever, name="kubelet-" + host, daemon=True).start()
         servers.append(server)
     return servers

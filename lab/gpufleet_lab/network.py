@@ -1,14 +1,15 @@
 """The lab's own network: a Linux bridge with no uplink (lab.yml `network`), the lab machine's address on it
-(``lab_address``, PREFIX.0.1/16), and each cell host's address (LabConfig.node_address, PREFIX.CELL.(10+i)).
+(``lab_address``, PREFIX.0.1/16), and each cell host's network namespace (``netns``), joined to the bridge by a veth
+pair and holding the host's address (LabConfig.node_address, PREFIX.CELL.(10+i)), which its Node reports (the
+apiserver refuses to proxy to loopback).
 
-- Each control-plane host has its own network namespace (``netns``), joined to the bridge by a veth pair, holding
-  the host's address: the lab plays the host's kubelet for its static pods and runs each one in that namespace
-  (cluster.start_component), so kubeadm's manifests run as written - every host's controller-manager and scheduler
+- The lab plays a control-plane host's kubelet for its static pods and runs each one in the host's namespace
+  (cluster.start_component), so kubeadm's manifests run as written: every host's controller-manager and scheduler
   on its own 127.0.0.1:10257 and :10259, its apiserver on the host's address, each reaching its own apiserver
   there. The cell's etcd runs in the lab machine's namespace and listens on ``lab_address`` too, where the
   apiservers reach it.
-- A GPU host's address sits on the bridge itself (a /32): its simulated kubelet (kubelets.py, in the lab controller)
-  answers there; its Node reports the address (the apiserver refuses to proxy to loopback).
+- A GPU host's simulated kubelet (kubelets.py, in the lab controller) listens in the host's namespace, on its
+  address: its listening socket is made there.
 - Every host's sshd (hosts.py) still listens on a loopback port of the lab machine: the host containers share its
   namespace. Only the lab's own processes and hosts reach these addresses.
 """
@@ -37,13 +38,13 @@ def lab_address(cfg: LabConfig) -> str:
 
 
 def netns(cfg: LabConfig, host: str) -> str:
-    """The name of a control-plane host's network namespace (`ip netns`)."""
+    """The name of a host's network namespace (`ip netns`)."""
     return "gpufleet-%s-%s" % (cfg.cell, host)
 
 
 def veth(cfg: LabConfig, host: str) -> str:
-    """The bridge's side of a control-plane host's veth pair (an interface name: 15 characters at most)."""
-    return "gfl%d-%d" % (cfg.cell_index, cfg.control_plane.index(host))
+    """The bridge's side of a host's veth pair (an interface name: 15 characters at most)."""
+    return "gfl%d-%d" % (cfg.cell_index, cfg.hosts.index(host))
 
 
 def addresses(bridge: str, namespace: str = "") -> List[str]:
@@ -82,8 +83,8 @@ def ensure_netns(cfg: LabConfig, host: str) -> bool:
 
 
 def ensure_network(cfg: LabConfig) -> List[str]:
-    """Make the bridge and the lab machine's address on it (once per machine: every cell shares them), this cell's
-    GPU hosts' addresses on it and each control-plane host's namespace; returns the addresses added."""
+    """Make the bridge and the lab machine's address on it (once per machine: every cell shares them) and each of
+    this cell's hosts' namespaces; returns the addresses added."""
     bridge = cfg.network["bridge"]
     if ip("link", "show", "dev", bridge, check=False).returncode != 0:
         ip("link", "add", bridge, "type", "bridge")
@@ -95,14 +96,10 @@ def ensure_network(cfg: LabConfig) -> List[str]:
         added.append(lab_address(cfg))
     for host in cfg.hosts:
         address = cfg.node_address(host)
-        if host in cfg.control_plane:
-            if address in have:  # an older lab put it on the bridge; it is the host's namespace's now
-                ip("addr", "del", address + "/32", "dev", bridge)
-            if ensure_netns(cfg, host):
-                added.append("%s (namespace %s)" % (address, netns(cfg, host)))
-        elif address not in have:
-            ip("addr", "add", address + "/32", "dev", bridge)
-            added.append(address)
+        if address in have:  # an older lab put it on the bridge; it is the host's namespace's now
+            ip("addr", "del", address + "/32", "dev", bridge)
+        if ensure_netns(cfg, host):
+            added.append("%s (%s)" % (address, netns(cfg, host)))
     return added
 
 
@@ -110,14 +107,14 @@ def remove_network(cfg: LabConfig) -> List[str]:
     """Take this cell's namespaces and addresses off the lab machine (`lab down`, once nothing runs in them); the
     bridge and the lab machine's address stay for the other cells. Returns what it removed."""
     removed = []
-    for host in cfg.control_plane:
+    for host in cfg.hosts:
         if netns(cfg, host) in _namespaces():
             ip("netns", "del", netns(cfg, host))  # its eth0 goes with it, and the pair's other side
             removed.append(netns(cfg, host))
         ip("link", "del", veth(cfg, host), check=False)
     have = set(addresses(cfg.network["bridge"]))
     for host in cfg.hosts:
-        if cfg.node_address(host) in have:
+        if cfg.node_address(host) in have:  # an older lab's
             ip("addr", "del", cfg.node_address(host) + "/32", "dev", cfg.network["bridge"])
             removed.append(cfg.node_address(host))
     return removed

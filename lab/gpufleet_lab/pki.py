@@ -63,8 +63,6 @@ def ensure(pki: pathlib.Path, server_ips: Sequence[str] = ()) -> None:
     issue("apiserver", "kube-apiserver", None, True, False,
           ["localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
            "kubernetes.default.svc.cluster.local"])
-    issue("controller-manager", "system:kube-controller-manager", None, False, True, [])
-    issue("scheduler", "system:kube-scheduler", None, False, True, [])
     issue("kwok", "kwok-controller", "system:masters", False, True, [])
     issue("lab-controller", "gpufleet-lab-controller", "system:masters", False, True, [])
     issue("admin", "kubernetes-admin", "system:masters", False, True, [])

@@ -257,6 +257,7 @@ def test_manifests_come_from_kubeadm_and_the_apiserver_runs_what_they_say(cfg):
         stand_in = cfg.bin_dir("kubernetes", version) / "kubeadm"
         stand_in.write_text(
             '#!/bin/sh\necho "$@" >> "%s/kubeadm-args"\n'
+            'if [ "$3" = kubeconfig ]; then echo "$4 of $6" > "$8/$4.conf"; exit 0; fi\n'
             'for c in kube-apiserver kube-controller-manager kube-scheduler; do '
             'printf "spec:\\n  containers:\\n  - image: registry.k8s.io/$c:%s\\n    command: [$c, '
             '--client-ca-file=/etc/kubernetes/pki/ca.crt]\\n" > "$KUBEADM_INIT_DRYRUN_DIR/$c.yaml"; done\n'
@@ -267,13 +268,23 @@ def test_manifests_come_from_kubeadm_and_the_apiserver_runs_what_they_say(cfg):
     state["apiserver"]["cp-3"] = cfg.to_version
     kubeadm.write_manifests(cfg, state)
     args = (cfg.cache / "kubeadm-args").read_text().splitlines()
-    assert len(args) == 3 and all(a.startswith("init phase control-plane all --dry-run --config ") for a in args)
+    manifests = [a for a in args if a.startswith("init phase control-plane all --dry-run --config ")]
+    kubeconfigs = [a for a in args if a.startswith("init phase kubeconfig ")]
+    assert len(manifests) == 3 and len(kubeconfigs) == 6 and len(args) == 9
+    # kubeadm's own controller-manager.conf and scheduler.conf, signed with the cell's CA (its certificatesDir)
+    from gpufleet_lab import cluster
+    config_used = kubeconfigs[0].split()[5]
+    assert kubeconfigs[0].split()[3] == "controller-manager" and kubeconfigs[1].split()[3] == "scheduler"
+    assert kubeconfigs[0].split()[7] == str(cluster.host_kubeconfig(cfg, "cp-1", "scheduler").parent)
+    assert cluster.host_kubeconfig(cfg, "cp-3", "scheduler").read_text() == "scheduler of %s\n" % config_used.replace(
+        "cp-1", "cp-3")
+    assert not pathlib.Path(config_used).exists()  # the work file goes
     assert sorted(p.name for p in kubeadm.manifests_dir(cfg, "cp-1").iterdir()) == [
         "etcd.yaml", "kube-apiserver.yaml", "kube-controller-manager.yaml", "kube-scheduler.yaml"]
     text = (kubeadm.manifests_dir(cfg, "cp-3") / "kube-apiserver.yaml").read_text()
     assert kubeadm.manifest_version(text) == cfg.to_version
     kubeadm.write_manifests(cfg, state)  # made once
-    assert len((cfg.cache / "kubeadm-args").read_text().splitlines()) == 3
+    assert len((cfg.cache / "kubeadm-args").read_text().splitlines()) == 9
     version, argv = kubeadm.cluster.component_argv(
         cfg, "cp-1", "kube-apiserver", (kubeadm.manifests_dir(cfg, "cp-1") / "kube-apiserver.yaml").read_text())
     assert version == cfg.from_version
@@ -317,14 +328,14 @@ def test_real_kubeadm_manifests_run_as_written_with_the_hosts_paths_made_the_lab
 
 
 def test_each_control_plane_host_has_its_own_network_namespace_on_the_labs_bridge(monkeypatch, tmp_path):
-    """Every cell's hosts have their own addresses, the control-plane hosts their own namespaces and veth names
-    (an interface name has 15 characters at most), none of them the lab machine's own address."""
+    """Every cell's hosts have their own addresses, namespaces and veth names (an interface name has 15 characters
+    at most), none of them the lab machine's own address."""
     from gpufleet_lab import network
     monkeypatch.setenv("GPUFLEET_LAB_CACHE", str(tmp_path))
     cells = [config.load(cell=name) for name in config.cells()]
     addresses = [c.node_address(h) for c in cells for h in c.hosts]
-    names = [network.netns(c, h) for c in cells for h in c.control_plane]
-    links = [network.veth(c, h) for c in cells for h in c.control_plane]
+    names = [network.netns(c, h) for c in cells for h in c.hosts]
+    links = [network.veth(c, h) for c in cells for h in c.hosts]
     assert len(set(addresses)) == len(addresses) and network.lab_address(cells[0]) not in addresses
     assert len(set(names)) == len(names) and len(set(links)) == len(links)
     assert all(len(link) <= 15 for link in links)
@@ -423,3 +434,16 @@ def test_a_manifest_must_settle_before_the_player_acts(cfg, monkeypatch):
     now["t"] += controller.SETTLE_SECONDS
     assert pods.settled(("cp-1", "kube-apiserver"), None)
     assert not pods.settled(("cp-1", "kube-apiserver"), "text")  # it changed: wait again
+
+
+def test_a_cell_made_by_an_older_lab_is_refused_naming_the_reset(cfg):
+    """A cell's state from before the hosts had their own network namespaces (its manifests, certificates and
+    kubeadm-config name other addresses) is not mended: `lab up` says to reset it; a new cell records its layout."""
+    from gpufleet_lab import cluster
+    cluster.check_layout(cfg)  # a new cell
+    assert (cfg.run / cluster.LAYOUT_FILE).read_text() == cluster.CELL_LAYOUT + "\n"
+    cluster.save_state(cfg, cluster.load_state(cfg))
+    cluster.check_layout(cfg)  # its own layout: fine
+    (cfg.run / cluster.LAYOUT_FILE).unlink()
+    with pytest.raises(LabError, match=r"cell lab was made by an older lab .*GPUFLEET_LAB_CELL=lab bin/lab reset"):
+        cluster.check_layout(cfg)
