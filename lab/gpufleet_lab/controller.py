@@ -21,6 +21,7 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import hashlib
 import itertools
 import json
@@ -151,6 +152,9 @@ async def requests_loop(cfg: LabConfig) -> None:
 
 
 SETTLE_SECONDS = 1.0  # how long a manifest's text (or its absence) must hold before the lab acts on it
+# A crashed static pod's restarts back off from 5 s, doubling, to 40 s (a kubelet's: 10 s to 5 min; the lab's
+# restores and rollouts take minutes, not hours)
+CRASH_BACKOFF = (5.0, 40.0)
 
 
 def _read(path: pathlib.Path) -> Optional[str]:
@@ -185,6 +189,10 @@ class StaticPods:
         self.observed: Dict[Tuple[str, str], Tuple[Optional[str], float]] = {}  # manifest -> (text, since)
         self.refused: Dict[Tuple[str, str], str] = {}  # (host, component) -> the manifest text that could not run
         self.held: Dict[str, str] = {}  # host -> the apiserver manifest text the fault holds back (said once)
+        self.backoff: Dict[Tuple[str, str], Tuple[float, float]] = {}  # pod -> (no restart before, last delay)
+        self.busy: Dict[Tuple[str, str], concurrent.futures.Future] = {}
+        self.workers = concurrent.futures.ThreadPoolExecutor(max_workers=1 + 3 * len(cfg.control_plane),
+                                                             thread_name_prefix="static-pod")
 
     def pods(self) -> List[Tuple[str, str, str]]:
         """(host, component, lab process), etcd first: an apiserver started before its etcd would not get ready;
@@ -203,32 +211,46 @@ class StaticPods:
         return now - seen[1] >= SETTLE_SECONDS
 
     def reconcile(self) -> None:
-        changed = False
+        """One pass over every static pod: what a manifest asks for is done by a worker of its own (a kubelet does
+        not hold one pod's start up for another's probe), one at a time per pod."""
         for host, component, name in self.pods():
+            key = (host, component)
+            busy = self.busy.get(key)
+            if busy is not None and not busy.done():
+                continue
             text = _read(kubeadm.manifests_dir(self.cfg, host) / (component + ".yaml"))
-            if not self.settled((host, component), text):
-                continue
-            if text is None:
-                if (host, component) in self.seen and procs.pid_of(self.cfg.run, name):
-                    print("static pod %s on %s: its manifest is gone; stopping %s" % (component, host, name),
-                          flush=True)
-                    procs.stop(self.cfg.run, name)
-                    self.stopped.add((host, component))
-                continue
-            self.seen.add((host, component))
-            if (host, component) in self.stopped:
-                print("static pod %s on %s: its manifest is back; starting %s" % (component, host, name), flush=True)
-                if component == "etcd":
-                    cluster.start_etcd(self.cfg)
-                else:
-                    changed = self.play(host, component, text, restart=False) or changed
-                self.stopped.discard((host, component))
-            elif component != "etcd":
-                changed = self.play(host, component, text, restart=True) or changed
-        if changed:
-            made = kubeadm.sync_mirror_pods(self.cfg, client.CoreV1Api(kube.api(self.cfg, "lab-controller")))
-            print("static pods: %s" % (", ".join(made) or "mirror pods in place"), flush=True)
+            if self.settled(key, text):
+                self.busy[key] = self.workers.submit(self.act, host, component, name, text)
         self.write_containers()
+
+    def act(self, host: str, component: str, name: str, text: Optional[str]) -> None:
+        """Do what ``host``'s settled manifest ``text`` of ``component`` (None: gone) asks for; sync the mirror pods
+        when something started."""
+        try:
+            if self.step(host, component, name, text):
+                made = kubeadm.sync_mirror_pods(self.cfg, client.CoreV1Api(kube.api(self.cfg, "lab-controller")))
+                print("static pods: %s" % (", ".join(made) or "mirror pods in place"), flush=True)
+        except Exception:
+            traceback.print_exc()
+
+    def step(self, host: str, component: str, name: str, text: Optional[str]) -> bool:
+        if text is None:
+            if (host, component) in self.seen and procs.pid_of(self.cfg.run, name):
+                print("static pod %s on %s: its manifest is gone; stopping %s" % (component, host, name), flush=True)
+                procs.stop(self.cfg.run, name)
+                self.stopped.add((host, component))
+            return False
+        self.seen.add((host, component))
+        if (host, component) in self.stopped:
+            print("static pod %s on %s: its manifest is back; starting %s" % (component, host, name), flush=True)
+            started = False
+            if component == "etcd":
+                cluster.start_etcd(self.cfg)
+            else:
+                started = self.play(host, component, text, restart=False)
+            self.stopped.discard((host, component))
+            return started
+        return component != "etcd" and self.play(host, component, text, restart=True)
 
     def play(self, host: str, component: str, text: str, restart: bool) -> bool:
         """Run ``host``'s manifest ``text`` of ``component`` when it is not the one running; returns whether it
@@ -242,6 +264,10 @@ class StaticPods:
                         or (running == text and alive)):
             return False  # `lab up` has not finished starting the control plane, or this manifest runs
         if self.refused.get(key) == text:
+            return False
+        crashed = restart and running == text  # and not alive: it exited (a controller manager or scheduler that
+        # lost its apiserver exits, "leaderelection lost"); a kubelet starts it again, backing off
+        if crashed and time.monotonic() < self.backoff.get(key, (0.0, 0.0))[0]:
             return False
         if (component == "kube-apiserver" and text != running
                 and "apiserver-start-fail" in faults.host_faults(self.cfg, host)):
@@ -262,11 +288,18 @@ class StaticPods:
             version = (cluster.restart_component(self.cfg, host, component, text) if restart
                        else cluster.start_component(self.cfg, host, component, text))
         except procs.LabError as exc:
+            if crashed:  # it ran before: left to its restart loop (alive and not ready yet, or started again later)
+                delay = min(max(2 * self.backoff.get(key, (0.0, 0.0))[1], CRASH_BACKOFF[0]), CRASH_BACKOFF[1])
+                self.backoff[key] = (time.monotonic() + delay, delay)
+                print("static pod %s on %s: not ready after a restart (%s); next restart, if it exits, in %.0f s" % (
+                    component, host, str(exc).splitlines()[0], delay), flush=True)
+                return False
             print("static pod %s on %s: its manifest did not come up: %s" % (component, host, exc), flush=True)
             procs.stop(self.cfg.run, name, timeout=cluster.APISERVER_GRACE_SECONDS)
             self.refused[key] = text
             return False
         self.refused.pop(key, None)
+        self.backoff.pop(key, None)
         if component == "kube-apiserver":
             cluster.update_state(self.cfg, "apiserver", host, version)
         print("static pod %s on %s: running %s from its manifest" % (component, host, version), flush=True)

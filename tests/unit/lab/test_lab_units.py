@@ -423,6 +423,43 @@ def test_static_pod_player_runs_what_the_manifest_says_and_survives_kubeadm_s_ro
     assert not pods.play("cp-1", "kube-apiserver", broken, restart=True) and len(calls) == 2  # not retried
 
 
+def test_a_static_pod_that_exits_is_started_again_backing_off_and_never_given_up(cfg, monkeypatch):
+    """A controller manager or scheduler exits when it loses its apiserver ("leaderelection lost"); as a kubelet
+    does, the player starts the same manifest again, and when it is not ready in time leaves it (not stopped, not
+    refused) and backs off before the next start: 5 s, doubling, to 40 s; a start that works clears the backoff."""
+    from gpufleet_lab import cluster, controller
+    now, calls, fail = {"t": 1000.0}, [], {"on": True}
+    monkeypatch.setattr(controller.time, "monotonic", lambda: now["t"])
+
+    def restart(cfg_, host, component, text):
+        calls.append(component)
+        if fail["on"]:
+            raise LabError("scheduler-cp-1 did not become healthy at https://127.0.0.1:10259/readyz within 90s\nlog")
+        return "v1.35.4"
+    monkeypatch.setattr(cluster, "restart_component", restart)
+    monkeypatch.setattr(cluster, "component_argv", lambda cfg_, host, component, text: ("v1.35.4", [component]))
+    monkeypatch.setattr(cluster, "probe_url", lambda cfg_, host, text: "https://127.0.0.1:10259/readyz")
+    monkeypatch.setattr(controller.procs, "pid_of", lambda run, name: None)  # it exited
+    monkeypatch.setattr(controller.procs, "stop", lambda run, name, timeout=0: calls.append("stop"))
+    text = "spec:\n  containers:\n  - image: registry.k8s.io/kube-scheduler:v1.35.4\n    command: [kube-scheduler]\n"
+    running = kubeadm.running_manifest(cfg, "cp-1", "kube-scheduler")
+    running.parent.mkdir(parents=True)
+    running.write_text(text)
+    (cfg.run / cluster.UP_MARK).parent.mkdir(parents=True, exist_ok=True)
+    (cfg.run / cluster.UP_MARK).write_text("now")
+    pods = controller.StaticPods(cfg)
+    delays = []
+    for _ in range(5):
+        assert not pods.play("cp-1", "kube-scheduler", text, restart=True)
+        delays.append(pods.backoff[("cp-1", "kube-scheduler")][1])
+        assert not pods.play("cp-1", "kube-scheduler", text, restart=True)  # backing off: not started
+        now["t"] += delays[-1]
+    assert delays == [5.0, 10.0, 20.0, 40.0, 40.0] and calls == ["kube-scheduler"] * 5  # never stopped
+    assert ("cp-1", "kube-scheduler") not in pods.refused
+    fail["on"] = False
+    assert pods.play("cp-1", "kube-scheduler", text, restart=True) and ("cp-1", "kube-scheduler") not in pods.backoff
+
+
 def test_a_manifest_must_settle_before_the_player_acts(cfg, monkeypatch):
     from gpufleet_lab import controller
     now = {"t": 100.0}
