@@ -296,7 +296,7 @@ def test_manifests_come_from_kubeadm_and_the_apiserver_runs_what_they_say(cfg):
         kubeadm.cluster.component_argv(cfg, "cp-1", "kube-scheduler", text)
 
 
-REAL_MANIFESTS = pathlib.Path(__file__).parent / "fixtures" / "kubeadm-v1.35.4-manifests"  # see its README.md
+REAL_MANIFESTS = ROOT / "tests" / "fixtures" / "kubeadm"  # real-1.35.4-manifest-*: see its README.md
 
 
 @pytest.mark.parametrize("component, url", [
@@ -309,7 +309,7 @@ def test_real_kubeadm_manifests_run_as_written_with_the_hosts_paths_made_the_lab
     host's certificate directory and kubeconfigs made the lab machine's; the player waits on the probe a kubelet
     would (kubeadm names its port probe-port), in the host's network namespace."""
     from gpufleet_lab import cluster
-    text = (REAL_MANIFESTS / (component + ".yaml")).read_text()
+    text = (REAL_MANIFESTS / ("real-1.35.4-manifest-%s.yaml" % component)).read_text()
     (cfg.bin_dir("kubernetes", "v1.35.4") / component).parent.mkdir(parents=True, exist_ok=True)
     (cfg.bin_dir("kubernetes", "v1.35.4") / component).write_text("")
     version, argv = cluster.component_argv(cfg, "cp-1", component, text)
