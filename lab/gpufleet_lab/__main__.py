@@ -50,8 +50,8 @@ def _up(cfg: config.LabConfig) -> None:
     if os.environ.get("GPUFLEET_LAB_STOP_BEFORE_BUILD") and cluster.build(cfg, dry_run=True):
         say("stopping before the first build (GPUFLEET_LAB_STOP_BEFORE_BUILD): the set-up got this far")
         return
-    cluster.build(cfg)
     cluster.check_layout(cfg)
+    cluster.build(cfg)
     added = network.ensure_network(cfg)
     if added:
         say("network %s: %s" % (cfg.network["bridge"], ", ".join(added)))

@@ -10,7 +10,7 @@ import pathlib
 import subprocess
 import threading
 import time
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import yaml
 
@@ -245,11 +245,12 @@ def write_atomic(path: pathlib.Path, text: str) -> None:
     tmp.replace(path)
 
 
-def start_component(cfg: LabConfig, host: str, component: str, text: Optional[str] = None) -> str:
+def start_component(cfg: LabConfig, host: str, component: str, text: Optional[str] = None,
+                    cancel: Optional[Callable[[], bool]] = None) -> str:
     """Start ``host``'s static pod ``component`` from its manifest ``text`` (default: the file kubeadm wrote) in the
     host's network namespace, and wait until its probe passes; a process already running other flags is
     restarted. What runs is recorded as the host's running manifest (its mirror pod's source); returns its
-    version."""
+    version. ``cancel``: the wait gives up (LabError) once it says so (the manifest changed meanwhile)."""
     from gpufleet_lab import kubeadm
     name = process_name(component, host)
     if text is None:
@@ -257,7 +258,10 @@ def start_component(cfg: LabConfig, host: str, component: str, text: Optional[st
     version, argv = component_argv(cfg, host, component, text)
     url = probe_url(cfg, host, text)
     pid = procs.pid_of(cfg.run, name)
-    if pid and procs.cmdline(pid) != argv:
+    live = procs.cmdline(pid) if pid else []
+    if live[:1] == ["nsenter"]:  # started a moment ago: nsenter has not exec'd it yet
+        live = live[live.index("--") + 1:] if "--" in live else live
+    if pid and live != argv:
         say("%s for %s runs other flags than its manifest; restarting it" % (component, host))
         procs.stop(cfg.run, name, timeout=APISERVER_GRACE_SECONDS)
         pid = None
@@ -265,7 +269,7 @@ def start_component(cfg: LabConfig, host: str, component: str, text: Optional[st
         say("starting %s %s for %s (network namespace %s)" % (component, version, host, network.netns(cfg, host)))
         procs.start(cfg.run, name, argv, netns=network.netns(cfg, host))
     procs.wait_probe(url, cfg.run, name, timeout=180 if component == "kube-apiserver" else 90,
-                     netns=network.netns(cfg, host))
+                     netns=network.netns(cfg, host), cancel=cancel)
     write_atomic(kubeadm.running_manifest(cfg, host, component), text)
     return version
 
@@ -281,12 +285,13 @@ def start_apiserver(cfg: LabConfig, host: str, text: Optional[str] = None) -> st
 APISERVER_GRACE_SECONDS = 3.0
 
 
-def restart_component(cfg: LabConfig, host: str, component: str, text: str) -> str:
+def restart_component(cfg: LabConfig, host: str, component: str, text: str,
+                      cancel: Optional[Callable[[], bool]] = None) -> str:
     """Run manifest ``text`` in place of ``host``'s ``component``; one that cannot run (LabError) stops nothing."""
     component_argv(cfg, host, component, text)  # runnable first
     probe_url(cfg, host, text)
     procs.stop(cfg.run, process_name(component, host), timeout=APISERVER_GRACE_SECONDS)
-    return start_component(cfg, host, component, text)
+    return start_component(cfg, host, component, text, cancel)
 
 
 def running_versions(cfg: LabConfig) -> Dict[str, Dict[str, str]]:

@@ -21,13 +21,13 @@
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import hashlib
 import itertools
 import json
 import pathlib
 import signal
 import sys
+import threading
 import time
 import traceback
 from typing import Dict, List, Optional, Set, Tuple
@@ -152,9 +152,10 @@ async def requests_loop(cfg: LabConfig) -> None:
 
 
 SETTLE_SECONDS = 1.0  # how long a manifest's text (or its absence) must hold before the lab acts on it
-# A crashed static pod's restarts back off from 5 s, doubling, to 40 s (a kubelet's: 10 s to 5 min; the lab's
-# restores and rollouts take minutes, not hours)
+# A crashed static pod's restarts back off from 5 s, doubling, to 40 s, and start from 5 s again once it has run
+# 80 s (a kubelet's: 10 s to 5 min, reset after 10 min; the lab's restores and rollouts take minutes, not hours)
 CRASH_BACKOFF = (5.0, 40.0)
+STABLE_SECONDS = 2 * CRASH_BACKOFF[1]
 
 
 def _read(path: pathlib.Path) -> Optional[str]:
@@ -190,13 +191,15 @@ class StaticPods:
         self.refused: Dict[Tuple[str, str], str] = {}  # (host, component) -> the manifest text that could not run
         self.held: Dict[str, str] = {}  # host -> the apiserver manifest text the fault holds back (said once)
         self.backoff: Dict[Tuple[str, str], Tuple[float, float]] = {}  # pod -> (no restart before, last delay)
-        self.busy: Dict[Tuple[str, str], concurrent.futures.Future] = {}
-        self.workers = concurrent.futures.ThreadPoolExecutor(max_workers=1 + 3 * len(cfg.control_plane),
-                                                             thread_name_prefix="static-pod")
+        self.started: Dict[Tuple[str, str], float] = {}  # pod -> when it last started (time.monotonic)
+        # each pod's worker: a daemon thread, so the controller's exit (SIGTERM from `lab down`) never waits for a
+        # probe in flight
+        self.busy: Dict[Tuple[str, str], threading.Thread] = {}
 
     def pods(self) -> List[Tuple[str, str, str]]:
-        """(host, component, lab process), etcd first: an apiserver started before its etcd would not get ready;
-        each host's apiserver before its controller manager and scheduler, which reach it."""
+        """(host, component, lab process): every static pod the lab plays. Each is acted on by a worker of its own,
+        so they start side by side, as a kubelet's do: an apiserver waits (its probe) for etcd, a controller manager
+        or scheduler for its apiserver."""
         return [(cluster.etcd_host(self.cfg), "etcd", "etcd")] + [
             (h, c, cluster.process_name(c, h)) for h in self.cfg.control_plane for c in kubeadm.COMPONENTS]
 
@@ -216,11 +219,14 @@ class StaticPods:
         for host, component, name in self.pods():
             key = (host, component)
             busy = self.busy.get(key)
-            if busy is not None and not busy.done():
+            if busy is not None and busy.is_alive():
                 continue
             text = _read(kubeadm.manifests_dir(self.cfg, host) / (component + ".yaml"))
             if self.settled(key, text):
-                self.busy[key] = self.workers.submit(self.act, host, component, name, text)
+                worker = threading.Thread(target=self.act, args=(host, component, name, text), daemon=True,
+                                          name="static-pod-%s-%s" % key)
+                self.busy[key] = worker
+                worker.start()
         self.write_containers()
 
     def act(self, host: str, component: str, name: str, text: Optional[str]) -> None:
@@ -235,6 +241,8 @@ class StaticPods:
 
     def step(self, host: str, component: str, name: str, text: Optional[str]) -> bool:
         if text is None:
+            self.refused.pop((host, component), None)
+            self.backoff.pop((host, component), None)
             if (host, component) in self.seen and procs.pid_of(self.cfg.run, name):
                 print("static pod %s on %s: its manifest is gone; stopping %s" % (component, host, name), flush=True)
                 procs.stop(self.cfg.run, name)
@@ -253,24 +261,34 @@ class StaticPods:
         return component != "etcd" and self.play(host, component, text, restart=True)
 
     def play(self, host: str, component: str, text: str, restart: bool) -> bool:
-        """Run ``host``'s manifest ``text`` of ``component`` when it is not the one running; returns whether it
-        started it. One that cannot run (no build of its version, not its component) stops nothing; one that does
-        not come up is stopped, as its crash loop would leave it; either is tried again only when the manifest
-        changes (kubeadm rolls back)."""
+        """Run ``host``'s manifest ``text`` of ``component`` when it does not run; returns whether it started it.
+
+        - A new manifest (not the one that ran) that cannot run (no build of its version, not its component) stops
+          nothing; one that does not come up is stopped, as its crash loop would leave it; either is tried again
+          only when the manifest changes (kubeadm rolls back).
+        - The manifest that ran, whose process is gone (it exited - a controller manager or scheduler that loses
+          its apiserver exits, "leaderelection lost" - or its manifest was away and is back), is started again as a
+          kubelet restarts a container: at once, then backing off (CRASH_BACKOFF) until it has run STABLE_SECONDS;
+          one not ready in time is left running, never given up."""
         key, name = (host, component), cluster.process_name(component, host)
-        running = _read(kubeadm.running_manifest(self.cfg, host, component))
+        path = kubeadm.running_manifest(self.cfg, host, component)
+        running = _read(path)
         alive = procs.pid_of(self.cfg.run, name)
         if restart and (not (self.cfg.run / cluster.UP_MARK).exists() or running is None
                         or (running == text and alive)):
             return False  # `lab up` has not finished starting the control plane, or this manifest runs
-        if self.refused.get(key) == text:
+        again = running == text
+        now = time.monotonic()
+        if again:
+            last = self.backoff.get(key)
+            if last is not None and now < last[0]:
+                return False
+            stable = now - self.started.get(key, now) >= STABLE_SECONDS
+            delay = CRASH_BACKOFF[0] if last is None or stable else min(2 * last[1], CRASH_BACKOFF[1])
+            self.backoff[key] = (now + delay, delay)  # the next start, should this one exit too
+        elif self.refused.get(key) == text:
             return False
-        crashed = restart and running == text  # and not alive: it exited (a controller manager or scheduler that
-        # lost its apiserver exits, "leaderelection lost"); a kubelet starts it again, backing off
-        if crashed and time.monotonic() < self.backoff.get(key, (0.0, 0.0))[0]:
-            return False
-        if (component == "kube-apiserver" and text != running
-                and "apiserver-start-fail" in faults.host_faults(self.cfg, host)):
+        elif (component == "kube-apiserver" and "apiserver-start-fail" in faults.host_faults(self.cfg, host)):
             if self.held.get(host) != text:
                 print("static pod kube-apiserver on %s: the apiserver-start-fail fault keeps the new manifest (%s) "
                       "from starting" % (host, kubeadm.manifest_version(text)), flush=True)
@@ -284,22 +302,26 @@ class StaticPods:
             print("static pod %s on %s: cannot run its manifest: %s" % (component, host, exc), flush=True)
             self.refused[key] = text
             return False
+        manifest = kubeadm.manifests_dir(self.cfg, host) / (component + ".yaml")
+
+        def changed() -> bool:  # kubeadm wrote another manifest (or moved it away) while this one started
+            return _read(manifest) != text
         try:
-            version = (cluster.restart_component(self.cfg, host, component, text) if restart
-                       else cluster.start_component(self.cfg, host, component, text))
+            version = (cluster.restart_component(self.cfg, host, component, text, cancel=changed) if restart
+                       else cluster.start_component(self.cfg, host, component, text, cancel=changed))
         except procs.LabError as exc:
-            if crashed:  # it ran before: left to its restart loop (alive and not ready yet, or started again later)
-                delay = min(max(2 * self.backoff.get(key, (0.0, 0.0))[1], CRASH_BACKOFF[0]), CRASH_BACKOFF[1])
-                self.backoff[key] = (time.monotonic() + delay, delay)
-                print("static pod %s on %s: not ready after a restart (%s); next restart, if it exits, in %.0f s" % (
-                    component, host, str(exc).splitlines()[0], delay), flush=True)
+            if again:  # left to its restart loop: running and not ready yet, or started again if it exits
+                print("static pod %s on %s: not ready after a restart (%s); started again, if it exits, after "
+                      "%.0f s" % (component, host, str(exc).splitlines()[0], self.backoff[key][1]), flush=True)
                 return False
             print("static pod %s on %s: its manifest did not come up: %s" % (component, host, exc), flush=True)
             procs.stop(self.cfg.run, name, timeout=cluster.APISERVER_GRACE_SECONDS)
             self.refused[key] = text
             return False
         self.refused.pop(key, None)
-        self.backoff.pop(key, None)
+        self.started[key] = time.monotonic()
+        if not again:
+            self.backoff.pop(key, None)
         if component == "kube-apiserver":
             cluster.update_state(self.cfg, "apiserver", host, version)
         print("static pod %s on %s: running %s from its manifest" % (component, host, version), flush=True)

@@ -278,17 +278,18 @@ def _create_when_gone(core: client.CoreV1Api, pod: Dict[str, Any], timeout: floa
     deadline = time.time() + timeout
     while True:
         try:
-            core.create_namespaced_pod("kube-system", pod)
+            core.create_namespaced_pod("kube-system", pod, _request_timeout=REQUEST_TIMEOUT)
             return
         except client.ApiException as exc:
             if exc.status != 409 or time.time() > deadline:
                 raise
-        there = kube.tolerate(404, core.read_namespaced_pod, name, "kube-system")
+        there = kube.tolerate(404, core.read_namespaced_pod, name, "kube-system", _request_timeout=REQUEST_TIMEOUT)
         if there is not None and (there.metadata.annotations or {}).get("kubernetes.io/config.hash") == digest:
             return
         time.sleep(0.2)
 
 
+REQUEST_TIMEOUT = 30  # seconds: a mirror pod call that hangs (an apiserver going away) must not hold the lock
 _MIRROR_LOCK = threading.Lock()  # the lab controller syncs from two threads (the static pods and a 5 s repair)
 
 
@@ -304,14 +305,16 @@ def sync_mirror_pods(cfg: LabConfig, core: client.CoreV1Api) -> List[str]:
 
 def _sync_mirror_pods(cfg: LabConfig, core: client.CoreV1Api) -> List[str]:
     have = {p.metadata.name: (p.metadata.annotations or {}).get("kubernetes.io/config.hash")
-            for p in core.list_namespaced_pod("kube-system", label_selector="tier=control-plane").items}
+            for p in core.list_namespaced_pod("kube-system", label_selector="tier=control-plane",
+                                              _request_timeout=REQUEST_TIMEOUT).items}
     changed = []
     for pod in mirror_pods(cfg):
         name, digest = pod["metadata"]["name"], pod["metadata"]["annotations"]["kubernetes.io/config.hash"]
         if have.get(name) == digest:
             continue
         if name in have:
-            kube.tolerate(404, core.delete_namespaced_pod, name, "kube-system", grace_period_seconds=0)
+            kube.tolerate(404, core.delete_namespaced_pod, name, "kube-system", grace_period_seconds=0,
+                          _request_timeout=REQUEST_TIMEOUT)
         _create_when_gone(core, pod)
         changed.append("mirror pod %s %s" % (name, manifest_version(yaml.safe_dump(pod))))
     return changed

@@ -58,25 +58,37 @@ def addresses(bridge: str, namespace: str = "") -> List[str]:
 
 def _namespaces() -> List[str]:
     proc = ip("-j", "netns", "list", check=False)
-    return [n["name"] for n in json.loads(proc.stdout or "[]")] if proc.returncode == 0 else []
+    if proc.returncode != 0:
+        return []
+    try:
+        return [n["name"] for n in json.loads(proc.stdout or "[]")]
+    except (ValueError, TypeError, KeyError) as exc:
+        raise LabError("`ip -j netns list` printed what the lab cannot read (%s): %r; the lab needs iproute2 "
+                       "with JSON output" % (exc, proc.stdout[:200])) from exc
 
 
 def ensure_netns(cfg: LabConfig, host: str) -> bool:
-    """``host``'s namespace with loopback and its address on eth0, joined to the bridge; returns whether it made
-    anything."""
+    """``host``'s namespace with loopback and only its address on eth0, eth0 the peer of its veth on the bridge;
+    returns whether it made anything. A half-made pair (a namespace deleted under a live process, an interrupted
+    `lab down`) is made again."""
     name, link, address = netns(cfg, host), veth(cfg, host), cfg.node_address(host)
     made = False
     if name not in _namespaces():
         ip("netns", "add", name)
         made = True
-    if ip("link", "show", "dev", link, check=False).returncode != 0:
-        ip("-n", name, "link", "del", "eth0", check=False)  # a half-made pair
+    if made or ip("-n", name, "link", "show", "dev", "eth0", check=False).returncode != 0:
+        ip("link", "del", link, check=False)  # its peer is in another (or no) namespace
+        ip("-n", name, "link", "del", "eth0", check=False)
         ip("link", "add", link, "type", "veth", "peer", "name", "eth0", "netns", name)
         made = True
     ip("link", "set", link, "master", cfg.network["bridge"], "up")
     ip("-n", name, "link", "set", "lo", "up")
     ip("-n", name, "link", "set", "eth0", "up")
-    if address not in addresses("eth0", name):
+    have = addresses("eth0", name)
+    for other in have:
+        if other != address:  # lab.yml's hosts or cells changed order: this host's address is another now
+            ip("-n", name, "addr", "del", other + "/16", "dev", "eth0", check=False)
+    if address not in have:
         ip("-n", name, "addr", "add", address + "/16", "dev", "eth0")
         made = True
     return made

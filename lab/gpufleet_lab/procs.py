@@ -64,21 +64,29 @@ def cmdline(pid: int) -> List[str]:
 def start(run: pathlib.Path, name: str, argv: List[str], env: Optional[Dict[str, str]] = None,
           netns: str = "") -> int:
     """Start ``argv`` in its own session, output to logs/NAME.log; in network namespace ``netns`` when given
-    (`ip netns` name: nsenter joins it and execs ``argv``, so the pid and /proc/PID/cmdline are ``argv``'s). Returns
-    the pid (an existing one if running)."""
-    existing = pid_of(run, name)
-    if existing:
-        return existing
-    if netns:
-        argv = ["nsenter", "--net=%s/%s" % (NETNS_DIR, netns), "--"] + argv
+    (`ip netns` name: nsenter joins it and execs ``argv``, so once it has, the pid and /proc/PID/cmdline are
+    ``argv``'s). Returns the pid (an existing one if running). One start of a name at a time, across processes
+    (the lab controller's static-pod workers and `lab up` both start components)."""
+    import fcntl
     (run / "pids").mkdir(parents=True, exist_ok=True)
     (run / "logs").mkdir(parents=True, exist_ok=True)
-    log = open(log_path(run, name), "ab")
-    proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                            start_new_session=True, env=dict(os.environ, **(env or {})), close_fds=True)
-    log.close()
-    _pidfile(run, name).write_text("%d %s" % (proc.pid, _starttime(proc.pid) or ""))
-    return proc.pid
+    with open(run / "pids" / (name + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        existing = pid_of(run, name)
+        if existing:
+            return existing
+        if netns:
+            if not os.path.exists(os.path.join(NETNS_DIR, netns)):
+                raise LabError("%s: network namespace %s is missing (`bin/lab up` makes it)" % (name, netns))
+            argv = ["nsenter", "--net=%s/%s" % (NETNS_DIR, netns), "--"] + argv
+        with open(log_path(run, name), "ab") as log:
+            try:
+                proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                        start_new_session=True, env=dict(os.environ, **(env or {})), close_fds=True)
+            except OSError as exc:
+                raise LabError("%s: cannot start %s: %s" % (name, argv[0], exc)) from exc
+        _pidfile(run, name).write_text("%d %s" % (proc.pid, _starttime(proc.pid) or ""))
+        return proc.pid
 
 
 def stop(run: pathlib.Path, name: str, timeout: float = 15.0) -> bool:
@@ -119,16 +127,21 @@ def tail(path: pathlib.Path, lines: int = 15) -> str:
         return "(no log)"
 
 
-def _poll(url: str, ctx: ssl.SSLContext, run: pathlib.Path, name: str, timeout: float) -> None:
-    """Wait until ``url`` answers 200; fail with the process log when the process exits or time runs out."""
+def _poll(url: str, ctx: ssl.SSLContext, run: pathlib.Path, name: str, timeout: float,
+          cancel: Optional[Callable[[], bool]] = None) -> None:
+    """Wait until ``url`` answers 200; fail with the process log when the process exits or time runs out, or at
+    once when ``cancel()`` says so. Never through a proxy (the lab's addresses are its own)."""
     deadline = time.time() + timeout
     last = ""
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}), urllib.request.HTTPSHandler(context=ctx))
     while time.time() < deadline:
         if not pid_of(run, name):
             raise LabError("%s exited while starting; last lines of %s:\n%s" % (
                 name, log_path(run, name), tail(log_path(run, name))))
+        if cancel is not None and cancel():
+            raise LabError("%s: its manifest changed while it started" % name)
         try:
-            with urllib.request.urlopen(url, context=ctx, timeout=5) as resp:  # loopback only
+            with opener.open(url, timeout=5) as resp:
                 if resp.status == 200:
                     return
         except Exception as exc:  # any failure means "not yet"
@@ -162,13 +175,14 @@ def wait_port(run: pathlib.Path, name: str, port: int, timeout: float = 60.0) ->
         name, port, timeout, log_path(run, name), tail(log_path(run, name))))
 
 
-def wait_probe(url: str, run: pathlib.Path, name: str, timeout: float, netns: str = "") -> None:
+def wait_probe(url: str, run: pathlib.Path, name: str, timeout: float, netns: str = "",
+               cancel: Optional[Callable[[], bool]] = None) -> None:
     """Wait until ``url`` answers 200 from inside network namespace ``netns``, as a kubelet probes a static pod
     (HTTPS unverified, as a kubelet's probe is)."""
     ctx = ssl.create_default_context()
     ctx.check_hostname = False
     ctx.verify_mode = ssl.CERT_NONE
-    in_netns(netns or None, _poll, url, ctx, run, name, timeout)
+    in_netns(netns or None, _poll, url, ctx, run, name, timeout, cancel)
 
 
 CLONE_NEWNET = 0x40000000  # <sched.h>: setns(2)'s namespace type for a network namespace
@@ -186,7 +200,10 @@ def in_netns(namespace: Optional[str], fn: Callable[..., Any], *args: Any) -> An
 
     def run() -> None:
         try:
-            fd = os.open(os.path.join(NETNS_DIR, namespace), os.O_RDONLY)
+            try:
+                fd = os.open(os.path.join(NETNS_DIR, namespace), os.O_RDONLY)
+            except OSError as exc:
+                raise LabError("network namespace %s: %s (`bin/lab up` makes it)" % (namespace, exc)) from exc
             try:
                 if _LIBC.setns(fd, CLONE_NEWNET) != 0:
                     err = ctypes.get_errno()

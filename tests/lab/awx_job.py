@@ -7,8 +7,9 @@ AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY.
 
 With ``image`` the job runs as AWX runs it in production: process isolation in the execution-environment image
 (`bin/lab ee`, built with ansible-builder from execution-environment.yml), with the private data directory mounted
-at /runner and the project synced into it. The container shares the lab machine's network (the lab's API server
-and SSH hosts listen on 127.0.0.1), as a job pod reaches its cell's network."""
+at /runner and the project synced into it. The container shares the lab machine's network (the lab's load balancer
+and SSH hosts listen on 127.0.0.1, each control-plane host's apiserver on its address on the lab's bridge), as a
+job pod reaches its cell's network."""
 from __future__ import annotations
 
 import dataclasses

@@ -9,6 +9,7 @@ import pathlib
 import ssl
 import subprocess
 import sys
+import time
 import urllib.request
 
 import pytest
@@ -44,6 +45,23 @@ def apiserver_version(cfg, host: str) -> str:
     ctx.load_cert_chain(str(cfg.pki / "admin.crt"), str(cfg.pki / "admin.key"))
     with urllib.request.urlopen(cfg.apiserver_url(host) + "/version", context=ctx, timeout=10) as resp:
         return json.load(resp)["gitVersion"]
+
+
+COMPONENTS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
+
+
+def wait_control_plane(cfg, versions: dict, timeout: float = 120) -> dict:
+    """Wait until every control-plane host runs each of its static pods at ``versions[host]`` (what `lab status`
+    reports: the running manifest's version while its process lives), and return that report; a controller manager
+    or scheduler that exited when its apiserver went away is started again by the lab after a backoff."""
+    want = {h: dict.fromkeys(COMPONENTS, v) for h, v in versions.items()}
+    deadline = time.time() + timeout
+    while True:
+        seen = json.loads(lab_cli("status", cell=cfg.cell).stdout)["control_plane"]
+        if seen == want or time.time() > deadline:
+            assert seen == want
+            return seen
+        time.sleep(2)
 
 
 def etcd_flags(cfg) -> list:

@@ -22,7 +22,7 @@ from ansible_collections.gpufleet.upgrade.plugins.module_utils.gpu_health import
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.kubeadm_config import upgrade_configuration
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.kubeadm_plan import judge_plan, parse_plan
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.nccl import judge_runs, parse_output
-from tests.lab.conftest import ROOT, apiserver_version, etcd_flags, lab_cli, lab_config, podman_exec
+from tests.lab.conftest import ROOT, apiserver_version, etcd_flags, lab_cli, lab_config, podman_exec, wait_control_plane
 
 pytestmark = pytest.mark.lab
 
@@ -485,10 +485,7 @@ def test_rollout_shows_both_apiserver_versions_through_the_load_balancer(lab):
         assert seen == {lab.from_version, lab.to_version}
         # each host's controller manager and scheduler run its own manifests, as kubeadm moved them with the
         # apiserver; cp-2 and cp-3 are not upgraded yet
-        status = json.loads(lab_cli("status").stdout)
-        assert status["control_plane"] == {
-            h: dict.fromkeys(("kube-apiserver", "kube-controller-manager", "kube-scheduler"),
-                             lab.to_version if h == "cp-1" else lab.from_version) for h in lab.control_plane}
+        wait_control_plane(lab, {h: lab.to_version if h == "cp-1" else lab.from_version for h in lab.control_plane})
         # the kubelet restarted at a new package version reports it on its Node
         apt_install("gpu-b1", "kubelet=" + to)
         run_ok("gpu-b1", "systemctl", "restart", "kubelet")

@@ -110,7 +110,8 @@ def running_args(lab, host, component):
     in the host's own network namespace."""
     pid = procs.pid_of(lab.run, lab_cluster.process_name(component, host))
     assert pid, (host, component)
-    assert os.stat("/proc/%d/ns/net" % pid).st_ino == os.stat("/run/netns/" + lab_network.netns(lab, host)).st_ino
+    ns, want = os.stat("/proc/%d/ns/net" % pid), os.stat("/run/netns/" + lab_network.netns(lab, host))
+    assert (ns.st_dev, ns.st_ino) == (want.st_dev, want.st_ino), (host, component)
     argv = pathlib.Path("/proc/%d/cmdline" % pid).read_bytes().decode().split("\0")[1:-1]
     for on_host, here in lab_cluster.host_paths(lab, host):
         argv = [a.replace(here, on_host) for a in argv]

@@ -3,6 +3,7 @@ inventory it writes, the fault catalogue."""
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import pathlib
 import shutil
 import subprocess
@@ -369,7 +370,7 @@ def test_static_pod_player_runs_what_the_manifest_says_and_survives_kubeadm_s_ro
     from gpufleet_lab import cluster, controller
     calls, alive, fault = [], {"pid": 1}, {"on": False}
 
-    def restart(cfg_, host, component, text):
+    def restart(cfg_, host, component, text, cancel=None):
         calls.append(("restart", component, text))
         if "broken" in text:
             raise LabError("not ready")
@@ -425,39 +426,86 @@ def test_static_pod_player_runs_what_the_manifest_says_and_survives_kubeadm_s_ro
 
 def test_a_static_pod_that_exits_is_started_again_backing_off_and_never_given_up(cfg, monkeypatch):
     """A controller manager or scheduler exits when it loses its apiserver ("leaderelection lost"); as a kubelet
-    does, the player starts the same manifest again, and when it is not ready in time leaves it (not stopped, not
-    refused) and backs off before the next start: 5 s, doubling, to 40 s; a start that works clears the backoff."""
+    does, the player starts the same manifest again at once, then backs off before each next start (5 s, doubling,
+    to 40 s) whether or not the start worked, until the pod has run 80 s; one not ready in time is left (not
+    stopped, not refused)."""
     from gpufleet_lab import cluster, controller
     now, calls, fail = {"t": 1000.0}, [], {"on": True}
     monkeypatch.setattr(controller.time, "monotonic", lambda: now["t"])
 
-    def restart(cfg_, host, component, text):
-        calls.append(component)
+    def restart(cfg_, host, component, text, cancel=None):
+        calls.append(now["t"])
+        assert cancel is not None and cancel() is False  # its manifest on disk is still the one it starts
         if fail["on"]:
             raise LabError("scheduler-cp-1 did not become healthy at https://127.0.0.1:10259/readyz within 90s\nlog")
         return "v1.35.4"
     monkeypatch.setattr(cluster, "restart_component", restart)
+    monkeypatch.setattr(cluster, "start_component", restart)
     monkeypatch.setattr(cluster, "component_argv", lambda cfg_, host, component, text: ("v1.35.4", [component]))
     monkeypatch.setattr(cluster, "probe_url", lambda cfg_, host, text: "https://127.0.0.1:10259/readyz")
     monkeypatch.setattr(controller.procs, "pid_of", lambda run, name: None)  # it exited
     monkeypatch.setattr(controller.procs, "stop", lambda run, name, timeout=0: calls.append("stop"))
     text = "spec:\n  containers:\n  - image: registry.k8s.io/kube-scheduler:v1.35.4\n    command: [kube-scheduler]\n"
-    running = kubeadm.running_manifest(cfg, "cp-1", "kube-scheduler")
-    running.parent.mkdir(parents=True)
-    running.write_text(text)
+    for path in (kubeadm.running_manifest(cfg, "cp-1", "kube-scheduler"),
+                 kubeadm.manifests_dir(cfg, "cp-1") / "kube-scheduler.yaml"):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
     (cfg.run / cluster.UP_MARK).parent.mkdir(parents=True, exist_ok=True)
     (cfg.run / cluster.UP_MARK).write_text("now")
     pods = controller.StaticPods(cfg)
-    delays = []
-    for _ in range(5):
-        assert not pods.play("cp-1", "kube-scheduler", text, restart=True)
-        delays.append(pods.backoff[("cp-1", "kube-scheduler")][1])
-        assert not pods.play("cp-1", "kube-scheduler", text, restart=True)  # backing off: not started
-        now["t"] += delays[-1]
-    assert delays == [5.0, 10.0, 20.0, 40.0, 40.0] and calls == ["kube-scheduler"] * 5  # never stopped
-    assert ("cp-1", "kube-scheduler") not in pods.refused
+    key = ("cp-1", "kube-scheduler")
+
+    for _ in range(5):  # each time: the first second at which the player starts it again (it does not come up)
+        tried = len(calls)
+        while not pods.play("cp-1", "kube-scheduler", text, restart=True) and len(calls) == tried:
+            now["t"] += 1
+    assert [b - a for a, b in itertools.pairwise(calls)] == [5, 10, 20, 40]  # at once, then backing off
+    assert "stop" not in calls and key not in pods.refused  # never stopped, never given up
     fail["on"] = False
-    assert pods.play("cp-1", "kube-scheduler", text, restart=True) and ("cp-1", "kube-scheduler") not in pods.backoff
+    now["t"] += 40
+    assert pods.play("cp-1", "kube-scheduler", text, restart=True)
+    assert not pods.play("cp-1", "kube-scheduler", text, restart=True)  # it exits again at once: backing off
+    now["t"] += controller.STABLE_SECONDS  # it ran long enough: the next exit is restarted at once
+    assert pods.play("cp-1", "kube-scheduler", text, restart=True) and pods.backoff[key][1] == 5.0
+    # its manifest moved away (a restore) and back: started again even when a start failed before
+    fail["on"] = True
+    now["t"] += 100
+    assert not pods.play("cp-1", "kube-scheduler", text, restart=False)
+    pods.step("cp-1", "kube-scheduler", "scheduler-cp-1", None)  # gone: nothing remembered of it
+    assert key not in pods.backoff and key not in pods.refused
+    fail["on"] = False
+    assert pods.play("cp-1", "kube-scheduler", text, restart=False)
+
+
+def test_the_player_acts_on_each_pod_from_a_worker_of_its_own(cfg, monkeypatch):
+    """reconcile() hands each settled manifest to a worker of its own and skips a pod whose worker is busy: a pod
+    whose probe takes long holds up no other pod's stop."""
+    import threading
+
+    from gpufleet_lab import controller
+    gate, seen = threading.Event(), []
+    monkeypatch.setattr(controller, "SETTLE_SECONDS", 0.0)
+    monkeypatch.setattr(controller.StaticPods, "write_containers", lambda self: None)
+
+    def step(self, host, component, name, text):
+        seen.append((host, component))
+        if (host, component) == ("cp-1", "kube-apiserver"):
+            gate.wait(10)  # a long probe
+        return False
+    monkeypatch.setattr(controller.StaticPods, "step", step)
+    pods = controller.StaticPods(cfg)
+    pods.reconcile()  # first sight of each manifest (gone): not settled yet
+    pods.reconcile()
+    for worker in [w for k, w in pods.busy.items() if k != ("cp-1", "kube-apiserver")]:
+        worker.join(5)
+    everything = {(h, c) for h, c, _ in pods.pods()}
+    assert set(seen) == everything and len(seen) == len(everything)  # every pod acted on, one held up
+    pods.reconcile()
+    assert seen.count(("cp-1", "kube-apiserver")) == 1  # busy: not handed out again
+    assert seen.count(("cp-2", "kube-apiserver")) == 2
+    gate.set()
+    pods.busy[("cp-1", "kube-apiserver")].join(5)
+    assert all(w.daemon for w in pods.busy.values())  # the controller's exit never waits for one
 
 
 def test_a_manifest_must_settle_before_the_player_acts(cfg, monkeypatch):
