@@ -532,3 +532,85 @@ def test_a_cell_made_by_an_older_lab_is_refused_naming_the_reset(cfg):
     (cfg.run / cluster.LAYOUT_FILE).unlink()
     with pytest.raises(LabError, match=r"cell lab was made by an older lab .*GPUFLEET_LAB_CELL=lab bin/lab reset"):
         cluster.check_layout(cfg)
+
+
+class FakeIp:
+    """`ip` as network.py calls it, over a model of the machine: namespaces, links (with the namespace each is in)
+    and addresses; it refuses what the real one refuses (a link that exists, a namespace that does not)."""
+
+    def __init__(self):
+        self.namespaces, self.links, self.addrs, self.calls = set(), {"": {"lo"}}, {}, []
+
+    def __call__(self, *args, check=True):
+        import json as _json
+        self.calls.append(" ".join(args))
+        ns, rest = (args[1], list(args[2:])) if args[:1] == ("-n",) else ("", list(args))
+        ok, out = True, ""
+        if rest[:2] == ["-j", "netns"]:
+            out = _json.dumps([{"name": n} for n in sorted(self.namespaces)])
+        elif rest[:2] == ["netns", "add"]:
+            ok = rest[2] not in self.namespaces
+            self.namespaces.add(rest[2])
+            self.links[rest[2]] = {"lo"}
+        elif rest[:2] == ["netns", "del"]:
+            self.namespaces.discard(rest[2])
+            self.links.pop(rest[2], None)
+        elif rest[:3] == ["link", "show", "dev"]:
+            ok = rest[3] in self.links.get(ns, set())
+        elif rest[:2] == ["link", "add"]:
+            name, peer_ns = rest[2], (rest[rest.index("netns") + 1] if "netns" in rest else "")
+            ok = name not in self.links[ns] and "eth0" not in self.links.get(peer_ns, set())
+            if ok:
+                self.links[ns].add(name)
+                if rest[3:5] == ["type", "veth"]:
+                    self.links[peer_ns].add("eth0")
+        elif rest[:2] == ["link", "del"]:
+            ok = rest[2] in self.links.get(ns, set())
+            self.links.get(ns, set()).discard(rest[2])
+        elif rest[:2] == ["link", "set"]:
+            ok = rest[2] in self.links.get(ns, set())
+        elif "addr" in rest and "show" in rest:
+            dev = rest[rest.index("dev") + 1]
+            if dev in self.links.get(ns, set()):
+                out = _json.dumps([{"addr_info": [{"local": a} for a in sorted(self.addrs.get((ns, dev), ()))]}])
+            else:
+                ok = False
+        elif rest[:2] in (["addr", "add"], ["addr", "del"]):
+            key = (ns, rest[rest.index("dev") + 1])
+            address = rest[2].split("/")[0]
+            have = self.addrs.setdefault(key, set())
+            ok = (address not in have) if rest[1] == "add" else (address in have)
+            (have.add if rest[1] == "add" else have.discard)(address)
+        else:
+            raise AssertionError("unexpected ip call: %s" % " ".join(args))
+        if check and not ok:
+            raise LabError("ip %s failed" % " ".join(args))
+        return subprocess.CompletedProcess(args, 0 if ok else 1, out, "" if ok else "error")
+
+
+def test_the_labs_network_is_made_once_mended_when_half_made_and_taken_down(cfg, monkeypatch):
+    """`lab up` makes the bridge, the lab machine's address and one namespace per host with only its address; run
+    again it changes nothing; a pair whose namespace was deleted under it, or a namespace holding another address
+    (lab.yml's order changed), is mended; `lab down` removes the cell's namespaces and pairs, not the bridge."""
+    from gpufleet_lab import network
+    fake = FakeIp()
+    monkeypatch.setattr(network, "ip", fake)
+    made = network.ensure_network(cfg)
+    assert made[0] == "10.217.0.1" and len(made) == 1 + len(cfg.hosts)
+    for host in cfg.hosts:
+        name = network.netns(cfg, host)
+        assert name in fake.namespaces and fake.addrs[(name, "eth0")] == {cfg.node_address(host)}
+        assert network.veth(cfg, host) in fake.links[""]
+    assert fake.addrs[("", "gpufleet-lab0")] == {"10.217.0.1"}
+    assert network.ensure_network(cfg) == []  # again: nothing to make
+    gone = network.netns(cfg, "gpu-a1")
+    fake.namespaces.discard(gone)  # deleted under a live process: its veth's peer went with it
+    del fake.links[gone]
+    fake.addrs.pop((gone, "eth0"))
+    fake.addrs[(network.netns(cfg, "cp-2"), "eth0")].add("10.217.0.99")
+    assert sorted(network.ensure_network(cfg)) == sorted([
+        "%s (%s)" % (cfg.node_address("gpu-a1"), gone)])
+    assert fake.addrs[(gone, "eth0")] == {cfg.node_address("gpu-a1")}
+    assert fake.addrs[(network.netns(cfg, "cp-2"), "eth0")] == {cfg.node_address("cp-2")}  # the stray address went
+    assert sorted(network.remove_network(cfg)) == sorted(network.netns(cfg, h) for h in cfg.hosts)
+    assert not fake.namespaces and fake.links[""] == {"lo", "gpufleet-lab0"}
