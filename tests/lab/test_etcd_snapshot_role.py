@@ -15,7 +15,8 @@ from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.etcd import judge_snapshot, parse_snapshot_status
-from tests.lab.conftest import ROOT, etcd_flags, lab_cli, podman_exec, s3_client, wait_control_plane
+from tests.lab.conftest import (ROOT, apiserver_version, etcd_flags, lab_cli, podman_exec, s3_client,
+                               wait_control_plane)
 
 from gpufleet_lab.cluster import ETCD_DATA_ON_HOST  # lab/, on sys.path through tests.lab.conftest
 
@@ -182,7 +183,7 @@ def test_etcd_restore_is_break_glass_and_brings_the_cell_back_to_the_snapshot(la
         assert gone.value.status == 404, host
     # every host's apiserver, controller manager and scheduler runs again (the last two exit when their apiserver
     # goes; the lab's kubelet stand-in starts them again, as a kubelet does)
-    wait_control_plane(lab, dict.fromkeys(lab.control_plane, lab.from_version))
+    wait_control_plane(lab, {h: apiserver_version(lab, h) for h in lab.control_plane})
     # the member's revision was bumped past everything a watch cache held, and the old data is kept beside it
     status = json.loads(podman_exec(member, "etcdctl", *etcd_flags(lab), "endpoint", "status", "-w", "json").stdout)
     assert status[0]["Status"]["header"]["revision"] > 1000000000
