@@ -70,7 +70,7 @@ def _up(cfg: config.LabConfig) -> None:
                     env={"PYTHONPATH": str(config.LAB_DIR), "GPUFLEET_LAB_CELL": cfg.cell})
     kubeadm.write_manifests(cfg, state)  # kubeadm's own, from the real kubeadm (once per host)
     for host in cfg.control_plane:
-        state["apiserver"][host] = cluster.start_apiserver(cfg, host)  # what its manifest runs
+        state["apiserver"][host] = cluster.start_component(cfg, host, "kube-apiserver")  # what its manifest runs
     cluster.save_state(cfg, state)
     procs.wait_https("https://127.0.0.1:%d/readyz" % cfg.ports["apiserver_lb"], cfg.pki, cfg.run, "lab-controller")
     for host in cfg.control_plane:  # each host's own, from its manifests, reaching its own apiserver

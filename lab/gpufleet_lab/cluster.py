@@ -71,10 +71,6 @@ def _vkey(version: str) -> Tuple[int, ...]:
     return tuple(int(x) for x in version.lstrip("v").split("-")[0].split("."))
 
 
-def oldest(versions: List[str]) -> str:
-    return min(versions, key=_vkey)
-
-
 def newest(versions: List[str]) -> str:
     return max(versions, key=_vkey)
 
@@ -272,10 +268,6 @@ def start_component(cfg: LabConfig, host: str, component: str, text: Optional[st
                      netns=network.netns(cfg, host), cancel=cancel)
     write_atomic(kubeadm.running_manifest(cfg, host, component), text)
     return version
-
-
-def start_apiserver(cfg: LabConfig, host: str, text: Optional[str] = None) -> str:
-    return start_component(cfg, host, "kube-apiserver", text)
 
 
 # The lab plays the kubelet for the control plane's static pods: SIGTERM, then SIGKILL after this grace period. An

@@ -177,7 +177,7 @@ class StaticPods:
       is: kubeadm sees no new mirror pod hash and rolls back. So is any new kube-apiserver manifest on a host with
       the apiserver-start-fail fault.
     - The etcd host's etcd and each component stop when their manifest leaves the host's manifests and start again
-      when it is back (etcd first) - what a restore's swap of etcd's data directory relies on
+      when it is back - what a restore's swap of etcd's data directory relies on
       (playbooks/etcd_restore.yml).
     A host's components are played only after `lab up` first started them (their running manifests exist). What
     runs is written to the host's containers.json, which the host's crictl lists (SIMULATION)."""

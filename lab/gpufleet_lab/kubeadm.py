@@ -99,19 +99,25 @@ def kubeadm_config(cfg: LabConfig, version: str, host: str = "") -> str:
     return yaml.safe_dump_all([init, cluster_configuration(cfg, version), KUBELET_SETTINGS], sort_keys=False)
 
 
+def _kubeadm(cfg: LabConfig, version: str, args: List[str], what: str, env: Optional[Dict[str, str]] = None) -> str:
+    """Run the real kubeadm of ``version`` with ``args``; returns its output, or fails naming ``what`` it did and
+    kubeadm's own words."""
+    proc = subprocess.run([str(cfg.bin_dir("kubernetes", version) / "kubeadm"), *args], env=env,
+                          capture_output=True, text=True, check=False, timeout=120)
+    if proc.returncode != 0:
+        raise LabError("kubeadm %s %s failed (%d): %s" % (
+            version, what, proc.returncode, (proc.stderr or proc.stdout).strip()[-1500:]))
+    return proc.stdout
+
+
 def _init_phase(cfg: LabConfig, version: str, phase: str) -> str:
     """Run the real kubeadm of ``version``'s `kubeadm init phase PHASE` against the cell, with the configuration
     the cell was made with; returns its output."""
     path = cfg.run / "kubeadm-config.yaml"
     path.write_text(kubeadm_config(cfg, version))
-    kubeadm = cfg.bin_dir("kubernetes", version) / "kubeadm"
-    proc = subprocess.run([str(kubeadm), "init", "phase", *phase.split(), "--config", str(path),
-                           "--kubeconfig", str(cfg.run / "kubeconfigs" / "admin.conf")],
-                          capture_output=True, text=True, check=False, timeout=120)
-    if proc.returncode != 0:
-        raise LabError("kubeadm %s init phase %s failed (%d): %s" % (
-            version, phase, proc.returncode, (proc.stderr or proc.stdout).strip()[-1500:]))
-    return proc.stdout
+    return _kubeadm(cfg, version, ["init", "phase", *phase.split(), "--config", str(path),
+                                   "--kubeconfig", str(cfg.run / "kubeconfigs" / "admin.conf")],
+                    "init phase %s" % phase)
 
 
 def upload_config(cfg: LabConfig, version: str) -> str:
@@ -167,13 +173,9 @@ def init_manifests(cfg: LabConfig, host: str, version: str) -> List[str]:
     (work / "out").mkdir(parents=True)
     docs = list(yaml.safe_load_all(kubeadm_config(cfg, version, host)))
     (work / "config.yaml").write_text(yaml.safe_dump_all(docs[:2], sort_keys=False))
-    proc = subprocess.run([str(cfg.bin_dir("kubernetes", version) / "kubeadm"), "init", "phase", "control-plane",
-                           "all", "--dry-run", "--config", str(work / "config.yaml")],
-                          env={"PATH": "/usr/bin:/bin", "KUBEADM_INIT_DRYRUN_DIR": str(work / "out")},
-                          capture_output=True, text=True, check=False, timeout=120)
-    if proc.returncode != 0:
-        raise LabError("kubeadm %s init phase control-plane all for %s failed (%d): %s" % (
-            version, host, proc.returncode, (proc.stderr or proc.stdout).strip()[-1500:]))
+    _kubeadm(cfg, version, ["init", "phase", "control-plane", "all", "--dry-run", "--config",
+                            str(work / "config.yaml")], "init phase control-plane all for %s" % host,
+             env={"PATH": "/usr/bin:/bin", "KUBEADM_INIT_DRYRUN_DIR": str(work / "out")})
     for component in missing:
         (work / "out" / ("%s.yaml" % component)).replace(folder / ("%s.yaml" % component))
     shutil.rmtree(work, ignore_errors=True)
@@ -195,13 +197,9 @@ def init_kubeconfigs(cfg: LabConfig, host: str, version: str) -> List[str]:
     config = cfg.run / "hosts" / host / "kubeadm-kubeconfig.yaml"
     config.write_text(yaml.safe_dump_all(docs, sort_keys=False))
     for user in missing:
-        proc = subprocess.run([str(cfg.bin_dir("kubernetes", version) / "kubeadm"), "init", "phase", "kubeconfig",
-                               user, "--config", str(config), "--kubeconfig-dir", str(folder)],
-                              env={"PATH": "/usr/bin:/bin"}, capture_output=True, text=True, check=False,
-                              timeout=120)
-        if proc.returncode != 0:
-            raise LabError("kubeadm %s init phase kubeconfig %s for %s failed (%d): %s" % (
-                version, user, host, proc.returncode, (proc.stderr or proc.stdout).strip()[-1500:]))
+        _kubeadm(cfg, version, ["init", "phase", "kubeconfig", user, "--config", str(config), "--kubeconfig-dir",
+                                str(folder)], "init phase kubeconfig %s for %s" % (user, host),
+                 env={"PATH": "/usr/bin:/bin"})
     config.unlink()
     return ["%s.conf" % u for u in missing]
 

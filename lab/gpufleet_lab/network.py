@@ -67,13 +67,13 @@ def _namespaces() -> List[str]:
                        "with JSON output" % (exc, proc.stdout[:200])) from exc
 
 
-def ensure_netns(cfg: LabConfig, host: str) -> bool:
+def ensure_netns(cfg: LabConfig, host: str, namespaces: List[str]) -> bool:
     """``host``'s namespace with loopback and only its address on eth0, eth0 the peer of its veth on the bridge;
     returns whether it made anything. A half-made pair (a namespace deleted under a live process, an interrupted
-    `lab down`) is made again."""
+    `lab down`) is made again. ``namespaces``: the machine's, as `_namespaces` lists them."""
     name, link, address = netns(cfg, host), veth(cfg, host), cfg.node_address(host)
     made = False
-    if name not in _namespaces():
+    if name not in namespaces:
         ip("netns", "add", name)
         made = True
     if made or ip("-n", name, "link", "show", "dev", "eth0", check=False).returncode != 0:
@@ -102,7 +102,7 @@ def ensure_network(cfg: LabConfig) -> List[str]:
         ip("link", "add", bridge, "type", "bridge")
     ip("link", "set", bridge, "up")
     have = set(addresses(bridge))
-    added = []
+    added, namespaces = [], _namespaces()
     if lab_address(cfg) not in have:
         ip("addr", "add", lab_address(cfg) + "/16", "dev", bridge)
         added.append(lab_address(cfg))
@@ -110,7 +110,7 @@ def ensure_network(cfg: LabConfig) -> List[str]:
         address = cfg.node_address(host)
         if address in have:  # an older lab put it on the bridge; it is the host's namespace's now
             ip("addr", "del", address + "/32", "dev", bridge)
-        if ensure_netns(cfg, host):
+        if ensure_netns(cfg, host, namespaces):
             added.append("%s (%s)" % (address, netns(cfg, host)))
     return added
 
@@ -118,9 +118,9 @@ def ensure_network(cfg: LabConfig) -> List[str]:
 def remove_network(cfg: LabConfig) -> List[str]:
     """Take this cell's namespaces and addresses off the lab machine (`lab down`, once nothing runs in them); the
     bridge and the lab machine's address stay for the other cells. Returns what it removed."""
-    removed = []
+    removed, namespaces = [], _namespaces()
     for host in cfg.hosts:
-        if netns(cfg, host) in _namespaces():
+        if netns(cfg, host) in namespaces:
             ip("netns", "del", netns(cfg, host))  # its eth0 goes with it, and the pair's other side
             removed.append(netns(cfg, host))
         ip("link", "del", veth(cfg, host), check=False)

@@ -19,6 +19,7 @@ sys.path.insert(0, str(ROOT / "lab"))
 
 from gpufleet_lab import config as lab_config
 from gpufleet_lab import hosts as lab_hosts
+from gpufleet_lab import kubeadm as lab_kubeadm
 
 
 def lab_cli(*args: str, check: bool = True, cell: str = "") -> subprocess.CompletedProcess:
@@ -47,14 +48,11 @@ def apiserver_version(cfg, host: str) -> str:
         return json.load(resp)["gitVersion"]
 
 
-COMPONENTS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
-
-
 def wait_control_plane(cfg, versions: dict, timeout: float = 120) -> dict:
     """Wait until every control-plane host runs each of its static pods at ``versions[host]`` (what `lab status`
     reports: the running manifest's version while its process lives), and return that report; a controller manager
     or scheduler that exited when its apiserver went away is started again by the lab after a backoff."""
-    want = {h: dict.fromkeys(COMPONENTS, v) for h, v in versions.items()}
+    want = {h: dict.fromkeys(lab_kubeadm.COMPONENTS, v) for h, v in versions.items()}
     deadline = time.time() + timeout
     while True:
         seen = json.loads(lab_cli("status", cell=cfg.cell).stdout)["control_plane"]

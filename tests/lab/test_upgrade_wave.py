@@ -293,7 +293,7 @@ def test_upgrade_wave_halts_on_every_fault_resumes_and_finishes(cell, tmp_path):
     assert etcd_version(lab) == etcd_before and etcd_before, etcd_before
     # each control-plane component runs what kubeadm's manifest says, and kubeadm-config is kubeadm's
     for host in runs:
-        for component in ("kube-apiserver", "kube-controller-manager", "kube-scheduler"):
+        for component in lab_kubeadm.COMPONENTS:
             manifest = yaml.safe_load(manifest_text(lab, host, component))
             assert manifest["spec"]["containers"][0]["image"].endswith(":" + lab.to_version)
             assert running_args(lab, host, component) == manifest["spec"]["containers"][0]["command"][1:]
