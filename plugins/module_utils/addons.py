@@ -16,12 +16,13 @@ rule (Gatekeeper) is a warning citing it. kube-proxy and CoreDNS deployed by kub
 from __future__ import annotations
 
 import re
+from types import MappingProxyType
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
 
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.data_addons import (
-    ADDONS, MATRIX, SOURCES, AddonSupport)
+    ADDON_SPEC, ADDONS, MATRIX, ROW_SPEC, SHIPPED_ONLY, SOURCES, AddonSupport)
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import InputError
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.textparse import DNS_LABEL, as_mapping
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.versions import KubeVersion, parse_version
@@ -54,27 +55,112 @@ def version_line(text: Any) -> Optional[str]:
     return "%d.%d" % (int(match.group(1)), int(match.group(2))) if match else None
 
 
-def _addon_of_image(repository: str) -> Optional[str]:
-    for key, spec in ADDONS.items():
+Catalog = Mapping[str, Mapping[str, Any]]  # addon key -> its definition (ADDON_SPEC's fields)
+SHIPPED: Catalog = MappingProxyType(ADDONS)  # read-only: the functions' default catalog
+ADDONS_VAR = "gpufleet_addons"
+_ADDON_KEY = re.compile(r"[a-z][a-z0-9_]{0,39}")
+_REPOSITORY = re.compile(r"[a-z0-9]+(?:[._-][a-z0-9]+)*(?:/[a-z0-9]+(?:[._-][a-z0-9]+)*)+")  # org/name, no tag
+_CHART = re.compile(r"[a-z0-9]([-a-z0-9]{0,51}[a-z0-9])?")
+
+
+def _validated(spec: Mapping[str, Any], value: Mapping[str, Any], where: str, what: str) -> Dict[str, Any]:
+    """``value`` checked by ansible-core's argument-spec validator against ``spec`` (types, required fields,
+    unknown fields), as a role's argument_specs are."""
+    result = ArgumentSpecValidator(dict(spec)).validate(dict(value))
+    if result.error_messages:
+        raise InputError("%s: %s; give %s. Nothing was changed." % (where, "; ".join(result.error_messages), what))
+    return dict(result.validated_parameters)
+
+
+def check_definition(value: Any, where: str, known: Catalog) -> Dict[str, Any]:
+    """One addon the operator defines (ADDON_SPEC), refused unless what identifies it in a cluster is its own: a
+    key no other addon has, image repositories as ORG/NAME paths and chart names that no other addon claims, at
+    least one of either, a stage after kubeadm's two."""
+    what = "{addon, name, stage (3-8), images (ORG/NAME repositories), charts}"
+    if not isinstance(value, Mapping):
+        raise InputError("%s: expected a mapping %s. Nothing was changed." % (where, what))
+    shipped = [k for k in SHIPPED_ONLY if k in value]
+    if shipped:
+        raise InputError("%s.%s: only the shipped addons (plugins/module_utils/data_addons.py) set it. Nothing was "
+                         "changed." % (where, shipped[0]))
+    addon = _validated(ADDON_SPEC, value, where, what)
+    key = addon["addon"]
+    if not _ADDON_KEY.fullmatch(key):
+        raise InputError("%s.addon: %r; give a key of lower-case letters, digits and '_' (such as ceph_csi). Nothing "
+                         "was changed." % (where, key))
+    if key in known:
+        raise InputError("%s.addon: %s is %s; rows for it go in gpufleet_addon_support, it needs no definition. "
+                         "Nothing was changed." % (where, key, "a shipped addon (%s)" % known[key]["name"]
+                                                   if key in ADDONS else "defined twice"))
+    if not 3 <= addon["stage"] <= 8:
+        raise InputError("%s.stage: %d; give 3 (CNI) to 8 (policy engines) - 1 and 2 are kubeadm's kube-proxy and "
+                         "CoreDNS. Nothing was changed." % (where, addon["stage"]))
+    if not addon["name"].strip():
+        raise InputError("%s.name: empty; give the name messages show. Nothing was changed." % where)
+    if not addon["images"] and not addon["charts"]:
+        raise InputError("%s: neither images nor charts; give what identifies %s in a cluster. Nothing was "
+                         "changed." % (where, key))
+    for image in addon["images"]:
+        if not _REPOSITORY.fullmatch(image):
+            raise InputError("%s.images: %r; give an image repository as ORG/NAME without registry, tag or digest "
+                             "(such as sig-storage/nfsplugin): a bare name would match any registry's image of that "
+                             "name. Nothing was changed." % (where, image))
+    for chart in addon["charts"]:
+        if not _CHART.fullmatch(chart):
+            raise InputError("%s.charts: %r is not a Helm chart name. Nothing was changed." % (where, chart))
+    for other, spec in known.items():
+        for field, mine in (("images", addon["images"]), ("charts", addon["charts"])):
+            clash = sorted(set(mine) & set(spec[field]))
+            if clash:
+                raise InputError("%s.%s: %s already identifies %s (%s); each image and chart belongs to one addon. "
+                                 "Nothing was changed." % (where, field, clash[0], other, spec["name"]))
+    return addon
+
+
+def define_addons(value: Any, name: str = ADDONS_VAR) -> List[Dict[str, Any]]:
+    """The operator's addons (``gpufleet_addons``), each checked against the shipped ones and those before it."""
+    if value in (None, "", []):
+        return []
+    if not isinstance(value, (list, tuple)):
+        raise InputError("%s: expected a list of addons, each {addon, name, stage, images, charts}, got %s. Nothing "
+                         "was changed." % (name, type(value).__name__))
+    known: Dict[str, Mapping[str, Any]] = dict(ADDONS)
+    out = []
+    for index, item in enumerate(value):
+        addon = check_definition(item, "%s[%d]" % (name, index), known)
+        known[addon["addon"]] = addon
+        out.append(addon)
+    return out
+
+
+def catalog(extra_addons: Any = None) -> Dict[str, Mapping[str, Any]]:
+    """The shipped addons and the operator's (``gpufleet_addons``), checked."""
+    known: Dict[str, Mapping[str, Any]] = dict(ADDONS)
+    known.update((a["addon"], a) for a in define_addons(extra_addons))
+    return known
+
+
+def _addon_of_image(repository: str, known: Catalog) -> Optional[str]:
+    for key, spec in known.items():
         for suffix in spec["images"]:
             if repository == suffix or repository.endswith("/" + suffix):
                 return key
     return None
 
 
-def _addon_of_chart(chart: str) -> Optional[str]:
-    for key, spec in ADDONS.items():
+def _addon_of_chart(chart: str, known: Catalog) -> Optional[str]:
+    for key, spec in known.items():
         if chart in spec["charts"]:
             return key
     return None
 
 
-def _entry(addon: str, version: str, raw: str, where: str, via: str) -> Dict[str, Any]:
-    return {"addon": addon, "name": ADDONS[addon]["name"], "version": version, "raw_version": raw,
+def _entry(addon: str, version: str, raw: str, where: str, via: str, known: Catalog) -> Dict[str, Any]:
+    return {"addon": addon, "name": known[addon]["name"], "version": version, "raw_version": raw,
             "where": where, "via": via}
 
 
-def installed_from_workloads(workloads: Iterable[Any]) -> List[Dict[str, Any]]:
+def installed_from_workloads(workloads: Iterable[Any], known: Catalog = SHIPPED) -> List[Dict[str, Any]]:
     """One entry per addon image and version in each DaemonSet, Deployment and StatefulSet (a DaemonSet whose init
     containers use its own image counts once)."""
     found: Dict[Tuple[str, str, str], Dict[str, Any]] = {}
@@ -94,16 +180,16 @@ def installed_from_workloads(workloads: Iterable[Any]) -> List[Dict[str, Any]]:
             if not isinstance(image, str):
                 continue
             repository, tag, digest = split_image(image)
-            addon = _addon_of_image(repository)
+            addon = _addon_of_image(repository, known)
             if addon is None:
                 continue
             version = version_line(tag) or ""
             found.setdefault((addon, version, workload), _entry(
-                addon, version, tag or digest, "%s image %s" % (workload, image), "workload"))
+                addon, version, tag or digest, "%s image %s" % (workload, image), "workload", known))
     return list(found.values())
 
 
-def installed_from_helm(releases: Iterable[Any]) -> List[Dict[str, Any]]:
+def installed_from_helm(releases: Iterable[Any], known: Catalog = SHIPPED) -> List[Dict[str, Any]]:
     """One entry per Helm release of an addon chart: its newest deployed revision. ``releases`` are the metadata
     removed_apis returns (namespace, name, revision, status, chart, chart_version, app_version)."""
     newest: Dict[Tuple[str, str], Mapping[str, Any]] = {}
@@ -119,13 +205,13 @@ def installed_from_helm(releases: Iterable[Any]) -> List[Dict[str, Any]]:
             newest[key] = dict(release, revision=revision)
     found = []
     for (namespace, name), release in sorted(newest.items()):
-        addon = _addon_of_chart(str(release.get("chart", "")))
+        addon = _addon_of_chart(str(release.get("chart", "")), known)
         if addon is None:
             continue
         app, chart = str(release.get("app_version") or ""), str(release.get("chart_version") or "")
         version = version_line(app) or ("" if app else version_line(chart) or "")
         found.append(_entry(addon, version, app or chart, "Helm release %s/%s (chart %s-%s, revision %s)" % (
-            namespace, name, release.get("chart"), chart, release.get("revision")), "helm"))
+            namespace, name, release.get("chart"), chart, release.get("revision")), "helm", known))
     return found
 
 
@@ -143,45 +229,58 @@ def _line_field(row: Mapping[str, Any], field: str, where: str, optional: bool =
     return line
 
 
-def operator_rows(extra: Any, name: str = "extra_support") -> List[AddonSupport]:
-    """The operator's rows (``extra``, named ``name`` in messages), each checked: a known addon that has a
-    matrix, versions as MAJOR.MINOR strings, kube_min not above kube_max, a source, no release line twice."""
+def check_row(row: Any, where: str, known: Catalog = SHIPPED, shipped: bool = False) -> AddonSupport:
+    """One matrix row (ROW_SPEC), the shipped ones' and the operator's alike: an addon of ``known`` (for the
+    operator's, one kubeadm does not move: the shipped CoreDNS rows record what each kubeadm installs), versions as
+    MAJOR.MINOR strings, Kubernetes minors as 1.N with kube_min not above kube_max, a source."""
+    if not isinstance(row, Mapping):
+        raise InputError("%s: expected a mapping with addon, version, kube_min, kube_max, source" % where)
+    judged = sorted(k for k, spec in known.items() if shipped or not spec.get("managed_by"))
+    addon = row.get("addon")
+    if not isinstance(addon, str) or addon not in judged:
+        raise InputError("%s.addon: %r is not one of %s%s" % (
+            where, addon, ", ".join(judged), " (kubeadm moves %s itself: it needs no row)" % addon
+            if isinstance(addon, str) and addon in known else "; define an addon the code does not know in "
+            "gpufleet_addons first"))
+    version = _line_field(row, "version", where)
+    kube_min = _line_field(row, "kube_min", where)
+    kube_max = _line_field(row, "kube_max", where, optional=True)
+    source = row.get("source")
+    if not isinstance(source, str) or not source.strip():
+        raise InputError("%s.source: required - where the support is documented (a URL)" % where)
+    _validated(ROW_SPEC, row, where, "{addon, version, kube_min, kube_max, source}")  # no field besides these
+    for field, value in (("kube_min", kube_min), ("kube_max", kube_max)):
+        if value and _line(value)[0] != 1:
+            raise InputError("%s.%s: %s is not a Kubernetes minor; give 1.N" % (where, field, value))
+    if kube_max and _line(kube_max) < _line(kube_min):
+        raise InputError("%s: kube_min %s is above kube_max %s, an empty range" % (where, kube_min, kube_max))
+    return AddonSupport(addon, version, kube_min, kube_max, source.strip())
+
+
+def operator_rows(extra: Any, name: str = "extra_support", known: Catalog = SHIPPED) -> List[AddonSupport]:
+    """The operator's rows (``extra``, named ``name`` in messages), each checked by check_row, no release line
+    twice."""
     if extra in (None, ""):
         return []
     if not isinstance(extra, (list, tuple)):
         raise InputError("%s: expected a list of rows (addon, version, kube_min, kube_max, source), got %s" % (
             name, type(extra).__name__))
-    judged = sorted(k for k, spec in ADDONS.items() if not spec.get("managed_by"))
     rows: List[AddonSupport] = []
     first: Dict[Tuple[str, str], int] = {}
-    for index, row in enumerate(extra):
+    for index, item in enumerate(extra):
         where = "%s[%d]" % (name, index)
-        if not isinstance(row, Mapping):
-            raise InputError("%s: expected a mapping with addon, version, kube_min, kube_max, source" % where)
-        addon = row.get("addon")
-        if not isinstance(addon, str) or addon not in judged:
-            raise InputError("%s.addon: %r is not one of %s%s" % (
-                where, addon, ", ".join(judged), " (kubeadm moves %s itself: it needs no row)" % addon
-                if isinstance(addon, str) and addon in ADDONS else ""))
-        version = _line_field(row, "version", where)
-        kube_min = _line_field(row, "kube_min", where)
-        kube_max = _line_field(row, "kube_max", where, optional=True)
-        if kube_max and _line(kube_max) < _line(kube_min):
-            raise InputError("%s: kube_min %s is above kube_max %s" % (where, kube_min, kube_max))
-        source = row.get("source")
-        if not isinstance(source, str) or not source.strip():
-            raise InputError("%s.source: required - where the support is documented (a URL)" % where)
-        if (addon, version) in first:
+        row = check_row(item, where, known)
+        if (row.addon, row.version) in first:
             raise InputError("%s: %s %s is already given by %s[%d]; keep one row per release line" % (
-                where, addon, version, name, first[(addon, version)]))
-        first[(addon, version)] = index
-        rows.append(AddonSupport(addon, version, kube_min, kube_max, source.strip()))
+                where, row.addon, row.version, name, first[(row.addon, row.version)]))
+        first[(row.addon, row.version)] = index
+        rows.append(row)
     return rows
 
 
-def support_rows(extra: Any = None, name: str = "extra_support") -> List[AddonSupport]:
+def support_rows(extra: Any = None, name: str = "extra_support", known: Catalog = SHIPPED) -> List[AddonSupport]:
     """The operator's rows, then the shipped rows of the release lines they do not replace."""
-    mine = operator_rows(extra, name)
+    mine = operator_rows(extra, name, known)
     replaced = {(r.addon, r.version) for r in mine}
     return mine + [r for r in MATRIX if (r.addon, r.version) not in replaced]
 
@@ -225,10 +324,10 @@ def _source_text(row: AddonSupport) -> str:
 
 
 def judge(entry: Dict[str, Any], target: KubeVersion, current: Optional[KubeVersion],
-          rows: List[AddonSupport]) -> Dict[str, Any]:
+          rows: List[AddonSupport], known: Catalog = SHIPPED) -> Dict[str, Any]:
     """The finding for one installed addon: severity ok, warn or block, with the message."""
     out = dict(entry, target=target.minor_str, first_supporting="", source="")
-    spec = ADDONS[entry["addon"]]
+    spec = known[entry["addon"]]
     name, where, version = entry["name"], entry["where"], entry["version"]
     if spec.get("managed_by") == "kubeadm" and entry["via"] == "workload":
         wanted = (target.major, target.minor)
@@ -290,7 +389,7 @@ def judge(entry: Dict[str, Any], target: KubeVersion, current: Optional[KubeVers
     return out
 
 
-def declared_lines(value: Any, name: str = "declared_versions") -> Dict[str, str]:
+def declared_lines(value: Any, name: str = "declared_versions", known: Catalog = SHIPPED) -> Dict[str, str]:
     """Versions the operator declares for addons whose image has no tag: addon -> release line."""
     if value in (None, ""):
         return {}
@@ -298,17 +397,20 @@ def declared_lines(value: Any, name: str = "declared_versions") -> Dict[str, str
         raise InputError("%s: expected a mapping of addon to version, such as {kueue: 'v0.13.1'}" % name)
     out = {}
     for key in value:
-        if key not in ADDONS:
-            raise InputError("%s: %r is not an addon (%s)" % (name, key, ", ".join(sorted(ADDONS))))
+        if key not in known:
+            raise InputError("%s: %r is not an addon (%s)" % (name, key, ", ".join(sorted(known))))
         out[str(key)] = _line_field(value, key, name)
     return out
 
 
-def parse_inputs(support: Any, versions: Any) -> Dict[str, Any]:
-    """The cell's addon inputs, checked before anything runs: gpufleet_addon_support (rows added to the matrix)
-    and gpufleet_addon_versions (versions of untagged images). Returns plain data for the preflight role."""
-    return {"support": [r._asdict() for r in operator_rows(support, "gpufleet_addon_support")],
-            "versions": declared_lines(versions, "gpufleet_addon_versions")}
+def parse_inputs(support: Any, versions: Any, defined: Any = None) -> Dict[str, Any]:
+    """The cell's addon inputs, checked before anything runs: gpufleet_addons (addons the code does not know),
+    gpufleet_addon_support (rows added to the matrix, for shipped addons or those) and gpufleet_addon_versions
+    (versions of untagged images). Returns plain data for the modules (``defined`` is their ``extra_addons``)."""
+    mine = define_addons(defined)
+    known = dict(ADDONS, **{a["addon"]: a for a in mine})
+    return {"defined": mine, "support": [r._asdict() for r in operator_rows(support, "gpufleet_addon_support", known)],
+            "versions": declared_lines(versions, "gpufleet_addon_versions", known)}
 
 
 RELEASES_VAR = "gpufleet_addon_releases"
@@ -328,7 +430,7 @@ _RELEASE_NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,51}[a-z0-9])?")  # Helm: a DNS
 _NAMESPACE = DNS_LABEL
 
 
-def parse_releases(value: Any, name: str = RELEASES_VAR) -> List[Dict[str, Any]]:
+def parse_releases(value: Any, name: str = RELEASES_VAR, known: Catalog = SHIPPED) -> List[Dict[str, Any]]:
     """The Helm releases the addons stage upgrades after the control plane, checked with the cell (before anything
     changes) and put in the seed's order: by the addon's stage (kube-proxy, CoreDNS, CNI, CSI, GPU operators and
     DRA drivers, Kueue and JobSet, operators, policy engines), then as listed. Each gets its ``stage``; its
@@ -351,10 +453,11 @@ def parse_releases(value: Any, name: str = RELEASES_VAR) -> List[Dict[str, Any]]
         if result.error_messages:
             raise InputError("%s: %s. Nothing was changed." % (where, "; ".join(result.error_messages)))
         rel = dict(result.validated_parameters)
-        if rel["addon"] not in ADDONS:
-            raise InputError("%s.addon: %r is not an addon gpufleet knows (%s); it decides the release's place in the "
-                             "order. Nothing was changed." % (where, rel["addon"], ", ".join(sorted(ADDONS))))
-        if ADDONS[rel["addon"]].get("managed_by") == "kubeadm":
+        if rel["addon"] not in known:
+            raise InputError("%s.addon: %r is not an addon gpufleet knows (%s; define others in gpufleet_addons); it "
+                             "decides the release's place in the order. Nothing was changed." % (
+                                 where, rel["addon"], ", ".join(sorted(known))))
+        if known[rel["addon"]].get("managed_by") == "kubeadm":
             raise InputError("%s.addon: %s is moved by kubeadm's own addon phase during the control plane's upgrade; "
                              "list only addons installed as Helm releases. Nothing was changed." % (
                                  where, rel["addon"]))
@@ -375,7 +478,7 @@ def parse_releases(value: Any, name: str = RELEASES_VAR) -> List[Dict[str, Any]]
         if not 30 <= rel["timeout"] <= 7200:
             raise InputError("%s.timeout: %d s; give 30 to 7200 (Helm waits that long for the release's "
                              "resources, then rolls it back)" % (where, rel["timeout"]))
-        rel["stage"] = ADDONS[rel["addon"]]["stage"]
+        rel["stage"] = known[rel["addon"]]["stage"]
         rel["has_values"] = bool(rel.pop("values"))
         out.append(rel)
     return sorted(out, key=lambda r: r["stage"])  # stable: the list's order within a stage
@@ -412,25 +515,26 @@ def stage_problems(releases: Iterable[Mapping[str, Any]], helm_releases: Iterabl
 
 def check_addons(workloads: Iterable[Any], helm_releases: Iterable[Any], target: str,
                  apiserver: Optional[str] = None, extra_support: Any = None,
-                 declared_versions: Any = None) -> Dict[str, Any]:
-    """Detect the addons and judge each against ``target``. Returns {installed, findings, blocking, warnings,
-    summary, passed, stages} - ``stages`` lists the installed addons in upgrade order (the addons stage follows
-    it)."""
+                 declared_versions: Any = None, extra_addons: Any = None) -> Dict[str, Any]:
+    """Detect the addons (the shipped ones and the operator's ``extra_addons``) and judge each against
+    ``target``. Returns {installed, findings, blocking, warnings, summary, passed, stages} - ``stages`` lists the
+    installed addons in upgrade order (the addons stage follows it)."""
     wanted = parse_version(target, "target_version")
     current = parse_version(apiserver, "apiserver_version") if apiserver else None
-    rows = support_rows(extra_support)
-    declared = declared_lines(declared_versions)
-    installed = installed_from_workloads(workloads) + installed_from_helm(helm_releases)
+    known = catalog(extra_addons)
+    rows = support_rows(extra_support, known=known)
+    declared = declared_lines(declared_versions, known=known)
+    installed = installed_from_workloads(workloads, known) + installed_from_helm(helm_releases, known)
     for entry in installed:
         if not entry["version"] and entry["addon"] in declared:
             entry["version"] = declared[entry["addon"]]
             entry["where"] += " (version declared)"
-    findings = [judge(e, wanted, current, rows) for e in installed]
-    order = sorted({e["addon"] for e in installed}, key=lambda k: (ADDONS[k]["stage"], k))
+    findings = [judge(e, wanted, current, rows, known) for e in installed]
+    order = sorted({e["addon"] for e in installed}, key=lambda k: (known[k]["stage"], k))
     return {"installed": installed, "findings": findings,
             "blocking": [f["message"] for f in findings if f["severity"] == "block"],
             "warnings": [f["message"] for f in findings if f["severity"] == "warn"],
             "summary": ["%s %s %s" % (f["addon"], f["version"] or f["raw_version"] or "?", f["severity"])
                         for f in findings],
             "passed": not any(f["severity"] == "block" for f in findings),
-            "stages": [{"addon": k, "name": ADDONS[k]["name"], "stage": ADDONS[k]["stage"]} for k in order]}
+            "stages": [{"addon": k, "name": known[k]["name"], "stage": known[k]["stage"]} for k in order]}

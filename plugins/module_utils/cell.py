@@ -363,7 +363,10 @@ def build(groups: Mapping[str, Sequence[str]], host_vars: Mapping[str, Mapping[s
         wave["canary_runs"] = canary.canary_runs(workloads, wave["nodes"], host_pool, pools) \
             if wave["kind"] == "canary" else []
     glass = _break_glass(cell_vars, host_vars, name, canonical)
-    releases = addons.parse_releases(cell_vars.get(addons.RELEASES_VAR))
+    addon_inputs = addons.parse_inputs(cell_vars.get("gpufleet_addon_support"),
+                                       cell_vars.get("gpufleet_addon_versions"), cell_vars.get(addons.ADDONS_VAR))
+    releases = addons.parse_releases(cell_vars.get(addons.RELEASES_VAR),
+                                     known=addons.catalog(addon_inputs["defined"]))
     return Cell(
         name=name, target=canonical, target_minor=target.minor_str, run_id=run_id(name, canonical),
         control_plane=cp, etcd=grouped["etcd"], gpu_nodes=gpu, first_control_plane=cp[0],
@@ -382,8 +385,7 @@ def build(groups: Mapping[str, Sequence[str]], host_vars: Mapping[str, Mapping[s
         cluster_uid=_str(cell_vars.get("gpufleet_cluster_uid"), "gpufleet_cluster_uid (the kube-system Namespace UID "
                          "of the cell's cluster)", required=False),
         settings=variables.settings(cell_vars),
-        addons=dict(addons.parse_inputs(cell_vars.get("gpufleet_addon_support"),
-                                        cell_vars.get("gpufleet_addon_versions")), releases=releases),
+        addons=dict(addon_inputs, releases=releases),
         # the addons stage's releases: the RBAC in their deployed revisions is expected (security_checks)
         security=dict(security.parse_inputs(cell_vars.get("gpufleet_security_admission_probes"),
                                             cell_vars.get("gpufleet_security_rbac_expected"),

@@ -91,8 +91,35 @@ SOURCES = {
 RETRIEVED = "2026-11"
 
 
+# The one schema of an addon and of a matrix row (ansible-core's argument-spec validator reads them): the shipped
+# ADDONS and MATRIX are held to them by tests/unit/module_utils/test_addons.py, and the operator's own addons
+# (gpufleet_addons) and rows (gpufleet_addon_support) are checked against them by addons.py before anything runs.
+# ``managed_by`` and ``rule`` are shipped-only (kubeadm's addons, a project's relative rule): an operator cannot set
+# them.
+ADDON_SPEC: Dict[str, Dict[str, Any]] = {
+    "addon": {"type": "str", "required": True},  # the key: lower-case letters, digits and '_'
+    "name": {"type": "str", "required": True},  # as messages show it
+    # the addons stage's order after the control plane (3 CNI, 4 CSI, 5 GPU and network operators, 6 Kueue and
+    # JobSet, 7 other operators, 8 policy engines; 1 and 2 are kubeadm's kube-proxy and CoreDNS)
+    "stage": {"type": "int", "default": 7},
+    # image repositories by path suffix (any registry or mirror that keeps the path counts) and Helm chart names:
+    # what identifies the addon in a cluster; each belongs to one addon only
+    "images": {"type": "list", "elements": "str", "default": []},
+    "charts": {"type": "list", "elements": "str", "default": []},
+    "network_policy": {"type": "bool", "default": False},  # it enforces NetworkPolicy objects (security checks)
+}
+SHIPPED_ONLY = ("managed_by", "rule")
+ROW_SPEC: Dict[str, Dict[str, Any]] = {
+    "addon": {"type": "str", "required": True},  # a key of the addons (shipped or the operator's)
+    "version": {"type": "raw", "required": True},  # the addon's release line, "MAJOR.MINOR"
+    "kube_min": {"type": "raw", "required": True},  # oldest Kubernetes minor of that line, "1.N"
+    "kube_max": {"type": "raw", "default": ""},  # newest; "" when the source gives no upper bound
+    "source": {"type": "str", "required": True},  # where the support is documented (a URL; a key of SOURCES here)
+}
+
+
 class AddonSupport(NamedTuple):
-    addon: str  # a key of ADDONS
+    addon: str  # a key of ADDONS (or of the operator's gpufleet_addons)
     version: str  # the addon's release line, "MAJOR.MINOR"
     kube_min: str  # oldest Kubernetes minor of that line, "1.N"
     kube_max: str  # newest Kubernetes minor of that line; "" when the source gives no upper bound

@@ -412,10 +412,12 @@ def read_state(kube: Any) -> Dict[str, Any]:
 
 
 def cni_findings(workloads: Iterable[Any], apiserver: str, extra_support: Any = None,
-                 declared_versions: Any = None) -> List[Dict[str, Any]]:
-    """The NetworkPolicy-enforcing addons found (Calico, Cilium), judged against the control plane's minor now."""
-    result = addons.check_addons(workloads, [], apiserver, None, extra_support, declared_versions)
-    return [f for f in result["findings"] if addons.ADDONS[f["addon"]].get("network_policy")]
+                 declared_versions: Any = None, extra_addons: Any = None) -> List[Dict[str, Any]]:
+    """The NetworkPolicy-enforcing addons found (Calico, Cilium, an operator's addon that says it enforces them),
+    judged against the control plane's minor now."""
+    result = addons.check_addons(workloads, [], apiserver, None, extra_support, declared_versions, extra_addons)
+    known = addons.catalog(extra_addons)
+    return [f for f in result["findings"] if known[f["addon"]].get("network_policy")]
 
 
 def stored_baseline(kube: Any, target: str) -> Optional[Dict[str, Any]]:
@@ -528,11 +530,11 @@ def helm_rbac(secrets: Sequence[Mapping[str, Any]], release: str,
 
 def check(kube: Any, target: str, probes: Sequence[Mapping[str, str]], accepted: Sequence[Mapping[str, str]],
           require_baseline: bool, extra_support: Any = None, declared_versions: Any = None,
-          releases: Sequence[Mapping[str, str]] = ()) -> Dict[str, Any]:
+          releases: Sequence[Mapping[str, str]] = (), extra_addons: Any = None) -> Dict[str, Any]:
     """Every check against the cluster now and the stored baseline of ``target``."""
     before = stored_baseline(kube, target)
     now = read_state(kube)
-    cni = cni_findings(kube.workload_images(), kube.server_version(), extra_support, declared_versions)
+    cni = cni_findings(kube.workload_images(), kube.server_version(), extra_support, declared_versions, extra_addons)
     tables, gaps = expected_tables(kube, target, releases)
     return judge(now, before, run_probes(kube, probes), cni, tables, accepted, require_baseline, target=target,
                  table_gaps=gaps)

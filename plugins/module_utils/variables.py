@@ -79,9 +79,14 @@ VARIABLES: Tuple[Var, ...] = (
         "Seconds to watch a node after its uncordon before the maintenance counts as done.", (0, 3600)),
     Var("gpufleet_only_canaries", "bool", False, "cell", ("node_pool", "canary"),
         "Run only the canary waves (canary.yml sets it)."),
+    Var("gpufleet_addons", "list", NONE, "cell", CELL_PLAYBOOKS,
+        "Addons the shipped matrix does not know, each {addon (a key), name, stage (3-8: its place in the addons "
+        "stage; 7), images (repositories as ORG/NAME, matched in any registry), charts (Helm chart names)}; each "
+        "image and chart identifies one addon. gpufleet_addon_support gives their rows."),
     Var("gpufleet_addon_support", "list", NONE, "cell", CELL_PLAYBOOKS,
-        "Rows added to the addon matrix, each {addon, version (MAJOR.MINOR), kube_min, kube_max ('' when no upper "
-        "bound is documented), source (where the support is documented)}; they win over the shipped rows."),
+        "Rows added to the addon matrix, each {addon (shipped or from gpufleet_addons), version (MAJOR.MINOR), "
+        "kube_min and kube_max (1.N; kube_max '' when no upper bound is documented), source (where the support is "
+        "documented)}; they win over the shipped rows."),
     Var("gpufleet_addon_versions", "dict", NONE, "cell", CELL_PLAYBOOKS,
         "Versions of addons whose image is pinned by digest only (no tag), keyed by addon: {kueue: v0.13.1}."),
     Var("gpufleet_security_admission_probes", "list", NONE, "cell", CELL_PLAYBOOKS,

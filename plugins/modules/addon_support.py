@@ -52,6 +52,16 @@ options:
     type: list
     elements: dict
     default: []
+  extra_addons:
+    description:
+      - Addons the code does not know (the cell's C(addons.defined), from C(gpufleet_addons)), each C(addon) (its
+        key), C(name), C(stage) (3-8, its place in the addons stage's order; default 7), C(images) (image
+        repositories as ORG/NAME, matched by path suffix in any registry) and C(charts) (Helm chart names). Each
+        image and chart may identify one addon only, and a key may not be a shipped addon's. Rows in
+        O(extra_support) may then name them.
+    type: list
+    elements: dict
+    default: []
   declared_versions:
     description: Versions of addons whose image carries no tag (pinned by digest only), keyed by addon.
     type: dict
@@ -129,7 +139,7 @@ import os
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpufleet.upgrade.plugins.module_utils import kube
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.addons import (
-    check_addons, declared_lines, stage_problems, support_rows)
+    catalog, check_addons, declared_lines, stage_problems, support_rows)
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import GateFailed
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.module_support import run_module
 
@@ -143,6 +153,7 @@ def main():
             helm_releases=dict(type="list", elements="dict", default=[]),
             extra_support=dict(type="list", elements="dict", default=[]),
             declared_versions=dict(type="dict", default={}),
+            extra_addons=dict(type="list", elements="dict", default=[]),
             stage_releases=dict(type="list", elements="dict", default=[]),
             fail_on_blocking=dict(type="bool", default=True),
             **kube.KUBE_ARGSPEC,
@@ -152,11 +163,12 @@ def main():
 
     def body():
         p = module.params
-        support_rows(p["extra_support"])  # bad input is refused before the cluster is read
-        declared_lines(p["declared_versions"])
+        known = catalog(p["extra_addons"])  # bad input is refused before the cluster is read
+        support_rows(p["extra_support"], known=known)
+        declared_lines(p["declared_versions"], known=known)
         workloads = p["workloads"] if p["workloads"] is not None else kube.connect(module).workload_images()
         result = check_addons(workloads, p["helm_releases"], p["target_version"], p["apiserver_version"],
-                              p["extra_support"], p["declared_versions"])
+                              p["extra_support"], p["declared_versions"], p["extra_addons"])
         problems = stage_problems(p["stage_releases"], p["helm_releases"], os.path.isfile)
         if problems:
             result["blocking"] += problems

@@ -90,6 +90,12 @@ options:
     type: list
     elements: dict
     default: []
+  extra_addons:
+    description: Addons the code does not know (the cell's C(addons.defined), from C(gpufleet_addons)), as
+      M(gpufleet.upgrade.addon_support) takes them; one with C(network_policy) is judged as the CNI is.
+    type: list
+    elements: dict
+    default: []
   declared_versions:
     description: Versions of addons whose image carries no tag, keyed by addon.
     type: dict
@@ -195,6 +201,7 @@ def main():
             require_baseline=dict(type="bool", default=True),
             extra_support=dict(type="list", elements="dict", default=[]),
             declared_versions=dict(type="dict", default={}),
+            extra_addons=dict(type="list", elements="dict", default=[]),
             psa_version=dict(type="str"),
             psa_namespaces=dict(type="list", elements="str", default=[]),
             psa_bump=dict(type="bool", default=False),
@@ -216,7 +223,7 @@ def main():
         if p["state"] == "psa_pinned":
             return security.pin(k, target, p["psa_version"], p["psa_namespaces"], p["psa_bump"], module.check_mode)
         result = security.check(k, target, probes, accepted, p["require_baseline"], p["extra_support"],
-                                p["declared_versions"], p["addon_releases"])
+                                p["declared_versions"], p["addon_releases"], p["extra_addons"])
         if not result["passed"] and p["fail_on_failure"]:
             raise GateFailed("security checks: %s" % "; ".join(result["failures"]), **result)
         return result

@@ -19,9 +19,9 @@ from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import Gpu
 CELL_VARS = ("gpufleet_cluster_name", "gpufleet_target_version", "gpufleet_cycle_target_version",
              "gpufleet_wave_caps", "gpufleet_pool_policies",
              "gpufleet_allow_multi_hop", "gpufleet_allow_unsupported_target", "gpufleet_observed_kubectl",
-             "gpufleet_out_dir", "gpufleet_cluster_uid", "gpufleet_expected_cell", "gpufleet_addon_support",
-             "gpufleet_addon_versions", "gpufleet_security_admission_probes", "gpufleet_security_rbac_expected",
-             "gpufleet_security_rbac_accepted",
+             "gpufleet_out_dir", "gpufleet_cluster_uid", "gpufleet_expected_cell", "gpufleet_addons",
+             "gpufleet_addon_support", "gpufleet_addon_versions", "gpufleet_security_admission_probes",
+             "gpufleet_security_rbac_expected", "gpufleet_security_rbac_accepted",
              "gpufleet_canary_workloads", "gpufleet_addon_releases",
              "ansible_limit")
 CELL_VARS += variables.SETTINGS + tuple(v[0] for v in cell_utils.BREAK_GLASS.values())

@@ -48,7 +48,7 @@ def test_preflight_template_runs_in_the_execution_environment(lab, ee_image, tmp
     assert {a.rsplit(" ", 1)[0] for a in verdict["addons"]} == {
         "kube_proxy %s" % lab.from_version.lstrip("v").rsplit(".", 1)[0],
         "coredns %s" % coredns.rsplit(":v", 1)[1].rsplit(".", 1)[0], "kueue 0.17", "jobset 0.11", "cilium 1.19",
-        "nvidia_device_plugin 0.17"}
+        "nvidia_device_plugin 0.17", "sigstore_policy_controller 0.10"}
     assert all(a.endswith((" ok", " warn")) for a in verdict["addons"]), verdict["addons"]
     records = job.records("*-preflight.yml.json")
     assert len(records) == 1 and oct(records[0].stat().st_mode & 0o777) == "0o600"

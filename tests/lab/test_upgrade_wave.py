@@ -27,6 +27,7 @@ from kubernetes import client, config
 
 from gpufleet_lab import cluster as lab_cluster
 from gpufleet_lab import helm as lab_helm
+from gpufleet_lab import kube as lab_kube
 from gpufleet_lab import kubeadm as lab_kubeadm
 from gpufleet_lab import network as lab_network
 from gpufleet_lab import procs
@@ -217,6 +218,13 @@ def test_upgrade_wave_halts_on_every_fault_resumes_and_finishes(cell, tmp_path):
             {"addon": "kueue", "version": "0.17", "kube_min": "1.30", "kube_max": "1.35",
              "source": "https://example.invalid/kueue-0.17-notes"}]})),
         "addon-row": ("preflight.yml", "-e", json.dumps({"gpufleet_addon_support": [{"addon": "kueue"}]})),
+        # an addon the shipped matrix does not know (the lab inventory defines it): its own row stops at 1.35
+        "addon-own": ("preflight.yml", "-e", json.dumps({"gpufleet_addon_support": [
+            {"addon": "sigstore_policy_controller", "version": "0.10", "kube_min": "1.32", "kube_max": "1.35",
+             "source": "https://github.com/sigstore/policy-controller#support-policy"}]})),
+        "addon-range": ("preflight.yml", "-e", json.dumps({"gpufleet_addon_support": [
+            {"addon": "sigstore_policy_controller", "version": "0.10", "kube_min": "1.36", "kube_max": "1.35",
+             "source": "https://github.com/sigstore/policy-controller#support-policy"}]})),
     }
     with concurrent.futures.ThreadPoolExecutor(len(bad)) as pool:
         refused = dict(zip(bad, pool.map(lambda args: run(lab, records, *args), bad.values())))
@@ -231,6 +239,11 @@ def test_upgrade_wave_halts_on_every_fault_resumes_and_finishes(cell, tmp_path):
                   "registry.k8s.io/kueue/kueue:v0.17.0) supports Kubernetes 1.30-1.35, not the target %s" %
                   lab.to_version.lstrip("v").rsplit(".", 1)[0])
     assert_halted(refused["addon-row"], "gpufleet_addon_support[0].version: give a MAJOR.MINOR version")
+    assert_halted(refused["addon-own"], "Sigstore policy-controller 0.10 (Deployment cosign-system/policy-controller-"
+                  "webhook image %s) supports Kubernetes 1.32-1.35, not the target %s" % (
+                      lab_kube.POLICY_CONTROLLER_IMAGE, lab.to_version.lstrip("v").rsplit(".", 1)[0]))
+    assert_halted(refused["addon-range"], "gpufleet_addon_support[0]: kube_min 1.36 is above kube_max 1.35, an empty "
+                  "range")
     assert set(apiservers(lab).values()) == {lab.from_version}
     untouched(lab, [n for wave in WAVES for n in wave])
 

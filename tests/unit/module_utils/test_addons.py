@@ -7,9 +7,9 @@ import json
 import pytest
 
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.addons import (
-    check_addons, first_supporting, parse_inputs, parse_releases, split_image, stage_problems, support_rows,
-    version_line)
-from ansible_collections.gpufleet.upgrade.plugins.module_utils.data_addons import ADDONS, MATRIX, SOURCES
+    catalog, check_addons, check_definition, check_row, first_supporting, parse_inputs, parse_releases, split_image,
+    stage_problems, support_rows, version_line)
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.data_addons import ADDONS, MATRIX, SHIPPED_ONLY, SOURCES
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import InputError
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.removed_apis import scan_helm_secrets
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.versions import parse_version
@@ -200,8 +200,9 @@ def test_bad_addon_inputs_are_refused_naming_the_field(support, versions, messag
 def test_the_operators_rows_win_over_the_shipped_ones():
     inputs = parse_inputs([{"addon": "calico", "version": "v3.29.0", "kube_min": "1.20", "kube_max": "1.40",
                             "source": "https://mirror.example/calico"}], {"kueue": "v0.13.1"})
-    assert inputs == {"support": [{"addon": "calico", "version": "3.29", "kube_min": "1.20", "kube_max": "1.40",
-                                   "source": "https://mirror.example/calico"}], "versions": {"kueue": "0.13"}}
+    assert inputs == {"defined": [], "support": [{"addon": "calico", "version": "3.29", "kube_min": "1.20",
+                                                  "kube_max": "1.40", "source": "https://mirror.example/calico"}],
+                      "versions": {"kueue": "0.13"}}
     rows = support_rows(inputs["support"])
     shipped = [r for r in MATRIX if (r.addon, r.version) == ("calico", "3.29")]
     assert rows[0].source == "https://mirror.example/calico" and len(rows) == len(MATRIX) + 1 - len(shipped)
@@ -220,6 +221,101 @@ def test_every_matrix_row_is_consistent_and_sourced():
         assert spec["name"] and isinstance(spec["stage"], int) and (spec["images"] or spec["charts"]), key
         assert spec.get("rule") in (None, *SOURCES), key
     assert all(source.startswith("http") for source in SOURCES.values())
+
+
+def test_the_shipped_addons_and_rows_pass_the_schema_the_operators_own_are_held_to():
+    for key, spec in ADDONS.items():  # each against the others, as an operator's addon is against every other one
+        others = {k: v for k, v in ADDONS.items() if k != key}
+        definition = {k: v for k, v in spec.items() if k not in SHIPPED_ONLY}
+        if spec.get("managed_by"):  # kubeadm's two take stages 1 and 2, which an operator's addon may not
+            definition["stage"] = 3
+        if key == "kube_proxy":  # kubeadm's image has no organisation in its path (registry.k8s.io/kube-proxy)
+            definition["images"] = ["kube-proxy/kube-proxy"]
+        assert check_definition(dict(definition, addon=key + "_x"), key, others)["name"] == spec["name"]
+    for row in MATRIX:
+        assert check_row(row._asdict(), "MATRIX %s %s" % (row.addon, row.version), shipped=True) == row
+
+
+NETWORK_OPERATOR = {"addon": "nvidia_network_operator", "name": "NVIDIA Network Operator", "stage": 5,
+                    "images": ["nvidia/cloud-native/network-operator"], "charts": ["network-operator"]}
+NETWORK_ROW = {"addon": "nvidia_network_operator", "version": "24.4", "kube_min": "1.27", "kube_max": "1.29",
+               "source": "https://docs.nvidia.com/networking/display/kubernetes2440/platform-support.html"}
+
+
+def test_an_addon_the_code_does_not_know_is_found_and_judged_by_the_operators_rows():
+    images = [workload("Deployment", "nvidia-network-operator", "network-operator",
+                       "nvcr.io/nvidia/cloud-native/network-operator:v24.4.1")]
+    helm = releases(helm_secret("nvidia-network-operator", "netop", "network-operator", "24.4.1", "v24.4.1"))
+    result = check_addons(images, helm, "v1.29.4", "v1.28.9", [NETWORK_ROW], None, [NETWORK_OPERATOR])
+    assert [(e["addon"], e["version"], e["via"]) for e in result["installed"]] == [
+        ("nvidia_network_operator", "24.4", "workload"), ("nvidia_network_operator", "24.4", "helm")]
+    assert result["passed"] and {f["severity"] for f in result["findings"]} == {"ok"}
+    assert result["stages"] == [{"addon": "nvidia_network_operator", "name": "NVIDIA Network Operator", "stage": 5}]
+    late = check_addons(images, [], "v1.30.0", "v1.29.4", [NETWORK_ROW], None, [NETWORK_OPERATOR])
+    assert late["blocking"] == ["NVIDIA Network Operator 24.4 (Deployment nvidia-network-operator/network-operator "
+                                "image nvcr.io/nvidia/cloud-native/network-operator:v24.4.1) supports Kubernetes "
+                                "1.27-1.29, not the target 1.30; no newer release in the matrix supports both the "
+                                "current control plane and 1.30: add the row of one that does (gpufleet_addon_support) "
+                                "or go through an intermediate minor"]
+    # without its definition it is not found at all, and a row naming it is refused
+    assert check_addons(images, helm, "v1.29.4")["installed"] == []
+    with pytest.raises(InputError, match=r"extra_support\[0\].addon: 'nvidia_network_operator' is not one of .*"
+                                         "define an addon the code does not know in gpufleet_addons first"):
+        check_addons(images, helm, "v1.29.4", None, [NETWORK_ROW])
+    # without a row it blocks as any unknown release does, and its own addons stage place orders its release
+    unknown = check_addons(images, [], "v1.29.4", None, [], None, [NETWORK_OPERATOR])
+    assert "is not in the addon matrix" in unknown["blocking"][0]
+    rel = {"addon": "nvidia_network_operator", "release": "netop", "namespace": "nvidia-network-operator",
+           "chart": "nvidia/network-operator", "version": "24.4.1"}
+    kueue = {"addon": "kueue", "release": "kueue", "namespace": "kueue-system", "chart": "kueue/kueue"}
+    assert [r["release"] for r in parse_releases([kueue, rel], known=catalog([NETWORK_OPERATOR]))] == ["netop", "kueue"]
+    with pytest.raises(InputError, match=r"'nvidia_network_operator' is not an addon gpufleet knows .*gpufleet_addons"):
+        parse_releases([rel])
+
+
+def test_the_cell_carries_the_operators_addons_and_their_rows():
+    inputs = parse_inputs([NETWORK_ROW], {"nvidia_network_operator": "v24.4.1"}, [NETWORK_OPERATOR])
+    assert inputs["defined"] == [dict(NETWORK_OPERATOR, network_policy=False)]
+    assert inputs["support"] == [NETWORK_ROW] and inputs["versions"] == {"nvidia_network_operator": "24.4"}
+
+
+@pytest.mark.parametrize("defined, message", [
+    ({"addon": "x"}, "gpufleet_addons: expected a list of addons"),
+    (["netop"], r"gpufleet_addons\[0\]: expected a mapping"),
+    ([dict(NETWORK_OPERATOR, addon="calico")], r"gpufleet_addons\[0\].addon: calico is a shipped addon \(Calico\)"),
+    ([NETWORK_OPERATOR, NETWORK_OPERATOR], r"gpufleet_addons\[1\].addon: nvidia_network_operator is defined twice"),
+    ([dict(NETWORK_OPERATOR, addon="Net-Op")], r"gpufleet_addons\[0\].addon: 'Net-Op'; give a key of lower-case"),
+    ([dict(NETWORK_OPERATOR, stage=2)], r"gpufleet_addons\[0\].stage: 2; give 3 \(CNI\) to 8"),
+    ([dict(NETWORK_OPERATOR, stage="five")], r"gpufleet_addons\[0\]: .*stage"),
+    ([dict(NETWORK_OPERATOR, images=[], charts=[])], r"gpufleet_addons\[0\]: neither images nor charts"),
+    ([dict(NETWORK_OPERATOR, images=["network-operator"])],
+     r"gpufleet_addons\[0\].images: 'network-operator'; give an image repository as ORG/NAME"),
+    ([dict(NETWORK_OPERATOR, images=["nvcr.io/nvidia/x:v1"])], r"gpufleet_addons\[0\].images: 'nvcr.io/nvidia/x:v1'"),
+    ([dict(NETWORK_OPERATOR, images=["kueue/kueue"])],
+     r"gpufleet_addons\[0\].images: kueue/kueue already identifies kueue \(Kueue\)"),
+    ([NETWORK_OPERATOR, dict(NETWORK_OPERATOR, addon="netop2", images=["x/y"])],
+     r"gpufleet_addons\[1\].charts: network-operator already identifies nvidia_network_operator"),
+    ([dict(NETWORK_OPERATOR, charts=["Network Operator"])], r"gpufleet_addons\[0\].charts: 'Network Operator' is not"),
+    ([dict(NETWORK_OPERATOR, managed_by="kubeadm")], r"gpufleet_addons\[0\].managed_by: only the shipped addons"),
+    ([dict(NETWORK_OPERATOR, registry="nvcr.io")], r"gpufleet_addons\[0\]: .*registry"),
+    ([dict(NETWORK_OPERATOR, name=" ")], r"gpufleet_addons\[0\].name: empty"),
+])
+def test_a_bad_addon_definition_is_refused_naming_the_field(defined, message):
+    with pytest.raises(InputError, match=message):
+        parse_inputs([], None, defined)
+
+
+@pytest.mark.parametrize("row, message", [
+    (dict(NETWORK_ROW, kube_min="1.30"), r"gpufleet_addon_support\[0\]: kube_min 1.30 is above kube_max 1.29, an "
+                                         "empty range"),
+    (dict(NETWORK_ROW, kube_max="2.0"), r"gpufleet_addon_support\[0\].kube_max: 2.0 is not a Kubernetes minor"),
+    (dict(NETWORK_ROW, kube_min="0.27"), r"gpufleet_addon_support\[0\].kube_min: 0.27 is not a Kubernetes minor"),
+    (dict(NETWORK_ROW, url="https://x"), r"gpufleet_addon_support\[0\]: .*url"),
+    (dict(NETWORK_ROW, source=" "), r"gpufleet_addon_support\[0\].source: required"),
+])
+def test_an_operators_row_with_an_impossible_range_is_refused(row, message):
+    with pytest.raises(InputError, match=message):
+        parse_inputs([row], None, [NETWORK_OPERATOR])
 
 
 def test_addon_releases_are_checked_and_put_in_the_seeds_order():

@@ -163,8 +163,18 @@ def test_addon_inputs_are_read_and_checked_with_the_cell():
              "source": "https://example.invalid/kueue"}]
     built = cell(cell_vars={"gpufleet_addon_support": rows, "gpufleet_addon_versions": {"jobset": "v0.11.1"}})
     assert built.addons == {"support": [dict(rows[0], version="0.17")], "versions": {"jobset": "0.11"},
-                            "releases": []}
-    assert cell().addons == {"support": [], "versions": {}, "releases": []}
+                            "releases": [], "defined": []}
+    assert cell().addons == {"support": [], "versions": {}, "releases": [], "defined": []}
+    # an addon the code does not know: defined by the inventory, its rows and its Helm release taken with it
+    csi = {"addon": "ceph_csi", "name": "Ceph CSI", "stage": 4, "images": ["cephcsi/cephcsi"], "charts": []}
+    own = cell(cell_vars={"gpufleet_addons": [csi], "gpufleet_addon_support": [
+        {"addon": "ceph_csi", "version": "3.14", "kube_min": "1.31", "kube_max": "", "source": "https://x.example"}],
+        "gpufleet_addon_releases": [releases_of := {"addon": "ceph_csi", "release": "ceph-csi-rbd",
+                                                    "namespace": "ceph-csi", "chart": "ceph-csi/ceph-csi-rbd"}]})
+    assert own.addons["defined"] == [dict(csi, network_policy=False)]
+    assert [(r["release"], r["stage"]) for r in own.addons["releases"]] == [("ceph-csi-rbd", 4)]
+    with pytest.raises(InputError, match=r"gpufleet_addon_releases\[0\].addon: 'ceph_csi' is not an addon"):
+        cell(cell_vars={"gpufleet_addon_releases": [releases_of]})
     releases = [{"addon": "kueue", "release": "kueue", "namespace": "kueue-system", "chart": "kueue/kueue"},
                 {"addon": "cilium", "release": "cilium", "namespace": "kube-system", "chart": "cilium/cilium"}]
     assert [r["release"] for r in cell(cell_vars={"gpufleet_addon_releases": releases}).addons["releases"]] == [
