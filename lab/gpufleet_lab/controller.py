@@ -34,7 +34,7 @@ from typing import Dict, List, Optional, Set, Tuple
 
 from kubernetes import client
 
-from gpufleet_lab import cluster, faults, inference, kube, kubeadm, procs
+from gpufleet_lab import cluster, faults, inference, kube, kubeadm, network, procs
 from gpufleet_lab.config import LabConfig
 
 
@@ -374,6 +374,20 @@ async def training_loop(cfg: LabConfig) -> None:
         await asyncio.sleep(1)
 
 
+async def soak_faults_loop(cfg: LabConfig) -> None:
+    from gpufleet_lab import soakfaults
+    soakfaults.serve_webhook(cfg)
+    print("lab controller: soak-latency webhook on https://%s:%d/validate" % (
+        network.lab_address(cfg), soakfaults.webhook_port(cfg)), flush=True)
+    loads = soakfaults.SoakFaults(cfg)
+    while True:
+        try:
+            await asyncio.to_thread(loads.reconcile)
+        except Exception:
+            traceback.print_exc()
+        await asyncio.sleep(1)
+
+
 async def amain(cfg: LabConfig) -> None:
     lb = LoadBalancer(cfg)
     server = await asyncio.start_server(lb.handle, "127.0.0.1", cfg.ports["apiserver_lb"])
@@ -386,7 +400,8 @@ async def amain(cfg: LabConfig) -> None:
         print("lab controller: kubelet of %s on https://%s:%d (/configz)" % (
             served.host, *served.server_address[:2]), flush=True)
     async with server:
-        await asyncio.gather(server.serve_forever(), requests_loop(cfg), training_loop(cfg), static_pods_loop(cfg))
+        await asyncio.gather(server.serve_forever(), requests_loop(cfg), training_loop(cfg), static_pods_loop(cfg),
+                             soak_faults_loop(cfg))
 
 
 def main(cfg: LabConfig) -> None:

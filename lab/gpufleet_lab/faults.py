@@ -6,7 +6,7 @@ from typing import Dict, List
 
 from kubernetes import client
 
-from gpufleet_lab import hosts, kube
+from gpufleet_lab import hosts, kube, soakfaults
 from gpufleet_lab.config import LabConfig
 from gpufleet_lab.procs import LabError
 
@@ -43,6 +43,7 @@ SLOW_INFERENCE = "inference-slow"
 def kinds() -> Dict[str, str]:
     out = {k: v[0] for k, v in HOST_FAULTS.items()}
     out.update(OTHER_FAULTS)
+    out.update(soakfaults.KINDS)
     return out
 
 
@@ -85,6 +86,12 @@ def inject(cfg: LabConfig, host: str, kind: str) -> str:
         if (scope == "gpu" and host not in cfg.gpu_hosts) or (scope == "cp" and host not in cfg.control_plane):
             raise LabError("fault %s applies to %s hosts only" % (kind, "GPU" if scope == "gpu" else "control-plane"))
         _edit(cfg, host, lambda s: s.setdefault("faults", {}).__setitem__(kind, True))
+    elif kind in soakfaults.KINDS:
+        if host not in cfg.control_plane:
+            raise LabError("fault %s applies to control-plane hosts only" % kind)
+        armed = soakfaults.arm_state(cfg, host, kind)
+        soakfaults.make_objects(cfg, kind)
+        _edit(cfg, host, lambda s: s.setdefault("faults", {}).__setitem__(kind, armed))
     elif kind == "unreachable":
         hosts.podman("pause", hosts.container(cfg, host))
     elif kind == "pdb-block":
@@ -97,7 +104,11 @@ def inject(cfg: LabConfig, host: str, kind: str) -> str:
 def clear(cfg: LabConfig, host: str) -> None:
     if host not in cfg.hosts:
         raise LabError("unknown host %r" % host)
+    had = set(host_faults(cfg, host))
     _edit(cfg, host, lambda s: s.__setitem__("faults", {}))
+    if had & set(soakfaults.KINDS) and not any(set(host_faults(cfg, h)) & set(soakfaults.KINDS)
+                                               for h in cfg.control_plane):
+        soakfaults.remove_objects(cfg)  # shared by every host's soak faults: once none is left
     if hosts.host_status(cfg).get(host) == "paused":
         hosts.podman("unpause", hosts.container(cfg, host))
     core = client.CoreV1Api(kube.api(cfg))

@@ -91,6 +91,18 @@ def _issue(pki: pathlib.Path, ca, ca_key, now, name: str, cn: str, org: Optional
     _write_key(pki / (name + ".key"), key)
 
 
+def ensure_server(pki: pathlib.Path, name: str, address: str) -> None:
+    """A serving certificate of the cell's CA for a lab server at ``address`` (the soak faults' webhook), made
+    once."""
+    if (pki / (name + ".crt")).exists():
+        return
+    from cryptography.hazmat.primitives.serialization import load_pem_private_key
+    ca = x509.load_pem_x509_certificate((pki / "ca.crt").read_bytes())
+    ca_key = load_pem_private_key((pki / "ca.key").read_bytes(), None)
+    now = datetime.datetime.now(datetime.UTC) - datetime.timedelta(minutes=5)
+    _issue(pki, ca, ca_key, now, name, name, None, True, False, [], ips=(address,))
+
+
 def ensure_front_proxy(pki: pathlib.Path) -> None:
     """kubeadm's front proxy (aggregation layer) pair, each made once: its own CA (front-proxy-ca) and the client
     certificate the apiserver presents to aggregated apiservers (front-proxy-client; kubeadm's manifest passes both,

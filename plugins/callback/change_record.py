@@ -28,6 +28,8 @@ description:
     inference service's latency, on which canary nodes, how long it took, and why one that failed did not finish.
   - So do the kubelet settings the upgrade changed, per pool, with the nodes they changed on (the
     C(kubelet_config_changes) of M(gpufleet.upgrade.node_gate) - each node's running C(/configz) before and after).
+  - So does each control-plane host's soak (M(gpufleet.upgrade.apiserver_soak)) - every signal after the move, with
+    the reading before it and its peers' - beside its checks in the gates table.
   - So do the node disruptions of the upgrade cycle (M(gpufleet.upgrade.node_state) read with C(cycle)) - per node,
     the targets it was drained for on the way to the cycle's last version (one for a skip-level training node).
   - The records are written owner-only (0600, in a 0700 directory). Under ansible-runner (an AWX job, or the
@@ -59,6 +61,7 @@ import time
 
 from ansible.plugins.callback import CallbackBase
 
+from ansible_collections.gpufleet.upgrade.plugins.module_utils import apiserver_signals as signals
 from ansible_collections.gpufleet.upgrade.plugins.module_utils import cell as cell_utils
 from ansible_collections.gpufleet.upgrade.plugins.module_utils import security
 
@@ -97,7 +100,7 @@ class CallbackModule(CallbackBase):
                        "canary_scope": [], "plays": [], "gates": [], "failures": [], "rollback_triggers": [],
                        "cell": "", "run_id": "", "break_glass": [], "opt_outs": [],
                        "gangs": {"resumed": [], "stay_stopped": []}, "security": [],
-                       "canary_workloads": [], "disruptions": {}, "kubelet_config": []}
+                       "canary_workloads": [], "disruptions": {}, "kubelet_config": [], "control_plane_soak": []}
         self._started = time.time()
         self._run_objective = ""
 
@@ -202,6 +205,10 @@ class CallbackModule(CallbackBase):
             if action.endswith(".node_gate") and isinstance(changes, dict) and isinstance(changes.get("changes"), dict):
                 self.record["kubelet_config"].append({
                     "pool": str(changes.get("pool")), "node": str(changes.get("node")), "changes": changes["changes"]})
+            if action.endswith(".apiserver_soak") and isinstance(res.get("checks"), list):
+                self.record["control_plane_soak"].append({
+                    "host": str(res.get("node") or host), "passed": bool(res.get("passed")),
+                    "reading": res.get("reading") or {}, "before": res.get("before"), "peers": res.get("peers") or {}})
             if action.endswith(".canary_workload") and isinstance(res.get("canary"), list):
                 self.record["canary_workloads"] += [dict(r, wave=wave) for r in res["canary"] if isinstance(r, dict)]
             for line in res.get("opt_outs") or []:
@@ -340,6 +347,25 @@ def _cell(value):
     return str(value).replace("|", "\\|").replace("\n", " ")
 
 
+def soak_lines(entries):
+    """Each control-plane host's soak: its signals after the move, with the reading before and the peers'."""
+    if not entries:
+        return ["- no control-plane host soaked by this run"]
+    lines = []
+    for entry in entries:
+        after = entry.get("reading") or {}
+        before = entry.get("before") or {}
+        peers = entry.get("peers") or {}
+        lines.append("- %s: **%s** over %s s (peers %s)" % (
+            _cell(entry["host"]), "passed" if entry["passed"] else "FAILED", after.get("seconds", "-"),
+            ", ".join(sorted(peers)) or "none"))
+        for signal in signals.SIGNALS:
+            lines.append("  - %s: %s after, %s before, peers %s" % (
+                signal, _cell(after.get(signal)), _cell(before.get(signal)) if before else "not read",
+                ", ".join(_cell(peers[name].get(signal)) for name in sorted(peers)) or "-"))
+    return lines
+
+
 def kubelet_config_lines(entries):
     """Per pool, each kubelet setting the upgrade changed (the running /configz before and after), with the nodes
     it changed on."""
@@ -434,6 +460,7 @@ def markdown(rec):
                   for node, targets in sorted(cycle["nodes"].items())]
     else:
         lines.append("- not counted by this run")
+    lines += ["", "## Control-plane soak", ""] + soak_lines(rec.get("control_plane_soak") or [])
     lines += ["", "## Kubelet configuration, per pool", ""] + kubelet_config_lines(rec.get("kubelet_config") or [])
     lines += ["", "## Gates", "", "| host | check | subject | measured | baseline | result |",
               "|---|---|---|---|---|---|"]

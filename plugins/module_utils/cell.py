@@ -18,7 +18,8 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
-from ansible_collections.gpufleet.upgrade.plugins.module_utils import addons, canary, security, variables
+from ansible_collections.gpufleet.upgrade.plugins.module_utils import (
+    addons, apiserver_signals, canary, security, variables)
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.variables import to_bool as _bool
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import GpufleetError, InputError
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.textparse import DNS_LABEL
@@ -384,7 +385,8 @@ def build(groups: Mapping[str, Sequence[str]], host_vars: Mapping[str, Mapping[s
         observed=_observed(cell_vars, host_vars, cp, gpu), out_dir=output_dir,
         cluster_uid=_str(cell_vars.get("gpufleet_cluster_uid"), "gpufleet_cluster_uid (the kube-system Namespace UID "
                          "of the cell's cluster)", required=False),
-        settings=variables.settings(cell_vars),
+        settings=dict(variables.settings(cell_vars),
+                      soak_signals=apiserver_signals.settings(cell_vars.get(apiserver_signals.VAR))),
         addons=dict(addon_inputs, releases=releases),
         # the addons stage's releases: the RBAC in their deployed revisions is expected (security_checks)
         security=dict(security.parse_inputs(cell_vars.get("gpufleet_security_admission_probes"),

@@ -47,13 +47,12 @@ import math
 import re
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from ansible_collections.gpufleet.upgrade.plugins.module_utils import promtext
+from ansible_collections.gpufleet.upgrade.plugins.module_utils import apiserver_signals, promtext
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import GpufleetError, InputError, ParseError
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.versions import parse_version
 
 REQUESTS = "apiserver_request_total"
 DURATION = "apiserver_request_duration_seconds_bucket"
-LONG_RUNNING = frozenset(("WATCH", "CONNECT"))
 GPU = "nvidia.com/gpu"
 API_READINGS = ("apiserver_429_per_minute", "apiserver_p99_seconds", "not_ready_nodes", "gpu_allocatable_fraction",
                 "jobset_restarts")
@@ -94,30 +93,11 @@ def check_inputs(cell: str, urls: Sequence[str], expected_gpus: int, window: flo
 
 def scrape(text: str, where: str) -> Dict[str, Any]:
     """One apiserver's /metrics text reduced to what the readings need: ``{"throttled": count of 429 answers,
-    "buckets": {le: cumulative count}}``. Parsed by prometheus_client's text parser (the exposition format has
-    escapes, exemplars and comments a hand parser gets wrong); a text without the two metrics is refused."""
-    throttled, buckets, seen = 0.0, {}, set()  # type: float, Dict[float, float], set
-    try:
-        for name, labels, value in promtext.samples(text, where):
-            if name == REQUESTS:
-                seen.add(REQUESTS)
-                if labels.get("code") == "429":
-                    throttled += value
-            elif name == DURATION:
-                seen.add(DURATION)
-                if labels.get("verb", "").upper() in LONG_RUNNING:
-                    continue
-                bound = float(labels["le"])
-                buckets[bound] = buckets.get(bound, 0.0) + value
-    except ParseError as exc:
-        raise InputError(exc.msg) from None
-    except (ValueError, KeyError, IndexError, TypeError) as exc:
-        raise InputError("%s: /metrics is not Prometheus text (%s)" % (where, exc)) from None
-    missing = sorted({REQUESTS, DURATION} - seen)
-    if missing:
-        raise InputError("%s: /metrics has no %s; is this a kube-apiserver (and may these credentials get /metrics)?"
-                         % (where, " or ".join(missing)))
-    return {"throttled": throttled, "buckets": buckets}
+    "buckets": {le: cumulative count}}`` - the reduction the control-plane soak uses (apiserver_signals.reduce,
+    prometheus_client's parser), every verb class's latency merged, long-running requests left out. A text without
+    the two metrics is refused."""
+    reduced = apiserver_signals.reduce(text, where)
+    return {"throttled": reduced["throttled"], "buckets": apiserver_signals.merged_buckets(reduced)}
 
 
 def _series(labels: Mapping[str, str]) -> str:
@@ -149,9 +129,8 @@ def scrape_histogram(text: str, where: str, name: str) -> Dict[str, Dict[float, 
     return series
 
 
-def _went_down(first: Mapping[float, float], second: Mapping[float, float]) -> bool:
-    """A counter that went down between two scrapes: the process restarted, and the second counts from zero."""
-    return any(second.get(bound, 0.0) < count for bound, count in first.items())
+_went_down = apiserver_signals.went_down
+histogram_quantile = apiserver_signals.histogram_quantile
 
 
 def inference_reading(first: Mapping[str, Mapping[float, float]], second: Mapping[str, Mapping[float, float]],
@@ -222,30 +201,6 @@ def nccl_reading(hosts: Sequence[str], results: Mapping[str, Any]) -> Dict[str, 
     if why:
         out["unmeasured"]["nccl_busbw_gbps"] = "; ".join(why)
     return out
-
-
-def histogram_quantile(q: float, buckets: Mapping[float, float]) -> Optional[float]:
-    """The ``q`` quantile of a cumulative histogram ``{upper bound: count}`` (``+Inf`` included), by linear
-    interpolation within the bucket it falls in, as Prometheus computes it; None with no observations. Falling in
-    the +Inf bucket gives the largest finite bound."""
-    bounds = sorted(buckets)
-    if not bounds or not math.isinf(bounds[-1]):
-        raise InputError("a latency histogram without its +Inf bucket")
-    total = buckets[bounds[-1]]
-    if total <= 0:
-        return None
-    rank = q * total
-    lower, below = 0.0, 0.0
-    for bound in bounds:
-        count = buckets[bound]
-        if count >= rank:
-            if math.isinf(bound):
-                return lower
-            if count == below:
-                return bound
-            return lower + (bound - lower) * (rank - below) / (count - below)
-        lower, below = bound, count
-    return lower  # pragma: no cover - the +Inf bucket holds every observation
 
 
 def apiserver_readings(first: Mapping[str, Mapping[str, Any]], second: Mapping[str, Mapping[str, Any]],

@@ -158,6 +158,34 @@ class Kube:
         """The apiserver's own /metrics (Prometheus text); needs ``get`` on the non-resource URL /metrics."""
         return self._call("GET %s/metrics" % self.server, self._raw_get, "/metrics", timeout).decode("utf-8", "replace")
 
+    SOAK_PROBE = ("kube-public", "gpufleet-soak-probe")
+
+    def soak_probe(self, count: int, timeout: Optional[float] = None) -> None:
+        """The control-plane soak's own requests, ``count`` of each verb class, that change nothing: GET of a
+        ConfigMap that does not exist (404), LIST with limit 1, and a server-side dry-run create (admission and
+        validation run, nothing is stored). Needs get, list and create on ConfigMaps in kube-public."""
+        namespace, name = self.SOAK_PROBE
+        for _round in range(count):
+            try:
+                self.core.read_namespaced_config_map(name, namespace, _request_timeout=timeout)
+            except self.ApiException as exc:
+                if exc.status != 404:
+                    status, message = api_error(exc)
+                    raise KubeError("GET %s ConfigMap %s/%s: HTTP %d %s" % (
+                        self.server, namespace, name, status, message), status=status) from exc
+            except Exception as exc:
+                raise KubeError("GET %s ConfigMap %s/%s: %s" % (self.server, namespace, name, exc)) from exc
+            self._call("LIST %s ConfigMaps in %s" % (self.server, namespace), self.core.list_namespaced_config_map,
+                       namespace, limit=1, _request_timeout=timeout)
+            self._call("dry-run create %s ConfigMap %s/%s" % (self.server, namespace, name),
+                       self.core.create_namespaced_config_map, namespace, {"metadata": {"name": name}},
+                       dry_run="All", _request_timeout=timeout)
+
+    def raw_text(self, path: str, timeout: Optional[float] = None) -> str:
+        """GET a non-resource path of this apiserver (/readyz, /version, /metrics) as text; an answer that is not
+        2xx is a KubeError with its status and body."""
+        return self._call("GET %s%s" % (self.server, path), self._raw_get, path, timeout).decode("utf-8", "replace")
+
     def _raw_get(self, path: str, timeout: Optional[float]) -> bytes:
         """GET a path no generated API method covers, with the connection's credentials. kubernetes 37
         (openapi-generator 7) split the old ``call_api`` into ``param_serialize`` and ``call_api(method, url)``;

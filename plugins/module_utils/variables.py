@@ -72,7 +72,13 @@ VARIABLES: Tuple[Var, ...] = (
     Var("gpufleet_allow_unsupported_target", "bool", False, "cell", CELL_PLAYBOOKS,
         "Accept a target that is out of upstream support (to hop through it)."),
     Var("gpufleet_soak_seconds", "int", 30, "cell", ("upgrade_wave", "control_plane"),
-        "Health soak after each control-plane host.", (0, 3600)),
+        "The soak of each control-plane host after it moves, after its new apiserver's warm-up (its signals read "
+        "every gpufleet_soak_signals.interval_seconds).", (1, 3600)),
+    Var("gpufleet_soak_signals", "dict", NONE, "cell", ("upgrade_wave", "control_plane"),
+        "The control-plane soak's settings and thresholds (plugins/module_utils/apiserver_signals.py SPEC, each "
+        "default with its source; docs/stages.md): interval_seconds, warmup_seconds, before_seconds, min_requests "
+        "(a verb class with fewer has no p99: unmeasured, a failure), and per signal a ratio and slack over the "
+        "reading before and the peers' median (429s, p99 latency by verb class, LIST rate, memory)."),
     Var("gpufleet_reach_timeout", "int", 60, "cell", CLUSTER_PLAYBOOKS,
         "Seconds to wait for a host before it counts as unreachable (a blocker).", (1, 3600)),
     Var("gpufleet_observe_seconds", "int", 60, "cell", ("maintenance",),
@@ -158,7 +164,9 @@ VARIABLES: Tuple[Var, ...] = (
         "The node was cordoned before the run: it stays cordoned after its upgrade."),
     Var("gpufleet_apiserver_url", "str", "https://127.0.0.1:6443", "host", ("preflight", "upgrade_wave",
                                                                             "control_plane"),
-        "A control-plane host's own kube-apiserver URL (its /version, /readyz and /metrics are read there)."),
+        "A control-plane host's own kube-apiserver URL, as the controller reaches it (its /version, /readyz and "
+        "/metrics are read there). Each host needs its own: the control-plane soak and the fleet compare them, and "
+        "refuse one URL for two hosts; the default suits a single control-plane host."),
     Var("gpufleet_observed_control_plane", "str", NONE, "host", ("plan",),
         "Offline plan only: a control-plane host's apiserver version."),
     Var("gpufleet_observed_kubelet", "str", NONE, "host", ("plan",), "Offline plan only: a host's kubelet version."),

@@ -278,6 +278,44 @@ def test_upgrade_wave_halts_on_every_fault_resumes_and_finishes(cell, tmp_path):
     assert manifest_text(lab, "cp-1", "kube-apiserver") == before  # rolled back by kubeadm itself
     untouched(lab, [n for wave in WAVES for n in wave])
 
+    # 3b. Each control-plane host's new apiserver is soaked on its signals against the reading before it moved and
+    #     its peers, with no retry. cp-2's writes go through an admission webhook that answers after 3 s, once
+    #     kubeadm moved it: cp-1 moves and soaks clean, the run halts at cp-2's soak naming its write latency with
+    #     its values, cp-3 untouched. Then cp-3's apiserver answers a load client 429 (API Priority and Fairness, a
+    #     level with no seats) once moved: the rerun soaks cp-2 again - it ran the target already, so its peers
+    #     alone are the reference - and halts at cp-3's soak naming the 429s.
+    for host, fault, halts in (("cp-2", "soak-latency", "p99_seconds.write"),
+                               ("cp-3", "soak-429", "throttled_per_minute")):
+        lab_cli("fault", host, fault)
+        try:
+            proc = run(lab, records, "upgrade_wave.yml")
+        finally:
+            lab_cli("clear", host)
+        assert_halted(proc, "%s: the control-plane soak failed: %s" % (host, halts))
+        out = proc.stdout + proc.stderr
+        found = re.search(r"%s: the control-plane soak failed: %s ([0-9.]+) (s|/min)(?: \(the last [0-9]+ s\))?, "
+                          r"before ([0-9.]+|unmeasured)(?: s|/min)?, peers ([0-9.]+|unmeasured)(?: s|/min)? "
+                          r"\(limit ([0-9.]+)" % (host, re.escape(halts)), out)
+        assert found, out[-6000:]
+        after, limit = float(found.group(1)), float(found.group(5))
+        assert after >= 10 * limit, found.group(0)  # the fault is at least ten times past its threshold
+        node = nodes(lab)[host]  # the ledger keeps why (its kubelet was not reached: it is not cordoned)
+        assert ann(node, "upgrade-phase") == "failed" and "the control-plane soak failed" in ann(node, "upgrade-reason")
+        versions = apiservers(lab)
+        assert versions[host] == lab.to_version and versions["cp-1"] == lab.to_version
+        assert versions["cp-3"] == (lab.from_version if host == "cp-2" else lab.to_version)
+        untouched(lab, [n for wave in WAVES for n in wave])
+        # the run's change record keeps each soak: every signal after the move, before it and on the peers
+        record = json.loads(sorted(records.glob("*upgrade_wave.yml.json"), key=lambda p: p.stat().st_mtime)[-1]
+                            .read_text())
+        soaks = {e["host"]: e for e in record["control_plane_soak"]}
+        assert soaks[host]["passed"] is False and abs(soaks[host]["reading"][halts] - after) < 0.06
+        clean = "cp-1" if host == "cp-2" else "cp-2"
+        assert soaks[clean]["passed"] is True and set(soaks[clean]["peers"]) == {"cp-1", "cp-2", "cp-3"} - {clean}
+        assert (soaks[clean]["before"] is None) == (host == "cp-3")  # cp-2 ran the target when the rerun reached it
+        assert {g["check"] for g in record["gates"] if g["subject"] == clean} >= {
+            "apiserver_throttled_per_minute", "apiserver_p99_seconds_write", "apiserver_rss_bytes"}
+
     # 4. The control plane goes through; the first wave holding a rank of the gang cannot checkpoint: the gang
     #    is not stopped, that wave stays cordoned, later waves never start.
     etcd_before = etcd_version(lab)

@@ -5,6 +5,7 @@ import copy
 
 import pytest
 
+from ansible_collections.gpufleet.upgrade.plugins.module_utils import apiserver_signals
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.cell import build, components, out_dir, pools_of, run_id
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import InputError
 from tests.conftest import pool_baseline
@@ -139,7 +140,13 @@ def test_out_dir_default_is_out_of_the_working_directory():
 def test_settings_urls_and_the_expected_cell():
     c = cell(hosts=dict(HOSTS, **{"cp-2": {"gpufleet_apiserver_url": "https://10.0.0.12:6443"}}),
              cell_vars={"gpufleet_soak_seconds": 5, "gpufleet_expected_cell": "lab"})
-    assert c.settings == {"soak_seconds": 5, "reach_timeout": 60, "observe_seconds": 60, "only_canaries": False}
+    assert c.settings == {"soak_seconds": 5, "reach_timeout": 60, "observe_seconds": 60, "only_canaries": False,
+                          "soak_signals": apiserver_signals.settings(None)}
+    tuned = cell(cell_vars={"gpufleet_soak_signals": {"min_requests": 5, "interval_seconds": 2}})
+    assert tuned.settings["soak_signals"]["min_requests"] == 5
+    assert tuned.settings["soak_signals"]["warmup_seconds"] == 60
+    with pytest.raises(InputError, match=r"gpufleet_soak_signals.interval_seconds: 0; give 1 to 600"):
+        cell(cell_vars={"gpufleet_soak_signals": {"interval_seconds": 0}})
     assert c.apiserver_urls == {"cp-1": "https://127.0.0.1:6443", "cp-2": "https://10.0.0.12:6443",
                                 "cp-3": "https://127.0.0.1:6443"}
     with pytest.raises(InputError, match="launched for cell 'cell7', but the inventory is cell 'lab'"):

@@ -46,16 +46,18 @@ def test_a_real_apiserver_scrape_reduces_to_throttled_requests_and_a_latency_his
     assert out["apiservers"]["cp-1"]["restarted"] is False
 
 
-def test_watch_and_connect_do_not_count_as_latency():
+def test_watch_connect_and_non_resource_paths_do_not_count_as_latency():
     text = "\n".join([
         "# TYPE apiserver_request_total counter",
-        'apiserver_request_total{code="429",verb="LIST"} 3',
-        'apiserver_request_total{code="200",verb="WATCH"} 9',
+        'apiserver_request_total{code="429",resource="pods",verb="LIST"} 3',
+        'apiserver_request_total{code="200",resource="pods",verb="WATCH"} 9',
         "# TYPE apiserver_request_duration_seconds histogram",
-        'apiserver_request_duration_seconds_bucket{verb="WATCH",le="60"} 0',
-        'apiserver_request_duration_seconds_bucket{verb="WATCH",le="+Inf"} 5',
-        'apiserver_request_duration_seconds_bucket{verb="GET",le="0.1"} 4',
-        'apiserver_request_duration_seconds_bucket{verb="GET",le="+Inf"} 4',
+        'apiserver_request_duration_seconds_bucket{resource="pods",verb="WATCH",le="60"} 0',
+        'apiserver_request_duration_seconds_bucket{resource="pods",verb="WATCH",le="+Inf"} 5',
+        'apiserver_request_duration_seconds_bucket{resource="",verb="GET",le="0.1"} 7',  # /readyz, /version
+        'apiserver_request_duration_seconds_bucket{resource="",verb="GET",le="+Inf"} 7',
+        'apiserver_request_duration_seconds_bucket{resource="pods",verb="GET",le="0.1"} 4',
+        'apiserver_request_duration_seconds_bucket{resource="pods",verb="GET",le="+Inf"} 4',
         'apiserver_request_duration_seconds_sum{verb="GET"} 0.2',
         'apiserver_request_duration_seconds_count{verb="GET"} 4', ""])
     out = fr.scrape(text, "x")
