@@ -399,6 +399,15 @@ def _windows(start: Mapping[str, Any], now: Mapping[str, Any], names: Sequence[s
     return after, peers
 
 
+def _references(peers: Mapping[str, Dict[str, Any]], moved: Sequence[str],
+                before: Optional[Mapping[str, Any]]) -> Dict[str, Dict[str, Any]]:
+    """The peers that are a reference: those on another release; when none is and there is no reading before
+    either (a rerun that found the host already moved, its peers too), the peers at the target - the release was
+    judged on the hosts soaked before them."""
+    others = {n: w for n, w in peers.items() if n not in moved}
+    return others if others or before is not None else dict(peers)
+
+
 def run(host: str, plan: Mapping[str, Any], cfg: Mapping[str, Any], scrape: Any, readyz: Any, monotonic: Any,
         wallclock: Any, sleep: Any, probe: Any = None) -> Dict[str, Any]:
     """The before reading or the soak of ``host`` (the module's body, with its I/O handed in: ``scrape(name)`` ->
@@ -449,12 +458,12 @@ def run(host: str, plan: Mapping[str, Any], cfg: Mapping[str, Any], scrape: Any,
         now = {name: scrape(name) for name in names}
         at = monotonic()
         after, peers = _windows(start, now, names, host, at - began, cfg, "since the soak began")
-        references = {n: w for n, w in peers.items() if n not in moved}
+        references = _references(peers, moved, plan["before"])
         checks = judge(host, plan["before"], after, references, cfg)
         breached = [c for c in checks if c["measured"] is not None and not c["passed"]]
         if previous is not start:  # the last interval alone: a late regression is not diluted
             last, last_peers = _windows(previous, now, names, host, at - previous_at, cfg, "in its last interval")
-            lately = judge(host, plan["before"], last, {n: w for n, w in last_peers.items() if n not in moved}, cfg)
+            lately = judge(host, plan["before"], last, _references(last_peers, moved, plan["before"]), cfg)
             late = [dict(c, detail=c["detail"].replace(", before", " (the last %.0f s), before" % last["seconds"], 1))
                     for c in lately if c["measured"] is not None and not c["passed"]]
             if late and not breached:

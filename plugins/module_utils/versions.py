@@ -196,8 +196,18 @@ def _kubelet_allowed_lag(kubelet: KubeVersion) -> int:
     return 3 if (kubelet.major, kubelet.minor) >= (1, 25) else 2
 
 
+def _local_apiservers(observed: Sequence[Observed]) -> Dict[str, Observed]:
+    """The apiserver on each control-plane node: the instance that node's controller manager, scheduler and kubelet
+    talk to (kubeadm points their kubeconfigs at their own host's apiserver), and the one they move with when
+    kubeadm upgrades the node."""
+    return {o.node: o for o in observed if o.component == APISERVER and o.node}
+
+
 def skew_violations(observed: Sequence[Observed]) -> List[Violation]:
-    """Every current breach of the version-skew policy, oldest rule first."""
+    """Every current breach of the version-skew policy, oldest rule first. The controller manager, scheduler and
+    kubelet of a control-plane node are held to that node's own apiserver (the instance they talk to), so a control
+    plane that kubeadm is moving one host at a time - its moved hosts' components newer than an apiserver not yet
+    moved - is within the policy and a halted run can resume; elsewhere they are held to the oldest apiserver."""
     apiservers = [o for o in observed if o.component == APISERVER]
     if not apiservers:
         raise InputError("components: no kube-apiserver listed; the skew policy is relative to the apiservers")
@@ -212,25 +222,34 @@ def skew_violations(observed: Sequence[Observed]) -> List[Violation]:
     oldest_ref = "oldest apiserver %s on %s" % (oldest.version, oldest.node)
     newest_ref = "newest apiserver %s on %s" % (newest.version, newest.node)
     kubelets = {o.node: o for o in observed if o.component == KUBELET}
+    local = _local_apiservers(observed)
+
+    def reference(node: str) -> Tuple[KubeVersion, str]:
+        own = local.get(node)
+        return (own.version, "its own apiserver %s on %s" % (own.version, node)) if own else (
+            oldest.version, oldest_ref)
+
     for obs in observed:
         v = obs.version
         if obs.component in (CONTROLLER_MANAGER, SCHEDULER, CLOUD_CONTROLLER_MANAGER):
-            if v.minors_above(oldest.version) > 0:
-                out.append(Violation(obs.component, obs.node, str(v), oldest_ref,
-                                     "must not be newer than any apiserver",
+            ref, ref_text = reference(obs.node)
+            if v.minors_above(ref) > 0:
+                out.append(Violation(obs.component, obs.node, str(v), ref_text,
+                                     "must not be newer than any apiserver it talks to",
                                      "upgrade every apiserver first, or roll %s back to %s" % (
-                                         obs.component, oldest.version.minor_str)))
+                                         obs.component, ref.minor_str)))
             elif newest.version.minors_above(v) > 1:
                 out.append(Violation(obs.component, obs.node, str(v), newest_ref,
                                      "may be at most 1 minor older than the apiservers",
                                      "upgrade %s on %s to v%s" % (obs.component, obs.node,
                                                                   newest.version.minor_str)))
         elif obs.component == KUBELET:
-            if v.minors_above(oldest.version) > 0:
-                out.append(Violation(KUBELET, obs.node, str(v), oldest_ref,
+            ref, ref_text = reference(obs.node)
+            if v.minors_above(ref) > 0:
+                out.append(Violation(KUBELET, obs.node, str(v), ref_text,
                                      "kubelet must never be newer than the apiserver",
                                      "upgrade the control plane to v%s first, or reinstall kubelet v%s on %s" % (
-                                         v.minor_str, oldest.version.minor_str, obs.node)))
+                                         v.minor_str, ref.minor_str, obs.node)))
             elif newest.version.minors_above(v) > _kubelet_allowed_lag(v):
                 out.append(Violation(KUBELET, obs.node, str(v), newest_ref,
                                      "kubelet may be at most %d minors older than the apiserver"
@@ -323,7 +342,9 @@ def plan_upgrade(observed: Sequence[Observed], target: KubeVersion, *, allow_mul
             "target %s is older than the running apiserver %s on %s: downgrades are refused. Choose a target at or "
             "above %s; to roll back, restore the etcd snapshot with playbooks/etcd_restore.yml (break-glass)" % (
                 target, newest.version, newest.node, newest.version))
-    newer_kubelets = [o for o in observed if o.component == KUBELET and o.version.minors_above(oldest.version) > 0]
+    local = _local_apiservers(observed)
+    newer_kubelets = [o for o in observed if o.component == KUBELET and o.version.minors_above(
+        local[o.node].version if o.node in local else oldest.version) > 0]
     if newer_kubelets:
         worst = max(newer_kubelets, key=lambda o: o.version.sort_key())
         raise PolicyError(

@@ -236,6 +236,17 @@ def test_readyz_restart_and_an_unmeasured_end_fail_the_soak():
         soak(steady(6, version=NEW, get=20, lists=5, puts=1), steady(5, get=20, lists=5, puts=1))
 
 
+def test_a_rerun_with_every_peer_moved_and_no_reading_before_is_judged_against_those_peers():
+    clock = Clock()
+    feeds = {"cp-3": iter(moved()), "cp-1": iter(moved()[1:]), "cp-2": iter(moved()[1:])}
+    plan = sig.soak_inputs("cp-3", "https://10.0.0.13:6443", {"cp-1": "https://10.0.0.11:6443",
+                                                              "cp-2": "https://10.0.0.12:6443"}, None, 10, "soak")
+    result = sig.run("cp-3", plan, CFG, lambda name: next(feeds[name]), lambda: None, lambda: clock.t,
+                     lambda: 1000.0 + clock.t, clock.sleep)
+    assert result["passed"] and result["peers_at_target"] == ["cp-1", "cp-2"]
+    assert {c["signal"]: c["peers"] for c in result["checks"]}["rss_bytes"] == 4e8
+
+
 def test_without_a_reading_before_the_peers_alone_are_the_reference():
     clock = Clock()
     feeds = {"cp-1": iter(moved(throttled=100.0)), "cp-2": iter(steady(6, get=20, lists=5, puts=10))}

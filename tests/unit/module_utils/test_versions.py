@@ -83,6 +83,24 @@ def test_each_skew_rule(extra, component, rule_part):
     assert found[0].fix
 
 
+def test_a_control_plane_kubeadm_is_moving_host_by_host_is_within_the_policy():
+    # cp-1 moved with kubeadm (its apiserver, controller manager, scheduler and kubelet), cp-2 not yet: each node's
+    # components talk to their own host's apiserver, so a run halted here resumes
+    moving = obs(("kube-apiserver", "cp-1", "v1.34.1"), ("kube-apiserver", "cp-2", "v1.33.5"),
+                 ("kube-controller-manager", "cp-1", "v1.34.1"), ("kube-scheduler", "cp-1", "v1.34.1"),
+                 ("kube-controller-manager", "cp-2", "v1.33.5"), ("kubelet", "cp-1", "v1.34.1", "control-plane"),
+                 ("kubelet", "cp-2", "v1.33.5", "control-plane"), ("kubelet", "gpu-a1", "v1.33.5", "h100-train"))
+    assert skew_violations(moving) == []
+    assert plan_upgrade(moving, parse_version("v1.34.1"))["control_plane_mixed"] is True
+    # what would talk to an older apiserver is still refused: a worker's kubelet, a component ahead of its own host
+    ahead = list(moving) + list(obs(("kubelet", "gpu-b1", "v1.34.1"), ("kube-scheduler", "cp-2", "v1.34.1")))
+    assert [(v.component, v.node, v.reference) for v in skew_violations(ahead)] == [
+        ("kubelet", "gpu-b1", "oldest apiserver v1.33.5 on cp-2"),
+        ("kube-scheduler", "cp-2", "its own apiserver v1.33.5 on cp-2")]
+    with pytest.raises(PolicyError, match="kubelet v1.34.1 on gpu-b1 is newer than the apiserver"):
+        plan_upgrade(ahead, parse_version("v1.34.1"))
+
+
 def test_ha_apiservers_more_than_one_minor_apart():
     observed = obs(("kube-apiserver", "cp-1", "v1.33.5"), ("kube-apiserver", "cp-2", "v1.35.0"))
     found = skew_violations(observed)
