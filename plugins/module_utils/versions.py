@@ -197,17 +197,35 @@ def _kubelet_allowed_lag(kubelet: KubeVersion) -> int:
 
 
 def _local_apiservers(observed: Sequence[Observed]) -> Dict[str, Observed]:
-    """The apiserver on each control-plane node: the instance that node's controller manager, scheduler and kubelet
-    talk to (kubeadm points their kubeconfigs at their own host's apiserver), and the one they move with when
-    kubeadm upgrades the node."""
-    return {o.node: o for o in observed if o.component == APISERVER and o.node}
+    """The apiserver on each control-plane node (the oldest, should a node be listed twice): the instance kubeadm
+    points that node's controller manager and scheduler at (their kubeconfigs name the local endpoint since kubeadm
+    1.19), and, with ControlPlaneKubeletLocalMode (kubeadm 1.33 and later by default), its kubelet."""
+    out: Dict[str, Observed] = {}
+    for o in observed:
+        if o.component == APISERVER and o.node and (o.node not in out or o.version < out[o.node].version):
+            out[o.node] = o
+    return out
+
+
+def _own_reference(obs: Observed, local: Mapping[str, Observed], oldest: Observed, newest: Observed) -> bool:
+    """Whether ``obs`` is held to its own host's apiserver rather than the oldest: a controller manager or
+    scheduler on a control-plane node; a kubelet there only in the one state kubeadm's host-by-host procedure makes
+    - at its own apiserver's minor, one minor above the oldest, the control plane within one minor. A
+    cloud-controller-manager (in-cluster config: any apiserver) and every other component: the oldest."""
+    own = local.get(obs.node)
+    if own is None:
+        return False
+    if obs.component in (CONTROLLER_MANAGER, SCHEDULER):
+        return True
+    return (obs.component == KUBELET and obs.version.minor == own.version.minor
+            and obs.version.minors_above(oldest.version) <= 1 and newest.version.minors_above(oldest.version) <= 1)
 
 
 def skew_violations(observed: Sequence[Observed]) -> List[Violation]:
-    """Every current breach of the version-skew policy, oldest rule first. The controller manager, scheduler and
-    kubelet of a control-plane node are held to that node's own apiserver (the instance they talk to), so a control
-    plane that kubeadm is moving one host at a time - its moved hosts' components newer than an apiserver not yet
-    moved - is within the policy and a halted run can resume; elsewhere they are held to the oldest apiserver."""
+    """Every current breach of the version-skew policy, oldest rule first. The controller manager and scheduler of a
+    control-plane node, and its kubelet in the state kubeadm's host-by-host procedure leaves it (_own_reference),
+    are held to that node's own apiserver, so a control plane halted after some hosts moved can resume; every other
+    component is held to the oldest apiserver."""
     apiservers = [o for o in observed if o.component == APISERVER]
     if not apiservers:
         raise InputError("components: no kube-apiserver listed; the skew policy is relative to the apiservers")
@@ -224,15 +242,16 @@ def skew_violations(observed: Sequence[Observed]) -> List[Violation]:
     kubelets = {o.node: o for o in observed if o.component == KUBELET}
     local = _local_apiservers(observed)
 
-    def reference(node: str) -> Tuple[KubeVersion, str]:
-        own = local.get(node)
-        return (own.version, "its own apiserver %s on %s" % (own.version, node)) if own else (
-            oldest.version, oldest_ref)
+    def reference(obs: Observed) -> Tuple[KubeVersion, str]:
+        if _own_reference(obs, local, oldest, newest):
+            own = local[obs.node]
+            return own.version, "its own apiserver %s on %s" % (own.version, obs.node)
+        return oldest.version, oldest_ref
 
     for obs in observed:
         v = obs.version
         if obs.component in (CONTROLLER_MANAGER, SCHEDULER, CLOUD_CONTROLLER_MANAGER):
-            ref, ref_text = reference(obs.node)
+            ref, ref_text = reference(obs)
             if v.minors_above(ref) > 0:
                 out.append(Violation(obs.component, obs.node, str(v), ref_text,
                                      "must not be newer than any apiserver it talks to",
@@ -244,7 +263,7 @@ def skew_violations(observed: Sequence[Observed]) -> List[Violation]:
                                      "upgrade %s on %s to v%s" % (obs.component, obs.node,
                                                                   newest.version.minor_str)))
         elif obs.component == KUBELET:
-            ref, ref_text = reference(obs.node)
+            ref, ref_text = reference(obs)
             if v.minors_above(ref) > 0:
                 out.append(Violation(KUBELET, obs.node, str(v), ref_text,
                                      "kubelet must never be newer than the apiserver",
@@ -344,7 +363,7 @@ def plan_upgrade(observed: Sequence[Observed], target: KubeVersion, *, allow_mul
                 target, newest.version, newest.node, newest.version))
     local = _local_apiservers(observed)
     newer_kubelets = [o for o in observed if o.component == KUBELET and o.version.minors_above(
-        local[o.node].version if o.node in local else oldest.version) > 0]
+        local[o.node].version if _own_reference(o, local, oldest, newest) else oldest.version) > 0]
     if newer_kubelets:
         worst = max(newer_kubelets, key=lambda o: o.version.sort_key())
         raise PolicyError(

@@ -99,6 +99,16 @@ def test_a_control_plane_kubeadm_is_moving_host_by_host_is_within_the_policy():
         ("kube-scheduler", "cp-2", "its own apiserver v1.33.5 on cp-2")]
     with pytest.raises(PolicyError, match="kubelet v1.34.1 on gpu-b1 is newer than the apiserver"):
         plan_upgrade(ahead, parse_version("v1.34.1"))
+    # a cloud-controller-manager reaches any apiserver (in-cluster config); a control-plane kubelet ahead of its own
+    # apiserver's minor, or two minors above the oldest, is no state kubeadm's procedure leaves
+    for extra, where in ((("cloud-controller-manager", "cp-1", "v1.34.1"), "oldest apiserver v1.33.5 on cp-2"),
+                         (("kubelet", "cp-3", "v1.34.0"), "oldest apiserver v1.33.5 on cp-2")):
+        found = skew_violations(list(moving) + list(obs(("kube-apiserver", "cp-3", "v1.33.9"), extra)))
+        assert [(v.component, v.node, v.reference) for v in found] == [(extra[0], extra[1], where)]
+    far = obs(("kube-apiserver", "cp-1", "v1.35.0"), ("kube-apiserver", "cp-2", "v1.33.5"),
+              ("kubelet", "cp-1", "v1.35.0"))
+    assert ("kubelet", "cp-1", "oldest apiserver v1.33.5 on cp-2") in [
+        (v.component, v.node, v.reference) for v in skew_violations(far)]
 
 
 def test_ha_apiservers_more_than_one_minor_apart():
