@@ -347,14 +347,18 @@ class StaticPods:
                 self.listed[host] = text
 
 
-async def static_pods_loop(cfg: LabConfig) -> None:
-    pods = StaticPods(cfg)
+async def reconcile_loop(reconcile, seconds: float) -> None:
+    """Call ``reconcile`` on a thread every ``seconds``; an error is printed and the next call tries again."""
     while True:
         try:
-            await asyncio.to_thread(pods.reconcile)
+            await asyncio.to_thread(reconcile)
         except Exception:
             traceback.print_exc()
-        await asyncio.sleep(0.5)
+        await asyncio.sleep(seconds)
+
+
+async def static_pods_loop(cfg: LabConfig) -> None:
+    await reconcile_loop(StaticPods(cfg).reconcile, 0.5)
 
 
 async def training_loop(cfg: LabConfig) -> None:
@@ -379,13 +383,7 @@ async def soak_faults_loop(cfg: LabConfig) -> None:
     soakfaults.serve_webhook(cfg)
     print("lab controller: soak-latency webhook on https://%s:%d/validate" % (
         network.lab_address(cfg), soakfaults.webhook_port(cfg)), flush=True)
-    loads = soakfaults.SoakFaults(cfg)
-    while True:
-        try:
-            await asyncio.to_thread(loads.reconcile)
-        except Exception:
-            traceback.print_exc()
-        await asyncio.sleep(1)
+    await reconcile_loop(soakfaults.SoakFaults(cfg).reconcile, 1)
 
 
 async def amain(cfg: LabConfig) -> None:

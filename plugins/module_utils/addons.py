@@ -133,11 +133,16 @@ def define_addons(value: Any, name: str = ADDONS_VAR) -> List[Dict[str, Any]]:
     return out
 
 
+def merged(defined: Iterable[Mapping[str, Any]]) -> Dict[str, Mapping[str, Any]]:
+    """The shipped addons and the operator's, already checked (define_addons' result, the cell's addons.defined)."""
+    known: Dict[str, Mapping[str, Any]] = dict(ADDONS)
+    known.update((a["addon"], a) for a in defined)
+    return known
+
+
 def catalog(extra_addons: Any = None) -> Dict[str, Mapping[str, Any]]:
     """The shipped addons and the operator's (``gpufleet_addons``), checked."""
-    known: Dict[str, Mapping[str, Any]] = dict(ADDONS)
-    known.update((a["addon"], a) for a in define_addons(extra_addons))
-    return known
+    return merged(define_addons(extra_addons))
 
 
 def _addon_of_image(repository: str, known: Catalog) -> Optional[str]:
@@ -408,7 +413,7 @@ def parse_inputs(support: Any, versions: Any, defined: Any = None) -> Dict[str, 
     gpufleet_addon_support (rows added to the matrix, for shipped addons or those) and gpufleet_addon_versions
     (versions of untagged images). Returns plain data for the modules (``defined`` is their ``extra_addons``)."""
     mine = define_addons(defined)
-    known = dict(ADDONS, **{a["addon"]: a for a in mine})
+    known = merged(mine)
     return {"defined": mine, "support": [r._asdict() for r in operator_rows(support, "gpufleet_addon_support", known)],
             "versions": declared_lines(versions, "gpufleet_addon_versions", known)}
 

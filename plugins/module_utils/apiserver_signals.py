@@ -57,6 +57,8 @@ VERB_CLASS = {"GET": "read", "LIST": "list", "POST": "write", "PUT": "write", "P
 CLASSES = ("read", "list", "write")
 RELIST_VERBS = ("LIST",)
 BUILD_INFO = "kubernetes_build_info"
+# an apiserver's own URL (cell.py's gpufleet_apiserver_url), whole and ASCII; the fleet's readings and the cell use it
+APISERVER_URL = re.compile(r"https://[A-Za-z0-9.\[\]:_-]+(:[0-9]{1,5})?/?")
 LOOPBACK = re.compile(r"https://(127\.[0-9.]+|localhost|\[::1\])(:|/|$)")
 LATENCIES = tuple("p99_seconds.%s" % c for c in CLASSES)
 SIGNALS = ("throttled_per_minute",) + LATENCIES + ("relists_per_minute", "rss_bytes")
@@ -273,12 +275,12 @@ def judge(host: str, before: Optional[Mapping[str, Any]], after: Mapping[str, An
     before, peers, limit, detail}``. A value after the move that is unmeasured fails; one above every measured
     reference's limit fails."""
     checks = []
+    seconds = float(after.get("seconds") or 60.0)
     for signal in SIGNALS:
         value = after.get(signal)
         ref_before = before.get(signal) if before is not None else None
         peer_values: List[float] = [float(p[signal]) for p in peers.values() if p.get(signal) is not None]
         ref_peers = statistics.median(peer_values) if peer_values else None
-        seconds = float(after.get("seconds") or 60.0)
         limits: List[Tuple[str, float]] = []
         if ref_before is not None:
             limits.append(("before %s" % _show(signal, ref_before), _limit(signal, ref_before, cfg, seconds)))
@@ -348,7 +350,6 @@ def soak_inputs(host: Any, url: Any, apiservers: Any, before: Any, soak_seconds:
     address would compare an apiserver with itself, or with another one -, the reading before (for a soak; None
     when the host already ran the target when the run reached it: then the peers alone are the reference), a soak
     of at least one second."""
-    from ansible_collections.gpufleet.upgrade.plugins.module_utils.fleet_readings import APISERVER_URL
     if not isinstance(host, str) or not host.strip():
         raise InputError("host: give the control-plane host being soaked")
     if not isinstance(apiservers, Mapping):
@@ -467,7 +468,8 @@ def run(host: str, plan: Mapping[str, Any], cfg: Mapping[str, Any], scrape: Any,
             late = [dict(c, detail=c["detail"].replace(", before", " (the last %.0f s), before" % last["seconds"], 1))
                     for c in lately if c["measured"] is not None and not c["passed"]]
             if late and not breached:
-                breached, checks = late, [next((c for c in late if c["signal"] == k["signal"]), k) for k in checks]
+                late_by = {c["signal"]: c for c in late}
+                breached, checks = late, [late_by.get(c["signal"], c) for c in checks]
         if breached or at >= end:
             break
         previous, previous_at = now, at

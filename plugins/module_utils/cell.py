@@ -13,7 +13,6 @@ fix, before anything on a cluster is touched.
 from __future__ import annotations
 
 import os
-import re
 
 from dataclasses import asdict, dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence
@@ -33,7 +32,7 @@ GROUPS = ("kube_control_plane", "etcd", "gpu_nodes")
 # names, AWX names and break-glass confirmations. fullmatch: ``$`` also matches before a trailing newline; and no
 # \w, str.isalnum() or \d, which take full-width and other Unicode letters and digits.
 CELL_NAME = DNS_LABEL
-APISERVER_URL = re.compile(r"https://[A-Za-z0-9.\[\]:_-]+(:[0-9]{1,5})?/?")
+APISERVER_URL = apiserver_signals.APISERVER_URL
 CONTROL_PLANE_POOL = "control-plane"
 # Per-host variables the cell reads, and the ones it refuses because something else holds that fact now.
 HOST_VARS = ("gpufleet_pool", "gpufleet_failure_domain", "gpufleet_ring", "gpufleet_dr_pair", "gpufleet_canary",
@@ -367,7 +366,7 @@ def build(groups: Mapping[str, Sequence[str]], host_vars: Mapping[str, Mapping[s
     addon_inputs = addons.parse_inputs(cell_vars.get("gpufleet_addon_support"),
                                        cell_vars.get("gpufleet_addon_versions"), cell_vars.get(addons.ADDONS_VAR))
     releases = addons.parse_releases(cell_vars.get(addons.RELEASES_VAR),
-                                     known=addons.catalog(addon_inputs["defined"]))
+                                     known=addons.merged(addon_inputs["defined"]))
     return Cell(
         name=name, target=canonical, target_minor=target.minor_str, run_id=run_id(name, canonical),
         control_plane=cp, etcd=grouped["etcd"], gpu_nodes=gpu, first_control_plane=cp[0],

@@ -58,8 +58,7 @@ API_READINGS = ("apiserver_429_per_minute", "apiserver_p99_seconds", "not_ready_
                 "jobset_restarts")
 # the readings that need a source the cell names: reading -> the fleet cell's field that gives it
 SOURCED_READINGS = {"nccl_busbw_gbps": "nccl_hosts", "inference_p99_ms": "inference"}
-# a control-plane host's own apiserver (cell.py's gpufleet_apiserver_url), whole and ASCII
-APISERVER_URL = re.compile(r"https://[A-Za-z0-9.\[\]:_-]+(:[0-9]{1,5})?/?")
+APISERVER_URL = apiserver_signals.APISERVER_URL
 # where a pool node stands against its pool's GPUs per node (gpu_allocatable_off_baseline)
 NODE_STATES = ("above", "below", "not ready", "no node")
 
