@@ -53,6 +53,11 @@ def test_a_real_apiserver_under_the_lab_faults_shows_each_signal():
     ("\n".join(line for line in REAL.splitlines() if "apiserver_request_duration_seconds" not in line), VERSION,
      "cp-1: /metrics has no apiserver_request_duration_seconds_bucket"),
     (REAL, '{"kind": "Status"}', "cp-1: /version has no gitVersion"),
+    ("", VERSION, "cp-1: the /metrics text is not this apiserver's: it has no kubernetes_build_info"),
+    ("N/A\n", VERSION, "cp-1: /metrics is not Prometheus text"),
+    (REAL[:len(REAL) // 3], VERSION, "cp-1: /metrics is not Prometheus text"),  # cut off mid-line
+    (REAL, "", "cp-1 /version: output is empty"),
+    (REAL, "N/A", "cp-1 /version: output is not valid JSON"),
 ])
 def test_metrics_that_are_not_this_apiservers_are_refused_naming_the_host(text, version, message):
     with pytest.raises(InputError, match=message):
@@ -245,6 +250,14 @@ def test_a_rerun_with_every_peer_moved_and_no_reading_before_is_judged_against_t
                      lambda: 1000.0 + clock.t, clock.sleep)
     assert result["passed"] and result["peers_at_target"] == ["cp-1", "cp-2"]
     assert {c["signal"]: c["peers"] for c in result["checks"]}["rss_bytes"] == 4e8
+
+
+def test_metrics_without_the_process_series_fail_the_soak():
+    with pytest.raises(InputError, match="cp-1: /metrics has no process_start_time_seconds"):
+        soak([scrape(started=None, version=NEW)], [])
+    no_rss = [dict(s, rss_bytes=None) for s in steady(6, version=NEW, get=20, lists=5, puts=10)]
+    with pytest.raises(GateFailed, match="rss_bytes unmeasured: cp-1: /metrics has no process_resident_memory_bytes"):
+        soak(no_rss, steady(5, get=20, lists=5, puts=10))
 
 
 def test_without_a_reading_before_the_peers_alone_are_the_reference():
