@@ -23,8 +23,9 @@ STATE_FILE = "cluster/state.json"  # also mounted read-only into every lab host 
 # the lab controller's kubelet stand-in restart an apiserver (controller.StaticPods).
 UP_MARK = "cluster/control-plane-up"
 # What a cell's state was made for: 2, each control-plane host in its own network namespace (network.py), its
-# apiserver on the host's address, etcd reached on the lab's bridge. A cell made for another is reset, not mended.
-LAYOUT_FILE, CELL_LAYOUT = "cluster/layout", "2"
+# apiserver on the host's address, etcd reached on the lab's bridge; 3, the apiservers write an audit log (kubeadm's
+# ClusterConfiguration, kubeadm.AUDIT_VOLUMES). A cell made for another is reset, not mended.
+LAYOUT_FILE, CELL_LAYOUT = "cluster/layout", "3"
 
 
 def say(msg: str) -> None:
@@ -189,9 +190,40 @@ def host_kubeconfig(cfg: LabConfig, host: str, user: str) -> pathlib.Path:
     return cfg.run / "hosts" / host / "etc-kubernetes" / (user + ".conf")
 
 
+# The audit policy every control-plane host has (the ClusterConfiguration's apiServer.extraVolumes mount it and the
+# log's directory, kubeadm.AUDIT_VOLUMES): Metadata for every request but the health and metrics endpoints, which is
+# enough for the k8s.io/deprecated and k8s.io/removed-release annotations (docs/stages.md).
+AUDIT_POLICY = """apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+  - level: None
+    nonResourceURLs: ["/healthz*", "/livez*", "/readyz*", "/metrics", "/version"]
+  - level: Metadata
+"""
+AUDIT_POLICY_ON_HOST = "/etc/kubernetes/audit-policy.yaml"
+AUDIT_LOG_ON_HOST = "/var/log/kubernetes/audit/"
+
+
+def audit_policy(cfg: LabConfig) -> pathlib.Path:
+    """The cell's audit policy file, written when missing or different."""
+    path = cfg.run / "audit-policy.yaml"
+    if not path.exists() or path.read_text() != AUDIT_POLICY:
+        write_atomic(path, AUDIT_POLICY)
+    return path
+
+
+def audit_log_dir(cfg: LabConfig, host: str) -> pathlib.Path:
+    """``host``'s /var/log/kubernetes/audit as the lab keeps it (its apiserver writes it, its sshd reads it)."""
+    path = cfg.run / "hosts" / host / "audit-log"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
 def host_paths(cfg: LabConfig, host: str) -> List[Tuple[str, str]]:
     """(path on the host, the lab machine's path) for each file of ``host`` kubeadm's manifests name."""
-    return [(PKI_ON_HOST, str(cfg.pki) + "/")] + [
+    return [(PKI_ON_HOST, str(cfg.pki) + "/"), (AUDIT_POLICY_ON_HOST, str(audit_policy(cfg))),
+            (AUDIT_LOG_ON_HOST, str(audit_log_dir(cfg, host)) + "/")] + [
         ("/etc/kubernetes/%s.conf" % user, str(host_kubeconfig(cfg, host, user))) for user in COMPONENT_USERS]
 
 

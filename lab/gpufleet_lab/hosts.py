@@ -114,8 +114,9 @@ def container_state(name: str) -> Tuple[str, str]:
 
 # What a host's mounts are; a host made with others is made again (2: the manifests are writable, for etcd_restore;
 # 3: a GPU host's /var/lib/kubelet and its node credentials in /etc/kubernetes/kubelet.conf; 4: a control-plane
-# host's too, which the real `kubeadm upgrade apply` and `node` rewrite).
-LAYOUT = "4"
+# host's too, which the real `kubeadm upgrade apply` and `node` rewrite; 5: a control-plane host's audit policy and
+# the audit log its apiserver writes).
+LAYOUT = "5"
 
 
 def container_layout(name: str) -> str:
@@ -218,7 +219,9 @@ def ensure_hosts(cfg: LabConfig) -> None:
             args += ["-v", "%s:/etc/kubernetes/pki:ro" % cfg.pki,
                      "-v", "%s:/etc/kubernetes/admin.conf:ro" % (cfg.run / "kubeconfigs" / "admin.conf"),
                      # read and written (a restore moves etcd.yaml and kube-apiserver.yaml aside): kubeadm.py
-                     "-v", "%s:/etc/kubernetes/manifests" % (hostdir / "manifests")]
+                     "-v", "%s:/etc/kubernetes/manifests" % (hostdir / "manifests"),
+                     "-v", "%s:%s:ro" % (cluster.audit_policy(cfg), cluster.AUDIT_POLICY_ON_HOST),
+                     "-v", "%s:%s" % (cluster.audit_log_dir(cfg, host), cluster.AUDIT_LOG_ON_HOST.rstrip("/"))]
         say("starting host %s (%s, sshd on 127.0.0.1:%d)" % (host, images[role], ssh_port(cfg, host)))
         podman(*args, images[role], *sshd_command(cfg, host))
     for host in cfg.backup_hosts:

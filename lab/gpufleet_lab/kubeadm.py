@@ -60,7 +60,8 @@ def cluster_configuration(cfg: LabConfig, version: str) -> Dict[str, Any]:
                                   "certFile": "/etc/kubernetes/pki/etcd-client.crt",
                                   "keyFile": "/etc/kubernetes/pki/etcd-client.key"}},
             "networking": {"dnsDomain": "cluster.local", "serviceSubnet": SERVICE_SUBNET, "podSubnet": POD_SUBNET},
-            "apiServer": {"extraArgs": [{"name": k, "value": v} for k, v in APISERVER_EXTRA_ARGS]},
+            "apiServer": {"extraArgs": [{"name": k, "value": v} for k, v in APISERVER_EXTRA_ARGS],
+                          "extraVolumes": AUDIT_VOLUMES},
             "controllerManager": {"extraArgs": [{"name": k, "value": v} for k, v in CONTROLLER_MANAGER_EXTRA_ARGS]},
             "scheduler": {}, "dns": {}, "proxy": {}}
 
@@ -69,7 +70,19 @@ def cluster_configuration(cfg: LabConfig, version: str) -> Dict[str, Any]:
 # carry them through every upgrade): no endpoint reconciler (each apiserver of a cell listens on its own port, so
 # the `kubernetes` Service could not name one), quiet. Each listens on every address of its host's network
 # namespace, as kubeadm's manifest has it.
-APISERVER_EXTRA_ARGS = (("endpoint-reconciler-type", "none"), ("profiling", "false"), ("v", "1"))
+# Auditing as docs/stages.md ("Who calls a removed API") tells an operator to turn it on: a Metadata-level policy
+# (cluster.AUDIT_POLICY) and a JSON log that the apiserver rotates (2 backups of 20 MB here), on the host's disk; and
+# one deprecated beta API turned on, as a cell that still runs an old CSI sidecar would have it (storage.k8s.io/v1beta1:
+# VolumeAttributesClass, removed in 1.37), which the legacy-client fault calls (soakfaults.py).
+APISERVER_EXTRA_ARGS = (("endpoint-reconciler-type", "none"), ("profiling", "false"), ("v", "1"),
+                        ("audit-policy-file", "/etc/kubernetes/audit-policy.yaml"),
+                        ("audit-log-path", "/var/log/kubernetes/audit/audit.log"),
+                        ("audit-log-maxsize", "20"), ("audit-log-maxbackup", "2"),
+                        ("runtime-config", "storage.k8s.io/v1beta1=true"))
+AUDIT_VOLUMES = [{"name": "audit-policy", "hostPath": "/etc/kubernetes/audit-policy.yaml",
+                  "mountPath": "/etc/kubernetes/audit-policy.yaml", "readOnly": True, "pathType": "File"},
+                 {"name": "audit-log", "hostPath": "/var/log/kubernetes/audit",
+                  "mountPath": "/var/log/kubernetes/audit", "readOnly": False, "pathType": "DirectoryOrCreate"}]
 # The controller manager's: a Node counts as unreachable after 60 s without a lease renewal, not kubeadm's 50 s
 # (KWOK renews the lab's leases; on two busy cores a renewal can come late).
 CONTROLLER_MANAGER_EXTRA_ARGS = (("node-monitor-grace-period", "60s"),)

@@ -12,9 +12,14 @@ network namespace), while its peers see none of it.
   seats still runs one request while none of its own runs (the queue set's rule), so the others are rejected:
   hundreds a second.
 
-Each arms once the host's apiserver answers another version than when the fault was set (kubeadm moved it: the
-reading before stays clean); the ``-now`` kinds arm at once. The objects are made when the fault is set and removed
-by ``lab clear HOST``; the load runs while the fault is set and armed.
+- ``legacy-client``: not a soak fault, played the same way - a client of the host's own apiserver, with a
+  ServiceAccount of its own (``LEGACY``) and an old CSI sidecar's user agent (``LEGACY_AGENT``), LISTs
+  VolumeAttributesClasses through the deprecated ``storage.k8s.io/v1beta1`` (removed in 1.37) every
+  ``LEGACY_SECONDS``: what preflight's audit reading must name (docs/stages.md, "Who calls a removed API").
+
+Each soak fault arms once the host's apiserver answers another version than when the fault was set (kubeadm moved
+it: the reading before stays clean); the ``-now`` kinds and ``legacy-client`` arm at once. The objects are made
+when the fault is set and removed by ``lab clear HOST``; the load runs while the fault is set and armed.
 """
 from __future__ import annotations
 
@@ -44,6 +49,13 @@ KINDS = {
                 "no seats, several threads: all but the one running are rejected), once kubeadm moved it",
 }
 KINDS.update({k + "-now": v.replace("once kubeadm moved it", "from now") for k, v in list(KINDS.items())})
+LEGACY = "legacy-resizer"  # the legacy client's ServiceAccount (and ClusterRole)
+LEGACY_AGENT = "csi-resizer/v1.11.2 (linux/amd64) kubernetes/0ad7fb3"
+LEGACY_PATH = "/apis/storage.k8s.io/v1beta1/volumeattributesclasses"
+LEGACY_SECONDS = 5.0
+KINDS["legacy-client"] = ("a client with an old CSI sidecar's user agent (ServiceAccount %s/%s) lists "
+                          "storage.k8s.io/v1beta1 VolumeAttributesClasses (removed in 1.37) through the host's "
+                          "apiserver every %.0f s" % (NS, LEGACY, LEGACY_SECONDS))
 
 
 def base(kind: str) -> str:
@@ -102,7 +114,17 @@ def make_objects(cfg: LabConfig, kind: str) -> None:
                                                   "name": LOADER},
         "subjects": [{"kind": "ServiceAccount", "name": LOADER, "namespace": NS}]})
     kube.tolerate(409, core.create_namespaced_config_map, NS, {"metadata": {"name": "load"}, "data": {"n": "0"}})
-    if base(kind) == "soak-latency":
+    if kind == "legacy-client":
+        kube.tolerate(409, core.create_namespaced_service_account, NS, {"metadata": {"name": LEGACY}})
+        kube.tolerate(409, rbac.create_cluster_role, {
+            "metadata": {"name": LEGACY}, "rules": [{"apiGroups": ["storage.k8s.io"],
+                                                     "resources": ["volumeattributesclasses"],
+                                                     "verbs": ["get", "list", "watch"]}]})
+        kube.tolerate(409, rbac.create_cluster_role_binding, {
+            "metadata": {"name": LEGACY}, "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                                                      "name": LEGACY},
+            "subjects": [{"kind": "ServiceAccount", "name": LEGACY, "namespace": NS}]})
+    elif base(kind) == "soak-latency":
         url = "https://%s:%d/validate" % (network.lab_address(cfg), webhook_port(cfg))
         kube.tolerate(409, client.AdmissionregistrationV1Api(api).create_validating_webhook_configuration, {
             "metadata": {"name": WEBHOOK},
@@ -135,11 +157,14 @@ def remove_objects(cfg: LabConfig) -> None:
     flow = client.FlowcontrolApiserverV1Api(api)
     kube.tolerate(404, flow.delete_flow_schema, LOADER)
     kube.tolerate(404, flow.delete_priority_level_configuration, LEVEL)
+    rbac = client.RbacAuthorizationV1Api(api)
+    kube.tolerate(404, rbac.delete_cluster_role_binding, LEGACY)
+    kube.tolerate(404, rbac.delete_cluster_role, LEGACY)
 
 
-def _token(cfg: LabConfig) -> str:
+def _token(cfg: LabConfig, account: str = LOADER) -> str:
     core = client.CoreV1Api(kube.api(cfg))
-    answer = core.create_namespaced_service_account_token(LOADER, NS, {"spec": {"expirationSeconds": 3600}})
+    answer = core.create_namespaced_service_account_token(account, NS, {"spec": {"expirationSeconds": 3600}})
     return str(answer.status.token)
 
 
@@ -150,11 +175,25 @@ class Load:
     def __init__(self, cfg: LabConfig, host: str, kind: str) -> None:
         self.cfg, self.host, self.kind = cfg, host, base(kind)
         self.stop = threading.Event()
-        core = client.CoreV1Api(_host_api(cfg, host, _token(cfg)))
-        threads = 3 if self.kind == "soak-latency" else 2
-        self.threads = [threading.Thread(target=self._loop, args=(core, i), daemon=True) for i in range(threads)]
+        if self.kind == "legacy-client":
+            api = _host_api(cfg, host, _token(cfg, LEGACY))
+            api.user_agent = LEGACY_AGENT
+            self.threads = [threading.Thread(target=self._legacy, args=(api,), daemon=True)]
+        else:
+            core = client.CoreV1Api(_host_api(cfg, host, _token(cfg)))
+            threads = 3 if self.kind == "soak-latency" else 2
+            self.threads = [threading.Thread(target=self._loop, args=(core, i), daemon=True) for i in range(threads)]
         for thread in self.threads:
             thread.start()
+
+    def _legacy(self, api: client.ApiClient) -> None:
+        while not self.stop.is_set():
+            try:
+                api.call_api(LEGACY_PATH, "GET", auth_settings=["BearerToken"], _preload_content=False,
+                             _request_timeout=10)
+            except Exception:  # the apiserver restarting, or not serving the API (after the upgrade that removes it)
+                pass
+            self.stop.wait(LEGACY_SECONDS)
 
     def _loop(self, core: client.CoreV1Api, index: int) -> None:
         n = 0
@@ -237,7 +276,7 @@ class SoakFaults:
 def arm_state(cfg: LabConfig, host: str, kind: str) -> Any:
     """What the host's state keeps for the fault: the version to move away from, or True (armed at once). A host
     whose apiserver does not answer now is refused: the fault would arm at its first answer, on the old version."""
-    if kind.endswith("-now"):
+    if kind.endswith("-now") or kind == "legacy-client":
         return True
     version = version_of(cfg, host)
     if not version:

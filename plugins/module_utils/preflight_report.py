@@ -92,6 +92,11 @@ def version_inventory(hosts: Dict[str, Dict[str, Any]], target: str,
     return rows
 
 
+def _cell(value: Any) -> str:
+    """Text for a Markdown table cell: a caller's user agent is whatever the client sent."""
+    return str(value if value is not None else "").replace("|", "\\|").replace("\n", " ")
+
+
 def render_markdown(report: Dict[str, Any]) -> str:
     """The report as Markdown: verdict, blockers, warnings, upgrade path, support, version table."""
     lines = ["# gpufleet preflight: %s -> %s" % (report.get("cluster", "cluster"), report.get("target", "")), ""]
@@ -119,6 +124,18 @@ def render_markdown(report: Dict[str, Any]) -> str:
         for f in addons["findings"]:
             lines.append("| %s | %s | %s | %s |" % (f.get("name", "?"), f.get("version") or f.get("raw_version") or "?",
                                                     f.get("where", ""), f.get("severity", "?")))
+        lines.append("")
+    callers = [f for f in report.get("removed_apis") or [] if f.get("source") == "audit" and f.get("verb")]
+    if callers:
+        lines += ["## Who calls a deprecated API (the control-plane hosts' audit logs)", "",
+                  "| API | user or ServiceAccount | user agent | namespace | verb | calls | last | hosts | verdict |",
+                  "|---|---|---|---|---|---|---|---|---|"]
+        for f in callers:
+            cells = [_cell(v) for v in (f.get("api_version"), f.get("kind"), f.get("removed_in"),
+                                        f.get("service_account") or f.get("user"), f.get("user_agent"),
+                                        f.get("namespace") or "-", f.get("verb"), f.get("count"), f.get("last"),
+                                        ", ".join(f.get("hosts") or []), f.get("severity", "?"))]
+            lines.append("| %s %s (removed in %s) | %s | %s | %s | %s | %s | %s | %s | %s |" % tuple(cells))
         lines.append("")
     if report.get("security"):
         lines += ["## Security", ""] + security.markdown_lines(report["security"]) + [""]

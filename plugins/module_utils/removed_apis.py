@@ -2,8 +2,9 @@
 # Apache License 2.0
 """Find callers of APIs that a target Kubernetes release removes or deprecates (docs/reference.md section 3).
 
-Three sources: an apiserver's ``/metrics`` text (``apiserver_requested_deprecated_apis``; it resets when the
-apiserver restarts, so scrape every apiserver), manifest files (multi-document YAML or JSON, rendered charts, the
+Four sources: an apiserver's ``/metrics`` text (``apiserver_requested_deprecated_apis``; it resets when the
+apiserver restarts, so scrape every apiserver), each control-plane host's audit log (who called: audit_callers.py),
+manifest files (multi-document YAML or JSON, rendered charts, the
 items of any ``*List``), and Helm v3 release secrets (``data.release``: base64 of base64 of gzip of JSON;
 ``manifest`` holds the YAML). A use of an API removed at or before the target blocks it; one deprecated at the
 target but still served, or removed only later, is a warning. A file or release that cannot be read is a blocking
@@ -20,7 +21,7 @@ import zlib
 import re
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
 
-from ansible_collections.gpufleet.upgrade.plugins.module_utils import promtext
+from ansible_collections.gpufleet.upgrade.plugins.module_utils import audit_callers, promtext
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.data_removed_apis import REMOVED, SOURCE, RemovedApi
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import GpufleetError, InputError, ParseError
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.textparse import (
@@ -44,7 +45,7 @@ def _finding(source: str, obj: str, api_version: str, kind: str, removed_in: str
             deprecated_in, target.minor_str, removed_in)
     else:
         why = "removed in v%s" % removed_in
-    replacement_text = replacement if replacement.startswith("none") else "migrate to %s" % replacement
+    replacement_text = replacement if replacement.startswith(("none", "see ")) else "migrate to %s" % replacement
     item = {"source": source, "object": obj, "api_version": api_version, "kind": kind,
             "deprecated_in": deprecated_in, "removed_in": removed_in, "replacement": replacement,
             "blocks_target": blocks, "severity": "block" if blocks else "warn",
@@ -96,6 +97,54 @@ def scan_metrics(text: str, version_text: str, target: KubeVersion,
         except GpufleetError as exc:  # a removed_release label that is not a minor: what it says is unknown
             findings.append(_unreadable("metrics:%s" % apiserver, "apiserver %s's /metrics" % apiserver,
                                         "%s{%s} removed_release=%r: %s" % (DEPRECATED, resource, removed, exc.msg)))
+    return findings
+
+
+# -- audit logs: who calls -------------------------------------------------------------------------------------
+def scan_audit(readings: Iterable[Mapping[str, Any]], hosts: Iterable[str],
+               target: KubeVersion) -> List[Dict[str, Any]]:
+    """Findings naming who called a deprecated API, from each control-plane host's audit reading
+    (audit_callers.read_host: {host, callers} or {host, error}). Every host in ``hosts`` must have a reading
+    without an error, else a blocking finding names it (its apiserver's callers are unknown). A call is judged as
+    the metric's series: its ``k8s.io/removed-release`` (or the table's removal) against the target; a deprecated
+    API with no removal planned is left out."""
+    by_host = {str(r.get("host")): r for r in readings if isinstance(r, Mapping)}
+    findings: List[Dict[str, Any]] = []
+    good = []
+    for host in hosts:
+        reading = by_host.get(host)
+        source = "audit:%s" % host
+        if reading is None:
+            findings.append(_unreadable(source, "%s's audit log" % host, "no reading of it came back"))
+        elif reading.get("error"):
+            findings.append(_unreadable(source, "%s's audit log" % host, str(reading["error"])))
+        else:
+            good.append(reading)
+            if reading.get("truncated"):
+                findings.append(dict(_unreadable(source, "%s's audit log" % host, ""), message=(
+                    "%s's audit log names %d more callers of deprecated APIs than the report keeps (%d): "
+                    "who they are is unknown" % (host, reading["truncated"], audit_callers.MAX_CALLERS))))
+    for row in audit_callers.merge(good):
+        entry = _BY_RESOURCE.get((row["api_version"], row["resource"]))
+        removed = row["removed_release"] or (entry.removed_in if entry else "")
+        if not removed:
+            continue  # deprecated with no removal planned (core/v1 Endpoints)
+        account = audit_callers.service_account(row["user"])
+        who = "ServiceAccount %s" % account if account else "user %s" % (row["user"] or "<none>")
+        obj = "%s (user agent %r) calling %s %s%s%s %d times, last %s, on %s" % (
+            who, row["user_agent"], row["verb"], row["resource"], "/" + row["subresource"] if row["subresource"]
+            else "", " in namespace %s" % row["namespace"] if row["namespace"] else "", row["count"], row["last"],
+            ", ".join(row["hosts"]))
+        try:
+            findings.append(_finding("audit", obj, row["api_version"], entry.kind if entry else row["resource"],
+                                     removed, entry.replacement if entry else "see the deprecation guide", target,
+                                     deprecated_in=entry.deprecated_in if entry else "", user=row["user"],
+                                     service_account=account, user_agent=row["user_agent"],
+                                     namespace=row["namespace"], verb=row["verb"], count=row["count"],
+                                     last=row["last"], hosts=row["hosts"]))
+        except GpufleetError as exc:  # a removed-release annotation that is not a minor
+            findings.append(_unreadable("audit", "the audit events of %s" % obj,
+                                        "%s %r: %s" % (audit_callers.REMOVED, removed, exc.msg)))
     return findings
 
 

@@ -79,6 +79,13 @@ VARIABLES: Tuple[Var, ...] = (
         "default with its source; docs/stages.md): interval_seconds, warmup_seconds, before_seconds, min_requests "
         "(a verb class with fewer has no p99: unmeasured, a failure), and per signal a ratio and slack over the "
         "reading before and the peers' median (429s, p99 latency by verb class, LIST rate, memory)."),
+    Var("gpufleet_audit_callers", "bool", True, "cell", ("preflight", "upgrade_wave"),
+        "Preflight reads every control-plane host's audit log for who called a deprecated API (docs/stages.md, "
+        "\"Who calls a removed API\"); a host whose log cannot answer blocks. false: go without (the report says "
+        "so)."),
+    Var("gpufleet_audit_lookback_hours", "int", 168, "cell", ("preflight", "upgrade_wave"),
+        "How far back preflight counts calls in the audit logs (a week: weekly jobs); a log rotated past it blocks.",
+        (1, 2160)),
     Var("gpufleet_reach_timeout", "int", 60, "cell", CLUSTER_PLAYBOOKS,
         "Seconds to wait for a host before it counts as unreachable (a blocker).", (1, 3600)),
     Var("gpufleet_observe_seconds", "int", 60, "cell", ("maintenance",),
@@ -253,7 +260,8 @@ VARIABLES: Tuple[Var, ...] = (
 )
 
 BY_NAME: Dict[str, Var] = {v.name: v for v in VARIABLES}
-SETTINGS = ("gpufleet_soak_seconds", "gpufleet_reach_timeout", "gpufleet_observe_seconds", "gpufleet_only_canaries")
+SETTINGS = ("gpufleet_soak_seconds", "gpufleet_reach_timeout", "gpufleet_observe_seconds", "gpufleet_only_canaries",
+            "gpufleet_audit_callers", "gpufleet_audit_lookback_hours")
 
 
 def to_bool(value: Any, where: str) -> bool:
@@ -286,7 +294,8 @@ def settings(cell_vars: Mapping[str, Any]) -> Dict[str, Any]:
             number = int(value) if whole or (isinstance(value, str) and re.fullmatch(r"\s*[0-9]+\s*", value)) else None
             low, high = var.bounds or (0, 2 ** 31)
             if number is None or not low <= number <= high:
-                raise InputError("%s: expected whole seconds from %d to %d, got %r" % (name, low, high, value))
+                raise InputError("%s: expected whole %s from %d to %d, got %r" % (
+                    name, "hours" if name.endswith("_hours") else "seconds", low, high, value))
             out[key] = number
     return out
 

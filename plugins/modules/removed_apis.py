@@ -8,10 +8,11 @@ module: removed_apis
 short_description: Find callers of Kubernetes APIs that the target release removes
 version_added: 0.1.0
 description:
-  - Checks three sources against the removal table (the official deprecation guide, see
+  - Checks four sources against the removal table (the official deprecation guide, see
     C(plugins/module_utils/data_removed_apis.py)) - apiserver C(/metrics) text
     (C(apiserver_requested_deprecated_apis); scrape every apiserver, it resets on restart), manifest files and
-    directories (multi-document YAML or JSON, rendered charts), and Helm v3 release secrets.
+    directories (multi-document YAML or JSON, rendered charts), Helm v3 release secrets, and each control-plane
+    host's audit log as M(gpufleet.upgrade.audit_callers) read it (who called: user or ServiceAccount, user agent).
   - Reports every finding with the object, the API, the releases that deprecated and removed it and the
     replacement. Findings removed at or before the target minor block the upgrade and fail the task (unless
     O(fail_on_blocking) is false); an API deprecated at the target but still served, or removed only later, is a
@@ -45,6 +46,20 @@ options:
         description: The same apiserver's C(/version) answer (JSON text), which the metrics must match.
         type: str
         required: true
+  audit:
+    description:
+      - Each control-plane host's audit reading, as M(gpufleet.upgrade.audit_callers) returns it (with
+        C(fail_on_error) false). Each call of a deprecated API with a removal release becomes a finding naming the
+        user or ServiceAccount, user agent, namespace, verb, count and last time; a host of O(audit_hosts) with no
+        reading, or one with an C(error), is a blocking finding naming it (its apiserver's callers are unknown).
+    type: list
+    elements: dict
+    default: []
+  audit_hosts:
+    description: The hosts whose audit reading O(audit) must hold (every control-plane host).
+    type: list
+    elements: str
+    default: []
   manifest_paths:
     description: Files or directories of manifests on the host running the module.
     type: list
@@ -137,7 +152,7 @@ from ansible_collections.gpufleet.upgrade.plugins.module_utils import kube
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import GateFailed, GpufleetError
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.module_support import run_module
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.removed_apis import (
-    scan_helm_secrets, scan_metrics, scan_paths, summarize_findings, target_version)
+    scan_audit, scan_helm_secrets, scan_metrics, scan_paths, summarize_findings, target_version)
 
 
 def main():
@@ -147,6 +162,8 @@ def main():
             metrics=dict(type="list", elements="dict", default=[], options=dict(
                 apiserver=dict(type="str", required=True), text=dict(type="str", required=True),
                 version=dict(type="str", required=True))),
+            audit=dict(type="list", elements="dict", default=[]),
+            audit_hosts=dict(type="list", elements="str", default=[]),
             manifest_paths=dict(type="list", elements="path", default=[]),
             helm_secrets=dict(type="list", elements="dict", default=[], no_log=False),
             read_helm_secrets=dict(type="bool", default=False),
@@ -162,6 +179,8 @@ def main():
         findings = []
         for item in p["metrics"]:
             findings.extend(scan_metrics(item["text"], item["version"], target, item["apiserver"]))
+        if p["audit"] or p["audit_hosts"]:
+            findings.extend(scan_audit(p["audit"], p["audit_hosts"], target))
         manifest_findings, scanned = scan_paths(p["manifest_paths"], target)
         findings.extend(manifest_findings)
         releases: list = []

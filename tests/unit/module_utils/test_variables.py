@@ -42,7 +42,13 @@ def test_the_cell_reads_only_documented_variables():
 
 def test_settings_defaults_and_bounds():
     assert variables.settings({}) == {"soak_seconds": 30, "reach_timeout": 60, "observe_seconds": 60,
-                                      "only_canaries": False}
+                                      "only_canaries": False, "audit_callers": True, "audit_lookback_hours": 168}
+    assert variables.settings({"gpufleet_audit_callers": "false", "gpufleet_audit_lookback_hours": "24"})[
+        "audit_lookback_hours"] == 24
+    with pytest.raises(InputError, match="gpufleet_audit_lookback_hours: expected whole hours from 1 to 2160"):
+        variables.settings({"gpufleet_audit_lookback_hours": 2161})
+    with pytest.raises(InputError, match="gpufleet_audit_callers: expected true or false"):
+        variables.settings({"gpufleet_audit_callers": "sometimes"})
     assert variables.settings({"gpufleet_soak_seconds": "5", "gpufleet_only_canaries": "true"})["soak_seconds"] == 5
     with pytest.raises(InputError, match="gpufleet_reach_timeout: expected whole seconds from 1 to 3600, got 0"):
         variables.settings({"gpufleet_reach_timeout": 0})
