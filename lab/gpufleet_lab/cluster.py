@@ -45,9 +45,10 @@ def check_layout(cfg: LabConfig) -> None:
     """Refuse a cell whose state an older lab made (its manifests, certificates and kubeadm-config name other
     addresses), naming the fix; record the layout of a new one."""
     if (cfg.run / STATE_FILE).exists() and _read(cfg.run / LAYOUT_FILE) != CELL_LAYOUT + "\n":
-        raise LabError("cell %s was made by an older lab (its control-plane hosts shared one network namespace); "
-                       "forget its state with `GPUFLEET_LAB_CELL=%s bin/lab reset`, then `bin/lab up`" % (
-                           cfg.cell, cfg.cell))
+        raise LabError("cell %s was made by an older lab (layout %s; this lab makes layout %s, CELL_LAYOUT in "
+                       "lab/gpufleet_lab/cluster.py says what changed); forget its state with `GPUFLEET_LAB_CELL=%s "
+                       "bin/lab reset`, then `bin/lab up`" % (
+                           cfg.cell, (_read(cfg.run / LAYOUT_FILE) or "1").strip(), CELL_LAYOUT, cfg.cell))
     write_atomic(cfg.run / LAYOUT_FILE, CELL_LAYOUT + "\n")
 
 

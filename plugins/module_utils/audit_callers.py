@@ -58,7 +58,7 @@ def audit_flags(manifest_text: str, where: str) -> Dict[str, Any]:
     flags: Dict[str, str] = {}
     for item in command:
         if isinstance(item, str) and item.startswith("--audit-") and "=" in item:
-            name, _, value = item[2:].partition("=")
+            name, value = item[2:].split("=", 1)
             flags[name] = value
     path = flags.get("audit-log-path", "")
     if not path or path == "-":
@@ -211,13 +211,15 @@ def service_account(user: str) -> str:
     return "%s/%s" % (parts[2], parts[3]) if len(parts) == 4 and parts[:2] == ["system", "serviceaccount"] else ""
 
 
+KEY = ("api_version", "resource", "subresource", "removed_release", "user", "user_agent", "namespace", "verb")
+
+
 def merge(readings: Iterable[Mapping[str, Any]]) -> List[Dict[str, Any]]:
     """Every host's rows as one: counts added, the last time the latest, the hosts listed."""
     merged: Dict[Tuple[str, ...], Dict[str, Any]] = {}
     for reading in readings:
         for row in reading.get("callers") or []:
-            key = tuple(str(row.get(k, "")) for k in ("api_version", "resource", "subresource", "removed_release",
-                                                       "user", "user_agent", "namespace", "verb"))
+            key = tuple(str(row.get(k, "")) for k in KEY)
             entry = merged.setdefault(key, dict(row, count=0, last="", hosts=[]))
             entry["count"] += int(row.get("count") or 0)
             entry["last"] = max(entry["last"], str(row.get("last") or ""))

@@ -11,12 +11,13 @@ description:
   - Runs on a control-plane host. Reads the audit log its kube-apiserver static pod manifest names
     (C(--audit-log-path), as kubeadm writes it from the ClusterConfiguration's C(apiServer.extraArgs)) and the
     backups the apiserver rotated beside it (C(.gz) when compressed), and returns one row per API, user, user agent,
-    namespace and verb of every request the apiserver annotated C(k8s.io/deprecated) within O(lookback_hours):
-    the C(k8s.io/removed-release) annotation, the count (each request once, by its C(auditID)) and the last time.
+    namespace and verb of every request the apiserver annotated C(k8s.io/deprecated) within O(lookback_hours),
+    with the C(k8s.io/removed-release) annotation, the count (each request once, by its C(auditID)) and the last
+    time.
   - Fails closed, naming the host - auditing off in the manifest, a log that is missing, holds no event, is not
     JSON lines of C(audit.k8s.io/v1) Events, or was rotated past the lookback (its oldest event is younger than
     the lookback while the apiserver kept as many backups as C(--audit-log-maxbackup) allows, or older than
-    C(--audit-log-maxage)): a failure, or with O(fail_on_error) false an C(error) for
+    C(--audit-log-maxage)) - is a failure, or with O(fail_on_error) false an C(error) for
     M(gpufleet.upgrade.removed_apis) to report as a blocker.
   - M(gpufleet.upgrade.removed_apis) judges the rows against the target (O(gpufleet.upgrade.removed_apis#module:audit)).
 options:

@@ -12,7 +12,7 @@ description:
     C(plugins/module_utils/data_removed_apis.py)) - apiserver C(/metrics) text
     (C(apiserver_requested_deprecated_apis); scrape every apiserver, it resets on restart), manifest files and
     directories (multi-document YAML or JSON, rendered charts), Helm v3 release secrets, and each control-plane
-    host's audit log as M(gpufleet.upgrade.audit_callers) read it (who called: user or ServiceAccount, user agent).
+    host's audit log as M(gpufleet.upgrade.audit_callers) read it (who called - user or ServiceAccount, user agent).
   - Reports every finding with the object, the API, the releases that deprecated and removed it and the
     replacement. Findings removed at or before the target minor block the upgrade and fail the task (unless
     O(fail_on_blocking) is false); an API deprecated at the target but still served, or removed only later, is a

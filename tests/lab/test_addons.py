@@ -3,6 +3,9 @@ release whose stored manifest records an API the cluster no longer serves cannot
 helm_mapkubeapis playbook refuses to touch it without the typed confirmation, maps it with one (a new revision,
 the old superseded, as helm-mapkubeapis does) and records it; then Helm itself upgrades the release.
 
+Who calls a deprecated API: preflight reads the control-plane hosts' audit logs (the legacy-client fault's caller
+named; a host whose log is gone blocks).
+
 The addons stage inside the wave (playbooks/addons.yml) is the story's (tests/lab/test_upgrade_wave.py); the role's
 own scenario (roles/addons/molecule) covers a failed upgrade that Helm rolls back."""
 from __future__ import annotations
@@ -13,14 +16,17 @@ import os
 import pathlib
 import subprocess
 import sys
+import time
 
 import pytest
 from kubernetes import client, config
 
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.removed_apis import (
     MAPPED_DESCRIPTION, decode_helm_release, encode_helm_release)
+from gpufleet_lab import cluster as lab_cluster
 from gpufleet_lab import helm as lab_helm
-from tests.lab.conftest import ROOT
+from gpufleet_lab import soakfaults
+from tests.lab.conftest import ROOT, lab_cli
 
 pytestmark = pytest.mark.lab
 BIN = pathlib.Path(sys.executable).parent
@@ -94,3 +100,56 @@ def test_a_release_recording_a_removed_api_is_mapped_only_with_the_confirmation_
     upgraded = lab_helm.run(lab, "upgrade", RELEASE, new_chart, "-n", NAMESPACE, "--wait", check=False)
     assert upgraded.returncode == 0, upgraded.stderr
     assert [(r["revision"], r["status"]) for r in history(lab)][-1] == (3, "deployed")
+
+
+def _preflight(lab, tmp_path, *extra):
+    proc = run(lab, tmp_path / "records", "playbooks/preflight.yml", "-e", "gpufleet_out_dir=%s" % tmp_path, *extra)
+    report = json.loads((tmp_path / "preflight" / ("preflight-%s.json" % lab.cell)).read_text())
+    return proc, report
+
+
+def test_preflight_names_who_calls_a_deprecated_api_from_the_audit_logs_and_blocks_the_release_removing_it(
+        lab, tmp_path):
+    """The legacy-client fault on cp-2 (an old CSI sidecar's user agent and ServiceAccount) lists
+    storage.k8s.io/v1beta1 VolumeAttributesClasses (removed in 1.37) through cp-2's apiserver only: preflight reads
+    every control-plane host's audit log and names it - a warning for the target, a blocker for 1.37."""
+    log = lab_cluster.audit_log_dir(lab, "cp-2") / "audit.log"
+    lab_cli("fault", "cp-2", "legacy-client")
+    try:
+        deadline = time.monotonic() + 60
+        while soakfaults.LEGACY_AGENT not in log.read_text(errors="replace") and time.monotonic() < deadline:
+            time.sleep(2)
+        proc, report = _preflight(lab, tmp_path)
+        assert proc.returncode == 0, proc.stdout[-3000:]
+        callers = [f for f in report["removed_apis"] if f["source"] == "audit"]
+        assert [(f["service_account"], f["user_agent"], f["verb"], f["api_version"], f["hosts"], f["severity"])
+                for f in callers] == [("%s/%s" % (soakfaults.NS, soakfaults.LEGACY), soakfaults.LEGACY_AGENT, "list",
+                                       "storage.k8s.io/v1beta1", ["cp-2"], "warn")]
+        assert callers[0]["count"] >= 1 and callers[0]["removed_in"] == "1.37"
+        assert any("legacy-resizer" in w for w in report["warnings"])
+        markdown = (tmp_path / "preflight" / ("preflight-%s.md" % lab.cell)).read_text()
+        assert "## Who calls a deprecated API" in markdown and soakfaults.LEGACY_AGENT in markdown
+        later = lab.later_versions[0]
+        proc, report = _preflight(lab, tmp_path, "-e", "gpufleet_target_version=%s" % later,
+                                  "-e", "gpufleet_allow_multi_hop=true")
+        assert proc.returncode != 0
+        named = [b for b in report["blockers"] if "ServiceAccount %s/%s" % (soakfaults.NS, soakfaults.LEGACY) in b]
+        assert len(named) == 1 and "blocks the upgrade to 1.37" in named[0], report["blockers"]
+    finally:
+        lab_cli("clear", "cp-2")
+
+
+def test_a_control_plane_host_whose_audit_log_is_gone_blocks_preflight(lab, tmp_path):
+    """A log moved aside (a logrotate without copytruncate: the apiserver writes on into the moved file and makes no
+    new one): who calls on cp-3 is unknown, so preflight blocks naming the host."""
+    folder = lab_cluster.audit_log_dir(lab, "cp-3")
+    (folder / "audit.log").rename(folder / "audit.log.moved")
+    try:
+        proc, report = _preflight(lab, tmp_path)
+    finally:
+        (folder / "audit.log.moved").rename(folder / "audit.log")
+    assert proc.returncode != 0
+    assert [b for b in report["blockers"] if b.startswith("cp-3's audit log")] == [
+        "cp-3's audit log could not be scanned for removed APIs: cp-3: no audit log at "
+        "/var/log/kubernetes/audit/audit.log (its apiserver writes none: is the policy's level None for everything, "
+        "or the directory not the one mounted?)"], report["blockers"]
