@@ -7,14 +7,15 @@ With auditing on, an apiserver annotates every request to a deprecated API versi
 Event; a Metadata-level policy is enough). The deprecated-API metric says what was called; the audit log says who:
 the user or ServiceAccount, its user agent, the namespace and the verb.
 
-:func:`read_host` reads the log the host's kube-apiserver manifest names (``--audit-log-path``) and the backups the
-apiserver rotated beside it (lumberjack's ``NAME-<UTC time>.EXT``, ``.gz`` when compressed), counts each request
-once (its ``auditID``) within the lookback, and returns one row per API, caller, namespace and verb. It fails
-closed: auditing off, a log that is missing, not JSON lines of ``audit.k8s.io/v1`` Events, or rotated past the
-lookback (the oldest event kept is younger than the lookback and the apiserver may have deleted older ones) is an
-``error`` naming the host and the fix, never "no callers".
-:func:`findings` judges every host's rows against the target (removed_apis' rules: removed at or before the target
-blocks; a later removal is a warning).
+:func:`audit_settings` reads the host's kube-apiserver manifest: the log and policy files (``--audit-log-path``,
+``--audit-policy-file``) mapped through the pod's hostPath volumes to where they are on the host, and the rotation
+flags. :func:`check_policy` refuses a policy that can hide a deprecated call. :func:`read_host` reads the log and
+the backups the apiserver rotated beside it (lumberjack's ``NAME-<UTC time>.EXT``, ``.gz`` when compressed) and
+returns one row per API, caller, namespace and verb of the calls to an API with a removal release within the
+lookback: each request once, the count and the last time. It fails closed (InputError naming the host and the fix),
+never "no callers": auditing off or inside the container, no log, no event, a line that is not an
+``audit.k8s.io/v1`` Event, a log whose newest event is stale (the apiserver writes elsewhere), a log that does not
+reach back over the lookback, a rotation that keeps racing the read.
 """
 from __future__ import annotations
 
@@ -22,38 +23,96 @@ import datetime
 import gzip
 import json
 import os
+import posixpath
 import re
-from typing import Any, Callable, Dict, IO, Iterable, Iterator, List, Mapping, Optional, Tuple
+import zlib
+from typing import IO, Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Set, Tuple
 
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.data_removed_apis import REMOVED as TABLE
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import InputError
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.textparse import load_yaml
 
 MANIFEST = "/etc/kubernetes/manifests/kube-apiserver.yaml"
 DEPRECATED = "k8s.io/deprecated"
 REMOVED = "k8s.io/removed-release"
-_NEEDLE = DEPRECATED.encode()
-MAX_LOOKBACK_HOURS = 2160  # 90 days
+_NEEDLE = DEPRECATED.encode()  # Go's encoder writes "/" as is: every deprecated call's line holds these bytes
+_EVENT = b'{"kind":"Event","apiVersion":"audit.k8s.io/v1",'  # how the apiserver starts each line (TypeMeta first)
+DEFAULT_LOOKBACK_MINUTES = 7 * 24 * 60  # a week: weekly jobs
+MAX_LOOKBACK_MINUTES = 90 * 24 * 60
+STALE_MINUTES = 15  # a live apiserver's log has events newer than this (its own controllers' requests)
 MAX_CALLERS = 500  # rows a host returns; more are counted as truncated (the report stays readable)
 _BACKUP = re.compile(r"^(?P<prefix>.+)-(?P<time>\d{4}-\d\d-\d\dT\d\d-\d\d-\d\d\.\d{3})(?P<ext>.*?)(?P<gz>\.gz)?$")
 _TIME = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(\.\d+)?Z$")
+_REMOVAL = {(r.api_version, r.resource): r.removed_in for r in TABLE}
 HOW = ("turn auditing on through the ClusterConfiguration (apiServer.extraArgs audit-policy-file and audit-log-path, "
        "extraVolumes for both; docs/stages.md), or set gpufleet_audit_callers: false to go without (recorded)")
 
 
 def utcnow() -> datetime.datetime:
     """Now in UTC, naive (as parse_time returns times)."""
-    return datetime.datetime.now(datetime.UTC).replace(tzinfo=None)
+    return datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)  # noqa: UP017 - the hosts run Python < 3.11 too
 
 
-def audit_flags(manifest_text: str, where: str) -> Dict[str, Any]:
-    """The audit log settings of a kube-apiserver static pod manifest (kubeadm writes ``--flag=value``): ``path``,
-    ``max_backup`` and ``max_age_days`` (0: none removed), ``compress``. Auditing off, a log to stdout or a format
-    other than JSON is refused (InputError) with the fix."""
-    docs = load_yaml(manifest_text, where)
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def kubeadm_keeps_auditing(config_map: Optional[Mapping[str, Any]]) -> Optional[str]:
+    """Why the manifests ``kubeadm upgrade`` writes would not audit, or None: the kubeadm-config ConfigMap's
+    ClusterConfiguration must carry ``audit-log-path`` in ``apiServer.extraArgs`` (a list of {name, value} in
+    v1beta4, a mapping in v1beta3); a flag set by hand in the manifest is lost at the upgrade. None too when the
+    cell has no kubeadm-config (not made by kubeadm: nothing rewrites its manifests)."""
+    if config_map is None:
+        return None
+    where = "kube-system/kubeadm-config ClusterConfiguration"
+    text = _mapping(config_map.get("data")).get("ClusterConfiguration")
+    if not isinstance(text, str):
+        return "%s is missing, so kubeadm upgrade's manifests cannot be told to audit" % where
     try:
-        command = list(docs["spec"]["containers"][0].get("command") or []) + list(
-            docs["spec"]["containers"][0].get("args") or [])
-    except (KeyError, IndexError, TypeError):
+        doc = _mapping(load_yaml(text, where))
+    except InputError as exc:
+        return exc.msg
+    args = _mapping(doc.get("apiServer")).get("extraArgs")
+    names = {str(a.get("name")): a.get("value") for a in args if isinstance(a, Mapping)} if isinstance(
+        args, list) else dict(_mapping(args))
+    if names.get("audit-log-path") in (None, "", "-"):
+        return ("%s has no apiServer.extraArgs audit-log-path: the manifests kubeadm upgrade writes will not audit, "
+                "so who calls a removed API cannot be read at the next upgrade; set it there (docs/stages.md)" % where)
+    return None
+
+
+def _on_host(pod: Mapping[str, Any], path: str, what: str, where: str) -> str:
+    """Where ``path`` (as the container sees it) is on the host: through the hostPath volume mounted at the longest
+    mountPath that holds it. A path on no hostPath volume is inside the container, where no host reads it."""
+    spec = _mapping(pod.get("spec"))
+    volumes = {str(_mapping(v).get("name")): _mapping(_mapping(v).get("hostPath")).get("path")
+               for v in spec.get("volumes") or []}
+    container = _mapping((spec.get("containers") or [{}])[0])
+    best: Optional[Tuple[str, str]] = None
+    for mount in container.get("volumeMounts") or []:
+        mount_path = str(_mapping(mount).get("mountPath") or "").rstrip("/") or "/"
+        host = volumes.get(str(_mapping(mount).get("name")))
+        if isinstance(host, str) and (path == mount_path or path.startswith(mount_path.rstrip("/") + "/")) and (
+                best is None or len(mount_path) > len(best[0])):
+            best = (mount_path, host)
+    if best is None:
+        raise InputError("%s: the %s %s is on no hostPath volume of the pod: it is inside the apiserver's container, "
+                         "lost with it and read by no one; mount its directory from the host (ClusterConfiguration "
+                         "apiServer.extraVolumes, docs/stages.md)" % (where, what, path))
+    rest = path[len(best[0]):].lstrip("/")
+    return posixpath.join(best[1], rest) if rest else best[1]
+
+
+def audit_settings(manifest_text: str, where: str) -> Dict[str, Any]:
+    """The audit settings of a kube-apiserver static pod manifest (kubeadm writes ``--flag=value``): ``path`` and
+    ``policy`` on the host (through the pod's hostPath volumes), ``max_backup`` and ``max_age_days`` (0: none
+    removed), ``compress``. Auditing off, a log to stdout or inside the container, or a format other than JSON is
+    refused (InputError) with the fix."""
+    pod = load_yaml(manifest_text, where)
+    try:
+        container = pod["spec"]["containers"][0]
+        command = list(container.get("command") or []) + list(container.get("args") or [])
+    except (KeyError, IndexError, TypeError, AttributeError):
         raise InputError("%s is not a static pod manifest (no spec.containers[0])" % where)
     flags: Dict[str, str] = {}
     for item in command:
@@ -64,10 +123,15 @@ def audit_flags(manifest_text: str, where: str) -> Dict[str, Any]:
     if not path or path == "-":
         raise InputError("%s has no --audit-log-path%s: auditing to a file is off, so who calls a deprecated API "
                          "cannot be read; %s" % (where, " (it logs to stdout)" if path == "-" else "", HOW))
+    if not flags.get("audit-policy-file"):
+        raise InputError("%s has no --audit-policy-file: the apiserver audits nothing without a policy; %s" % (
+            where, HOW))
     if flags.get("audit-log-format", "json") != "json":
         raise InputError("%s writes its audit log as %r; gpufleet reads the json format (the default): set "
                          "audit-log-format json" % (where, flags["audit-log-format"]))
-    out: Dict[str, Any] = {"path": path, "compress": flags.get("audit-log-compress", "false") == "true"}
+    out: Dict[str, Any] = {"path": _on_host(pod, path, "audit log", where), "container_path": path,
+                           "policy": _on_host(pod, flags["audit-policy-file"], "audit policy", where),
+                           "compress": flags.get("audit-log-compress", "false") == "true"}
     for key, flag in (("max_backup", "audit-log-maxbackup"), ("max_age_days", "audit-log-maxage")):
         raw = flags.get(flag, "0")
         if not raw.isdigit():
@@ -76,9 +140,63 @@ def audit_flags(manifest_text: str, where: str) -> Dict[str, Any]:
     return out
 
 
+def removal_groups(target_minor: Optional[Tuple[int, int]] = None) -> Set[str]:
+    """The API groups with a version the table removes at or after ``target_minor`` (all when None): a policy rule
+    at level None for one of them can hide a call the upgrade must know about."""
+    groups = set()
+    for row in TABLE:
+        major, minor = (int(p) for p in row.removed_in.split("."))
+        if target_minor is None or (major, minor) >= target_minor:
+            groups.add(row.api_version.rsplit("/", 1)[0] if "/" in row.api_version else "")
+    return groups
+
+
+def check_policy(text: str, where: str, groups: Set[str]) -> None:
+    """Refuse (InputError) an audit policy that can hide a call to a deprecated API: ResponseComplete omitted
+    (every short request is logged at that stage only), a rule at level None for every resource or for ``groups``
+    (or ``*``), or no rule that logs every resource request at Metadata or above (a request no rule matches is not
+    logged). Policy rules match groups and resources, never versions."""
+    policy = _mapping(load_yaml(text, where))
+    if policy.get("apiVersion") != "audit.k8s.io/v1" or policy.get("kind") != "Policy":
+        raise InputError("%s is not an audit.k8s.io/v1 Policy" % where)
+    if "ResponseComplete" in (policy.get("omitStages") or []):
+        raise InputError("%s omits the ResponseComplete stage: most requests are logged at that stage only" % where)
+    rules = policy.get("rules")
+    if not isinstance(rules, list) or not rules:
+        raise InputError("%s has no rules: it logs nothing" % where)
+    for number, raw in enumerate(rules, 1):
+        rule = _mapping(raw)
+        level = rule.get("level")
+        if level != "None":
+            if "ResponseComplete" in (rule.get("omitStages") or []):
+                raise InputError("%s rule %d omits the ResponseComplete stage: the requests it matches are not "
+                                 "logged when they end" % (where, number))
+            if not any(rule.get(k) for k in ("users", "userGroups", "verbs", "resources", "namespaces",
+                                             "nonResourceURLs")):
+                return  # logs every request the rules before it left alone
+            continue
+        if rule.get("nonResourceURLs"):
+            continue
+        resources = rule.get("resources")
+        if not resources:
+            raise InputError("%s rule %d (level None) matches every resource request%s: it hides who calls a "
+                             "deprecated API; name the groups and resources it is for" % (
+                                 where, number, " of the users, groups or verbs it names" if any(
+                                     rule.get(k) for k in ("users", "userGroups", "verbs", "namespaces")) else ""))
+        for item in resources:
+            group = str(_mapping(item).get("group", ""))
+            if group == "*" or group in groups - {""}:
+                raise InputError("%s rule %d (level None) covers API group %r, which has a deprecated version the "
+                                 "upgrade must know the callers of (rules match groups, not versions): log it at "
+                                 "Metadata" % (where, number, group))
+    raise InputError("%s has no rule that logs every resource request at Metadata or above (end it with `- level: "
+                     "Metadata`): a request no rule matches is not logged" % where)
+
+
 def log_files(path: str, names: Iterable[str]) -> Tuple[List[str], List[str]]:
     """(backups oldest first, [the current log] or []) among ``names`` of the log's directory: lumberjack names a
     backup PREFIX-YYYY-MM-DDTHH-MM-SS.mmm.EXT (UTC), .gz when compressed."""
+    names = list(names)
     base = os.path.basename(path)
     prefix, ext = os.path.splitext(base)
     backups = []
@@ -93,7 +211,7 @@ def parse_time(text: Any) -> datetime.datetime:
     """An audit timestamp (metav1.MicroTime: RFC 3339 in UTC, ``Z``), as a naive UTC datetime."""
     match = _TIME.match(text) if isinstance(text, str) else None
     if not match:
-        raise ValueError("timestamp %r is not RFC 3339 UTC" % (text,))
+        raise ValueError("timestamp %.40r is not RFC 3339 UTC" % (text,))
     return datetime.datetime.strptime(match.group(1), "%Y-%m-%dT%H:%M:%S")
 
 
@@ -105,104 +223,147 @@ def _event(line: bytes, where: str) -> Dict[str, Any]:
     if not isinstance(event, dict) or event.get("apiVersion") != "audit.k8s.io/v1" or event.get("kind") != "Event":
         raise InputError("%s is not an audit.k8s.io/v1 Event" % where)
     try:
-        event["_time"] = parse_time(event.get("requestReceivedTimestamp"))
+        event["_received"] = parse_time(event.get("requestReceivedTimestamp"))
+        event["_time"] = parse_time(event.get("stageTimestamp"))
     except ValueError as exc:
-        raise InputError("%s: requestReceivedTimestamp: %s" % (where, exc))
+        raise InputError("%s: %s" % (where, exc))
+    if not isinstance(event.get("auditID"), str) or not event["auditID"]:
+        raise InputError("%s has no auditID" % where)
     return event
 
 
 def _lines(handle: IO[bytes], where: str, last: bool) -> Iterator[Tuple[int, bytes]]:
-    """The file's complete lines; only the current log's last line may be cut off (the apiserver is writing it)."""
+    """The file's complete lines, each an audit event by its first bytes; only the current log's last line may be
+    cut off (the apiserver is writing it)."""
     number = 0
     for number, line in enumerate(handle, 1):
         if not line.endswith(b"\n"):
             if last:
                 return
             raise InputError("%s line %d is cut off (no end of line): the file is truncated" % (where, number))
+        if not line.startswith(_EVENT):
+            raise InputError("%s line %d is not an audit.k8s.io/v1 Event (the apiserver's JSON lines start %s)" % (
+                where, number, _EVENT.decode()))
         yield number, line
 
 
-def read_host(host: str, flags: Mapping[str, Any], lookback_hours: int, now: datetime.datetime,
+def _open_all(host: str, folder: str, path: str, listdir: Callable[[str], List[str]],
+              opener: Callable[[str], IO[bytes]]) -> List[Tuple[str, IO[bytes]]]:
+    """The log's files open, oldest first: the current one opened before the backups, and the backups listed again
+    after, so a rotation between listing and opening (the current file renamed to a backup that was not listed)
+    is seen and the listing taken again; an open file is read whole even if renamed meanwhile."""
+    for _attempt in range(3):
+        try:
+            names = listdir(folder)
+        except OSError as exc:
+            raise InputError("%s: the audit log's directory %s cannot be read: %s" % (host, folder, exc))
+        backups, current = log_files(path, names)
+        if not current:
+            raise InputError("%s: no audit log at %s (moved aside by a logrotate? the apiserver writes on into a "
+                             "moved file and makes no new one until it rotates)" % (host, path))
+        opened: List[Tuple[str, IO[bytes]]] = []
+        try:
+            for name in current + backups:
+                opened.append((name, opener(os.path.join(folder, name))))
+            again = log_files(path, listdir(folder))[0]
+        except OSError as exc:
+            for _name, handle in opened:
+                handle.close()
+            raise InputError("%s: the audit log %s cannot be read: %s" % (host, path, exc))
+        if again == backups:
+            return opened[1:] + opened[:1]
+        for _name, handle in opened:
+            handle.close()
+    raise InputError("%s: the audit log %s rotated during each of 3 reads; read it again" % (host, path))
+
+
+def read_host(host: str, settings: Mapping[str, Any], lookback_minutes: int, now: datetime.datetime,
               listdir: Callable[[str], List[str]] = os.listdir,
               opener: Callable[[str], IO[bytes]] = lambda p: open(p, "rb")) -> Dict[str, Any]:
-    """Who called a deprecated API on ``host`` within ``lookback_hours`` of ``now`` (naive UTC): {host, log, files,
-    events_from (the oldest event kept), since, callers: [{api_version, resource, subresource, removed_release,
-    user, user_agent, namespace, verb, count, last}], truncated}. Raises InputError naming the host when the log
-    cannot answer (missing, unreadable, not audit events, rotated past the lookback)."""
-    path = str(flags["path"])
-    since = now - datetime.timedelta(hours=lookback_hours)
+    """Who called an API with a removal release on ``host`` within ``lookback_minutes`` of ``now`` (naive UTC; 0:
+    the whole log): {host, log, files, events_from, events_to, since, lookback_minutes, callers: [{api_version,
+    resource, subresource, removed_release, user, user_agent, namespace, verb, count, last}], truncated}. Raises
+    InputError naming the host when the log cannot answer."""
+    path = str(settings["path"])
     folder = os.path.dirname(path) or "."
-    try:
-        names = listdir(folder)
-    except OSError as exc:
-        raise InputError("%s: the audit log's directory %s cannot be read: %s" % (host, folder, exc))
-    backups, current = log_files(path, names)
-    files = backups + current
-    if not current:
-        raise InputError("%s: no audit log at %s (its apiserver writes none: is the policy's level None for "
-                         "everything, or the directory not the one mounted?)" % (host, path))
+    since = now - datetime.timedelta(minutes=lookback_minutes) if lookback_minutes else None
+    opened = _open_all(host, folder, path, listdir, opener)
     oldest: Optional[datetime.datetime] = None
+    newest = b""
     counts: Dict[Tuple[str, ...], Dict[str, Any]] = {}
-    seen_ids: set = set()
-    for index, name in enumerate(files):
-        full = os.path.join(folder, name)
-        try:
-            raw = opener(full)
-            handle: IO[bytes] = gzip.GzipFile(fileobj=raw) if name.endswith(".gz") else raw  # type: ignore[assignment]
-            with handle:
-                for number, line in _lines(handle, "%s: %s" % (host, full), last=index == len(files) - 1):
-                    where = "%s: %s line %d" % (host, full, number)
-                    if oldest is None:
-                        oldest = _event(line, where)["_time"]
-                    if _NEEDLE not in line:
-                        continue
-                    event = _event(line, where)
-                    if event["_time"] < since or event.get("stage") == "RequestReceived":
-                        continue
-                    _count(counts, seen_ids, event)
-        except (OSError, EOFError) as exc:
-            raise InputError("%s: the audit log %s cannot be read: %s" % (host, full, exc))
+    started: Set[str] = set()
+    try:
+        for index, (name, raw) in enumerate(opened):
+            full = os.path.join(folder, name)
+            handle: IO[bytes] = gzip.GzipFile(fileobj=raw) if name.endswith(".gz") else raw  # type: ignore
+            for number, line in _lines(handle, "%s: %s" % (host, full), last=index == len(opened) - 1):
+                where = "%s: %s line %d" % (host, full, number)
+                if oldest is None:
+                    oldest = _event(line, where)["_time"]
+                newest = line
+                if _NEEDLE not in line:
+                    continue
+                event = _event(line, where)
+                if _mapping(event.get("annotations")).get(DEPRECATED) != "true" or (
+                        since is not None and event["_time"] < since) or event.get("stage") == "RequestReceived":
+                    continue
+                _count(counts, started, event)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise InputError("%s: the audit log %s cannot be read: %s" % (host, path, exc))
+    finally:
+        for _name, raw in opened:
+            raw.close()
     if oldest is None:
         raise InputError("%s: the audit log %s holds no event: its policy records nothing, so who calls a "
                          "deprecated API cannot be read; log every request at Metadata (docs/stages.md)" % (host, path))
-    rotated_away = (bool(flags.get("max_backup")) and len(backups) >= int(flags["max_backup"])) or (
-        bool(flags.get("max_age_days")) and oldest < now - datetime.timedelta(days=int(flags["max_age_days"])))
-    if oldest > since and rotated_away:
+    latest = _event(newest, "%s: %s's last event" % (host, path))["_time"]
+    if now - latest > datetime.timedelta(minutes=STALE_MINUTES):
+        raise InputError("%s: the audit log %s's newest event is from %sZ, over %d minutes ago: the apiserver writes "
+                         "its log elsewhere (a moved hostPath, a logrotate that moved the file), so what it holds is "
+                         "not today's" % (host, path, latest.isoformat(), STALE_MINUTES))
+    if since is not None and oldest > since:
         raise InputError(
-            "%s: the audit log reaches back only to %sZ, and its apiserver has rotated older events away (%d "
-            "backups kept, --audit-log-maxbackup %s, --audit-log-maxage %s); the check needs the last %d hours: keep "
-            "more (a larger --audit-log-maxsize or -maxbackup) or lower gpufleet_audit_lookback_hours" % (
-                host, oldest.isoformat(), len(backups), flags.get("max_backup"), flags.get("max_age_days"),
-                lookback_hours))
+            "%s: the audit log reaches back only to %sZ, and the check needs the last %d minutes (from %sZ; "
+            "gpufleet_audit_lookback_minutes): wait until it covers them, keep more if rotation removed them (%d "
+            "backups kept; --audit-log-maxbackup %s, --audit-log-maxage %s, --audit-log-maxsize), or set a shorter "
+            "lookback knowingly (0: the whole log, whatever it covers)" % (
+                host, oldest.isoformat(), lookback_minutes, since.isoformat(), len(opened) - 1,
+                settings.get("max_backup"), settings.get("max_age_days")))
     rows = sorted(counts.values(), key=lambda r: (-r["count"], r["api_version"], r["resource"], r["user"]))
     for row in rows:
         row["last"] = row["last"].isoformat() + "Z"
-    return {"host": host, "log": path, "files": files, "events_from": oldest.isoformat() + "Z",
-            "since": since.isoformat() + "Z", "callers": rows[:MAX_CALLERS],
-            "truncated": max(0, len(rows) - MAX_CALLERS)}
+    return {"host": host, "log": path, "files": [name for name, _raw in opened],
+            "events_from": oldest.isoformat() + "Z", "events_to": latest.isoformat() + "Z",
+            "since": since.isoformat() + "Z" if since else "", "lookback_minutes": lookback_minutes,
+            "callers": rows[:MAX_CALLERS], "truncated": max(0, len(rows) - MAX_CALLERS)}
 
 
-def _count(counts: Dict[Tuple[str, ...], Dict[str, Any]], seen_ids: set, event: Mapping[str, Any]) -> None:
-    """One request (its auditID: a watch has a ResponseStarted and a ResponseComplete event) to its row."""
-    audit_id = event.get("auditID")
-    if audit_id in seen_ids:
-        return
-    seen_ids.add(audit_id)
+def _count(counts: Dict[Tuple[str, ...], Dict[str, Any]], started: Set[str], event: Mapping[str, Any]) -> None:
+    """One request to its row, once: a request ends with one ResponseComplete (or Panic) event, and a long-running
+    one (a watch) has a ResponseStarted before it - counted there, its end then skipped. Only the auditIDs of
+    requests started and not yet ended are kept, so memory follows the open watches, not the log. A call to an API
+    with no removal release (none annotated, none in the table: core/v1 Endpoints) makes no row."""
     ref, annotations, user = (_mapping(event.get(k)) for k in ("objectRef", "annotations", "user"))
     group, version = str(ref.get("apiGroup") or ""), str(ref.get("apiVersion") or "")
-    row = {"api_version": "%s/%s" % (group, version) if group else version,
-           "resource": str(ref.get("resource") or ""), "subresource": str(ref.get("subresource") or ""),
-           "removed_release": str(annotations.get(REMOVED) or ""), "user": str(user.get("username") or ""),
+    api_version = "%s/%s" % (group, version) if group else version
+    resource = str(ref.get("resource") or "")
+    removed = str(annotations.get(REMOVED) or "") or _REMOVAL.get((api_version, resource), "")
+    if not removed:
+        return
+    audit_id = event["auditID"]
+    if event.get("stage") == "ResponseStarted":
+        started.add(audit_id)
+    elif audit_id in started:
+        started.discard(audit_id)
+        return
+    row = {"api_version": api_version, "resource": resource, "subresource": str(ref.get("subresource") or ""),
+           "removed_release": removed, "user": str(user.get("username") or ""),
            "user_agent": str(event.get("userAgent") or ""), "namespace": str(ref.get("namespace") or ""),
            "verb": str(event.get("verb") or "")}
     key = tuple(row.values())
-    entry = counts.setdefault(key, dict(row, count=0, last=event["_time"]))
+    entry = counts.setdefault(key, dict(row, count=0, last=event["_received"]))
     entry["count"] += 1
-    entry["last"] = max(entry["last"], event["_time"])
-
-
-def _mapping(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
+    entry["last"] = max(entry["last"], event["_received"])
 
 
 def service_account(user: str) -> str:
@@ -212,6 +373,17 @@ def service_account(user: str) -> str:
 
 
 KEY = ("api_version", "resource", "subresource", "removed_release", "user", "user_agent", "namespace", "verb")
+
+
+def check_reading(reading: Mapping[str, Any]) -> Optional[str]:
+    """Why ``reading`` is not a whole audit_callers reading (a failed task's result, something else), or None."""
+    if reading.get("error"):
+        return str(reading["error"])
+    if reading.get("failed") or not isinstance(reading.get("callers"), list) or not isinstance(
+            reading.get("events_from"), str) or not all(isinstance(r, Mapping) for r in reading["callers"]):
+        return "what came back is not an audit_callers reading (%s)" % (
+            str(reading.get("msg") or "no callers list")[:300])
+    return None
 
 
 def merge(readings: Iterable[Mapping[str, Any]]) -> List[Dict[str, Any]]:

@@ -17,6 +17,9 @@ SOURCES = {
              "migration guide: removed-in and replacement; deprecated-in as pluto records it)",
     "pluto": "https://github.com/FairwindsOps/pluto versions.yaml (deprecated-in, removed-in, replacement) for "
              "alpha and beta APIs the guide does not list",
+    "lifecycle": "k8s.io/api zz_generated.prerelease-lifecycle.go of the releases named with the rows "
+                 "(APILifecycleDeprecated, APILifecycleRemoved: the apiserver stops serving a beta version at its "
+                 "removal release, and its audit events and deprecated-API metric carry that release)",
     "changelog-1.20": "https://github.com/kubernetes/kubernetes/blob/master/CHANGELOG/CHANGELOG-1.20.md "
                       "(settings.k8s.io/v1alpha1 PodPreset and its admission plugin removed)",
     "changelog-1.21": "https://github.com/kubernetes/kubernetes/blob/master/CHANGELOG/CHANGELOG-1.21.md "
@@ -189,12 +192,29 @@ REMOVED = [
                "storage.k8s.io/v1", "pluto"),
     RemovedApi("storagemigration.k8s.io/v1alpha1", "StorageVersionMigration", "storageversionmigrations", "", "1.35",
                "storagemigration.k8s.io/v1beta1", "pluto"),
-    # removed in 1.36
-    RemovedApi("resource.k8s.io/v1beta1", "DeviceClass", "deviceclasses", "", "1.36", "resource.k8s.io/v1", "pluto"),
-    RemovedApi("resource.k8s.io/v1beta1", "ResourceClaim", "resourceclaims", "", "1.36",
-               "resource.k8s.io/v1", "pluto"),
-    RemovedApi("resource.k8s.io/v1beta1", "ResourceClaimTemplate", "resourceclaimtemplates", "", "1.36",
-               "resource.k8s.io/v1", "pluto"),
-    RemovedApi("resource.k8s.io/v1beta1", "ResourceSlice", "resourceslices", "", "1.36",
-               "resource.k8s.io/v1", "pluto"),
+    # removed in 1.37 (k8s.io/api v0.35.4 and v0.36.3: each kind's APILifecycleDeprecated and APILifecycleRemoved)
+    RemovedApi("networking.k8s.io/v1beta1", "IPAddress", "ipaddresses", "1.34", "1.37", "networking.k8s.io/v1",
+               "lifecycle"),
+    RemovedApi("networking.k8s.io/v1beta1", "ServiceCIDR", "servicecidrs", "1.34", "1.37", "networking.k8s.io/v1",
+               "lifecycle"),
+    RemovedApi("storage.k8s.io/v1beta1", "VolumeAttributesClass", "volumeattributesclasses", "1.34", "1.37",
+               "storage.k8s.io/v1", "lifecycle"),
+    # removed in 1.38: pluto's data says 1.36, the Kubernetes source 1.38 (1.36 still serves it when turned on)
+    RemovedApi("resource.k8s.io/v1beta1", "DeviceClass", "deviceclasses", "1.35", "1.38", "resource.k8s.io/v1",
+               "lifecycle"),
+    RemovedApi("resource.k8s.io/v1beta1", "ResourceClaim", "resourceclaims", "1.35", "1.38",
+               "resource.k8s.io/v1", "lifecycle"),
+    RemovedApi("resource.k8s.io/v1beta1", "ResourceClaimTemplate", "resourceclaimtemplates", "1.35", "1.38",
+               "resource.k8s.io/v1", "lifecycle"),
+    RemovedApi("resource.k8s.io/v1beta1", "ResourceSlice", "resourceslices", "1.35", "1.38",
+               "resource.k8s.io/v1", "lifecycle"),
+    # removed in 1.39
+    RemovedApi("resource.k8s.io/v1beta2", "DeviceClass", "deviceclasses", "1.36", "1.39", "resource.k8s.io/v1",
+               "lifecycle"),
+    RemovedApi("resource.k8s.io/v1beta2", "ResourceClaim", "resourceclaims", "1.36", "1.39",
+               "resource.k8s.io/v1", "lifecycle"),
+    RemovedApi("resource.k8s.io/v1beta2", "ResourceClaimTemplate", "resourceclaimtemplates", "1.36", "1.39",
+               "resource.k8s.io/v1", "lifecycle"),
+    RemovedApi("resource.k8s.io/v1beta2", "ResourceSlice", "resourceslices", "1.36", "1.39",
+               "resource.k8s.io/v1", "lifecycle"),
 ]

@@ -101,24 +101,29 @@ def scan_metrics(text: str, version_text: str, target: KubeVersion,
 
 
 # -- audit logs: who calls -------------------------------------------------------------------------------------
-def scan_audit(readings: Iterable[Mapping[str, Any]], hosts: Iterable[str],
-               target: KubeVersion) -> List[Dict[str, Any]]:
+def scan_audit(readings: Iterable[Mapping[str, Any]], hosts: Iterable[str], target: KubeVersion,
+               kubeadm_config: Optional[Mapping[str, Any]] = None) -> List[Dict[str, Any]]:
     """Findings naming who called a deprecated API, from each control-plane host's audit reading
     (audit_callers.read_host: {host, callers} or {host, error}). Every host in ``hosts`` must have a reading
     without an error, else a blocking finding names it (its apiserver's callers are unknown). A call is judged as
     the metric's series: its ``k8s.io/removed-release`` (or the table's removal) against the target; a deprecated
-    API with no removal planned is left out."""
+    API with no removal planned is left out. ``kubeadm_config``: the kube-system/kubeadm-config ConfigMap, when
+    read; one whose ClusterConfiguration does not audit is a warning (the upgrade would turn auditing off)."""
     by_host = {str(r.get("host")): r for r in readings if isinstance(r, Mapping)}
     findings: List[Dict[str, Any]] = []
+    lost = audit_callers.kubeadm_keeps_auditing(kubeadm_config)
+    if lost:
+        findings.append(dict(_unreadable("kubeadm-config", "kubeadm-config", ""), blocks_target=False,
+                             severity="warn", unreadable=False, message=lost))
     good = []
     for host in hosts:
         reading = by_host.get(host)
         source = "audit:%s" % host
-        if reading is None:
-            findings.append(_unreadable(source, "%s's audit log" % host, "no reading of it came back"))
-        elif reading.get("error"):
-            findings.append(_unreadable(source, "%s's audit log" % host, str(reading["error"])))
+        why = "no reading of it came back" if reading is None else audit_callers.check_reading(reading)
+        if why:
+            findings.append(_unreadable(source, "%s's audit log" % host, why))
         else:
+            assert reading is not None
             good.append(reading)
             if reading.get("truncated"):
                 findings.append(dict(_unreadable(source, "%s's audit log" % host, ""), message=(

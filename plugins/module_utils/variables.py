@@ -83,9 +83,10 @@ VARIABLES: Tuple[Var, ...] = (
         "Preflight reads every control-plane host's audit log for who called a deprecated API (docs/stages.md, "
         "\"Who calls a removed API\"); a host whose log cannot answer blocks. false: go without (the report says "
         "so)."),
-    Var("gpufleet_audit_lookback_hours", "int", 168, "cell", ("preflight", "upgrade_wave"),
-        "How far back preflight counts calls in the audit logs (a week: weekly jobs); a log rotated past it blocks.",
-        (1, 2160)),
+    Var("gpufleet_audit_lookback_minutes", "int", 10080, "cell", ("preflight", "upgrade_wave"),
+        "How far back preflight counts calls in the audit logs (a week: weekly jobs); a log that does not reach back "
+        "that far (rotated, or auditing turned on since) blocks. 0: the whole log, whatever it covers (the report "
+        "says from when).", (0, 129600)),
     Var("gpufleet_reach_timeout", "int", 60, "cell", CLUSTER_PLAYBOOKS,
         "Seconds to wait for a host before it counts as unreachable (a blocker).", (1, 3600)),
     Var("gpufleet_observe_seconds", "int", 60, "cell", ("maintenance",),
@@ -261,7 +262,7 @@ VARIABLES: Tuple[Var, ...] = (
 
 BY_NAME: Dict[str, Var] = {v.name: v for v in VARIABLES}
 SETTINGS = ("gpufleet_soak_seconds", "gpufleet_reach_timeout", "gpufleet_observe_seconds", "gpufleet_only_canaries",
-            "gpufleet_audit_callers", "gpufleet_audit_lookback_hours")
+            "gpufleet_audit_callers", "gpufleet_audit_lookback_minutes")
 
 
 def to_bool(value: Any, where: str) -> bool:
@@ -295,7 +296,7 @@ def settings(cell_vars: Mapping[str, Any]) -> Dict[str, Any]:
             low, high = var.bounds or (0, 2 ** 31)
             if number is None or not low <= number <= high:
                 raise InputError("%s: expected whole %s from %d to %d, got %r" % (
-                    name, "hours" if name.endswith("_hours") else "seconds", low, high, value))
+                    name, "minutes" if name.endswith("_minutes") else "seconds", low, high, value))
             out[key] = number
     return out
 

@@ -8,31 +8,42 @@ module: audit_callers
 short_description: Read who called a deprecated Kubernetes API from a control-plane host's audit log
 version_added: 0.2.0
 description:
-  - Runs on a control-plane host. Reads the audit log its kube-apiserver static pod manifest names
-    (C(--audit-log-path), as kubeadm writes it from the ClusterConfiguration's C(apiServer.extraArgs)) and the
-    backups the apiserver rotated beside it (C(.gz) when compressed), and returns one row per API, user, user agent,
-    namespace and verb of every request the apiserver annotated C(k8s.io/deprecated) within O(lookback_hours),
-    with the C(k8s.io/removed-release) annotation, the count (each request once, by its C(auditID)) and the last
+  - Runs on a control-plane host. Reads the audit settings of its kube-apiserver static pod manifest (as kubeadm
+    writes them from the ClusterConfiguration's C(apiServer.extraArgs) and C(extraVolumes)) - the log and policy
+    files, found on the host through the pod's hostPath volumes - then the log and the backups the apiserver
+    rotated beside it (C(.gz) when compressed), and returns one row per API, user, user agent, namespace and verb
+    of every call within O(lookback_minutes) to an API version with a removal release (the
+    C(k8s.io/removed-release) annotation, or the removal table), with the count (each request once) and the last
     time.
-  - Fails closed, naming the host - auditing off in the manifest, a log that is missing, holds no event, is not
-    JSON lines of C(audit.k8s.io/v1) Events, or was rotated past the lookback (its oldest event is younger than
-    the lookback while the apiserver kept as many backups as C(--audit-log-maxbackup) allows, or older than
-    C(--audit-log-maxage)) - is a failure, or with O(fail_on_error) false an C(error) for
-    M(gpufleet.upgrade.removed_apis) to report as a blocker.
-  - M(gpufleet.upgrade.removed_apis) judges the rows against the target (O(gpufleet.upgrade.removed_apis#module:audit)).
+  - Fails closed, naming the host and the fix - auditing off, to stdout or inside the container; a policy that can
+    hide a deprecated call (the ResponseComplete stage omitted, a rule at level None for every resource or for a
+    group with a deprecated version, no rule that logs every resource request); no log file, no event, a line that
+    is not an C(audit.k8s.io/v1) Event; a newest event older than 15 minutes (the apiserver writes elsewhere); a
+    log that does not reach back over the lookback - as a failure, or with O(fail_on_error) false as an C(error)
+    for M(gpufleet.upgrade.removed_apis) to report as a blocker.
+  - M(gpufleet.upgrade.removed_apis) judges the rows against the target
+    (O(gpufleet.upgrade.removed_apis#module:audit)).
 options:
   host:
     description: The host's name in the report (its inventory name).
     type: str
     required: true
   manifest:
-    description: The host's kube-apiserver static pod manifest, where the audit flags are read.
+    description: The host's kube-apiserver static pod manifest, where the audit settings are read.
     type: path
     default: /etc/kubernetes/manifests/kube-apiserver.yaml
-  lookback_hours:
-    description: How far back calls count (the cell's C(gpufleet_audit_lookback_hours)).
+  lookback_minutes:
+    description:
+      - How far back calls count (the cell's C(gpufleet_audit_lookback_minutes)); the log must reach back that far.
+        0 reads the whole log, whatever it covers (the result says from when).
     type: int
-    default: 168
+    default: 10080
+  target:
+    description:
+      - The release being upgraded to; a policy rule at level None may not cover a group with a version removed at
+        or after it. Empty - every group in the removal table.
+    type: str
+    default: ""
   fail_on_error:
     description: Fail when the log cannot answer; false returns the reason in C(error) instead.
     type: bool
@@ -47,7 +58,8 @@ EXAMPLES = r"""
 - name: Read who called a deprecated API in the last week on each control-plane host
   gpufleet.upgrade.audit_callers:
     host: "{{ inventory_hostname }}"
-    lookback_hours: 168
+    lookback_minutes: 10080
+    target: v1.36.3
   become: true
   register: audit
 """
@@ -67,17 +79,25 @@ files:
   type: list
   elements: str
 events_from:
-  description: The time of the oldest event kept (RFC 3339, UTC).
+  description: The time of the oldest event kept (its stageTimestamp, RFC 3339, UTC).
   returned: success
   type: str
+events_to:
+  description: The time of the newest event (RFC 3339, UTC).
+  returned: success
+  type: str
+lookback_minutes:
+  description: The lookback the reading was taken with (0 - the whole log).
+  returned: success
+  type: int
 since:
-  description: The start of the lookback (RFC 3339, UTC).
+  description: The start of the lookback (RFC 3339, UTC; empty with a lookback of 0).
   returned: success
   type: str
 callers:
   description:
-    - One row per API, caller, namespace and verb - api_version, resource, subresource, removed_release (C("")
-      when the API has no removal planned), user, user_agent, namespace, verb, count, last (RFC 3339, UTC).
+    - One row per API, caller, namespace and verb - api_version, resource, subresource, removed_release, user,
+      user_agent, namespace, verb, count, last (RFC 3339, UTC).
   returned: success
   type: list
   elements: dict
@@ -96,6 +116,7 @@ from ansible_collections.gpufleet.upgrade.plugins.module_utils import audit_call
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import InputError
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.module_support import run_module
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.textparse import read_file
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.versions import parse_version
 
 
 def main():
@@ -103,7 +124,8 @@ def main():
         argument_spec=dict(
             host=dict(type="str", required=True),
             manifest=dict(type="path", default=audit_callers.MANIFEST),
-            lookback_hours=dict(type="int", default=168),
+            lookback_minutes=dict(type="int", default=audit_callers.DEFAULT_LOOKBACK_MINUTES),
+            target=dict(type="str", default=""),
             fail_on_error=dict(type="bool", default=True),
         ),
         supports_check_mode=True,
@@ -112,12 +134,16 @@ def main():
     def body():
         p = module.params
         try:
-            if not 1 <= p["lookback_hours"] <= audit_callers.MAX_LOOKBACK_HOURS:
-                raise InputError("lookback_hours: expected 1 to %d, got %d" % (
-                    audit_callers.MAX_LOOKBACK_HOURS, p["lookback_hours"]))
-            flags = audit_callers.audit_flags(read_file(p["manifest"], "%s: kube-apiserver manifest" % p["host"]),
-                                              "%s: %s" % (p["host"], p["manifest"]))
-            return audit_callers.read_host(p["host"], flags, p["lookback_hours"], audit_callers.utcnow())
+            if not 0 <= p["lookback_minutes"] <= audit_callers.MAX_LOOKBACK_MINUTES:
+                raise InputError("lookback_minutes: expected 0 to %d, got %d" % (
+                    audit_callers.MAX_LOOKBACK_MINUTES, p["lookback_minutes"]))
+            target = parse_version(p["target"]) if p["target"] else None
+            where = "%s: %s" % (p["host"], p["manifest"])
+            settings = audit_callers.audit_settings(read_file(p["manifest"], where), where)
+            audit_callers.check_policy(read_file(settings["policy"], "%s: audit policy" % p["host"]),
+                                       "%s: %s" % (p["host"], settings["policy"]),
+                                       audit_callers.removal_groups((target.major, target.minor) if target else None))
+            return audit_callers.read_host(p["host"], settings, p["lookback_minutes"], audit_callers.utcnow())
         except InputError as exc:
             if p["fail_on_error"]:
                 raise

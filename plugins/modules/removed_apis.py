@@ -60,6 +60,13 @@ options:
     type: list
     elements: str
     default: []
+  read_kubeadm_config:
+    description:
+      - With O(audit_hosts), read the C(kube-system/kubeadm-config) ConfigMap (the connection options below) and
+        warn when its ClusterConfiguration has no C(audit-log-path) in C(apiServer.extraArgs) - the manifests
+        C(kubeadm upgrade) writes would not audit.
+    type: bool
+    default: false
   manifest_paths:
     description: Files or directories of manifests on the host running the module.
     type: list
@@ -164,6 +171,7 @@ def main():
                 version=dict(type="str", required=True))),
             audit=dict(type="list", elements="dict", default=[]),
             audit_hosts=dict(type="list", elements="str", default=[]),
+            read_kubeadm_config=dict(type="bool", default=False),
             manifest_paths=dict(type="list", elements="path", default=[]),
             helm_secrets=dict(type="list", elements="dict", default=[], no_log=False),
             read_helm_secrets=dict(type="bool", default=False),
@@ -180,7 +188,9 @@ def main():
         for item in p["metrics"]:
             findings.extend(scan_metrics(item["text"], item["version"], target, item["apiserver"]))
         if p["audit"] or p["audit_hosts"]:
-            findings.extend(scan_audit(p["audit"], p["audit_hosts"], target))
+            config = kube.connect(module).read_config_map("kube-system", "kubeadm-config") if (
+                p["read_kubeadm_config"]) else None
+            findings.extend(scan_audit(p["audit"], p["audit_hosts"], target, config))
         manifest_findings, scanned = scan_paths(p["manifest_paths"], target)
         findings.extend(manifest_findings)
         releases: list = []

@@ -127,6 +127,7 @@ def test_preflight_names_who_calls_a_deprecated_api_from_the_audit_logs_and_bloc
                                        "storage.k8s.io/v1beta1", ["cp-2"], "warn")]
         assert callers[0]["count"] >= 1 and callers[0]["removed_in"] == "1.37"
         assert any("legacy-resizer" in w for w in report["warnings"])
+        assert not [w for w in report["warnings"] if "kubeadm-config" in w]  # the ClusterConfiguration audits
         markdown = (tmp_path / "preflight" / ("preflight-%s.md" % lab.cell)).read_text()
         assert "## Who calls a deprecated API" in markdown and soakfaults.LEGACY_AGENT in markdown
         later = lab.later_versions[0]
@@ -139,17 +140,23 @@ def test_preflight_names_who_calls_a_deprecated_api_from_the_audit_logs_and_bloc
         lab_cli("clear", "cp-2")
 
 
-def test_a_control_plane_host_whose_audit_log_is_gone_blocks_preflight(lab, tmp_path):
+def test_a_control_plane_host_whose_audit_log_is_gone_or_young_blocks_preflight(lab, tmp_path):
     """A log moved aside (a logrotate without copytruncate: the apiserver writes on into the moved file and makes no
-    new one): who calls on cp-3 is unknown, so preflight blocks naming the host."""
+    new one) on cp-3, and a week's lookback (the default) over the other hosts' logs, which began at `lab up`: who
+    called is unknown on each, so preflight blocks naming every host."""
     folder = lab_cluster.audit_log_dir(lab, "cp-3")
     (folder / "audit.log").rename(folder / "audit.log.moved")
     try:
-        proc, report = _preflight(lab, tmp_path)
+        proc, report = _preflight(lab, tmp_path, "-e", "gpufleet_audit_lookback_minutes=10080")
     finally:
         (folder / "audit.log.moved").rename(folder / "audit.log")
     assert proc.returncode != 0
-    assert [b for b in report["blockers"] if b.startswith("cp-3's audit log")] == [
+    blockers = {b.split("'", 1)[0]: b for b in report["blockers"] if "'s audit log could not be scanned" in b}
+    assert sorted(blockers) == ["cp-1", "cp-2", "cp-3"], report["blockers"]
+    assert blockers["cp-3"] == (
         "cp-3's audit log could not be scanned for removed APIs: cp-3: no audit log at "
-        "/var/log/kubernetes/audit/audit.log (its apiserver writes none: is the policy's level None for everything, "
-        "or the directory not the one mounted?)"], report["blockers"]
+        "/var/log/kubernetes/audit/audit.log (moved aside by a logrotate? the apiserver writes on into a moved file "
+        "and makes no new one until it rotates)")
+    for host in ("cp-1", "cp-2"):
+        assert "%s: the audit log reaches back only to " % host in blockers[host], blockers[host]
+        assert "the check needs the last 10080 minutes" in blockers[host]

@@ -141,7 +141,7 @@ def test_settings_urls_and_the_expected_cell():
     c = cell(hosts=dict(HOSTS, **{"cp-2": {"gpufleet_apiserver_url": "https://10.0.0.12:6443"}}),
              cell_vars={"gpufleet_soak_seconds": 5, "gpufleet_expected_cell": "lab"})
     assert c.settings == {"soak_seconds": 5, "reach_timeout": 60, "observe_seconds": 60, "only_canaries": False,
-                          "audit_callers": True, "audit_lookback_hours": 168,
+                          "audit_callers": True, "audit_lookback_minutes": 10080,
                           "soak_signals": apiserver_signals.settings(None)}
     tuned = cell(cell_vars={"gpufleet_soak_signals": {"min_requests": 5, "interval_seconds": 2}})
     assert tuned.settings["soak_signals"]["min_requests"] == 5

@@ -42,11 +42,12 @@ def test_the_cell_reads_only_documented_variables():
 
 def test_settings_defaults_and_bounds():
     assert variables.settings({}) == {"soak_seconds": 30, "reach_timeout": 60, "observe_seconds": 60,
-                                      "only_canaries": False, "audit_callers": True, "audit_lookback_hours": 168}
-    assert variables.settings({"gpufleet_audit_callers": "false", "gpufleet_audit_lookback_hours": "24"})[
-        "audit_lookback_hours"] == 24
-    with pytest.raises(InputError, match="gpufleet_audit_lookback_hours: expected whole hours from 1 to 2160"):
-        variables.settings({"gpufleet_audit_lookback_hours": 2161})
+                                      "only_canaries": False, "audit_callers": True,
+                                      "audit_lookback_minutes": 10080}
+    assert variables.settings({"gpufleet_audit_callers": "false", "gpufleet_audit_lookback_minutes": "0"})[
+        "audit_lookback_minutes"] == 0
+    with pytest.raises(InputError, match="gpufleet_audit_lookback_minutes: expected whole minutes from 0 to 129600"):
+        variables.settings({"gpufleet_audit_lookback_minutes": 129601})
     with pytest.raises(InputError, match="gpufleet_audit_callers: expected true or false"):
         variables.settings({"gpufleet_audit_callers": "sometimes"})
     assert variables.settings({"gpufleet_soak_seconds": "5", "gpufleet_only_canaries": "true"})["soak_seconds"] == 5
