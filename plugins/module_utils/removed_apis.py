@@ -119,11 +119,13 @@ def scan_audit(readings: Iterable[Mapping[str, Any]], hosts: Iterable[str], targ
     for host in hosts:
         reading = by_host.get(host)
         source = "audit:%s" % host
-        why = "no reading of it came back" if reading is None else audit_callers.check_reading(reading)
+        if reading is None:
+            findings.append(_unreadable(source, "%s's audit log" % host, "no reading of it came back"))
+            continue
+        why = audit_callers.check_reading(reading)
         if why:
             findings.append(_unreadable(source, "%s's audit log" % host, why))
         else:
-            assert reading is not None
             good.append(reading)
             if reading.get("truncated"):
                 findings.append(dict(_unreadable(source, "%s's audit log" % host, ""), message=(

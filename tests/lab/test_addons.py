@@ -112,13 +112,15 @@ def test_preflight_names_who_calls_a_deprecated_api_from_the_audit_logs_and_bloc
         lab, tmp_path):
     """The legacy-client fault on cp-2 (an old CSI sidecar's user agent and ServiceAccount) lists
     storage.k8s.io/v1beta1 VolumeAttributesClasses (removed in 1.37) through cp-2's apiserver only: preflight reads
-    every control-plane host's audit log and names it - a warning for the target, a blocker for 1.37."""
+    every control-plane host's audit log and names it - a warning for the target. For 1.37 it is a blocker, beside
+    cp-3, whose log was moved aside (a logrotate without copytruncate: the apiserver writes on into the moved file
+    and makes no new one), so who calls there is unknown."""
     log = lab_cluster.audit_log_dir(lab, "cp-2") / "audit.log"
     lab_cli("fault", "cp-2", "legacy-client")
     try:
         deadline = time.monotonic() + 60
         while soakfaults.LEGACY_AGENT not in log.read_text(errors="replace") and time.monotonic() < deadline:
-            time.sleep(2)
+            time.sleep(1)
         proc, report = _preflight(lab, tmp_path)
         assert proc.returncode == 0, proc.stdout[-3000:]
         callers = [f for f in report["removed_apis"] if f["source"] == "audit"]
@@ -130,33 +132,19 @@ def test_preflight_names_who_calls_a_deprecated_api_from_the_audit_logs_and_bloc
         assert not [w for w in report["warnings"] if "kubeadm-config" in w]  # the ClusterConfiguration audits
         markdown = (tmp_path / "preflight" / ("preflight-%s.md" % lab.cell)).read_text()
         assert "## Who calls a deprecated API" in markdown and soakfaults.LEGACY_AGENT in markdown
-        later = lab.later_versions[0]
-        proc, report = _preflight(lab, tmp_path, "-e", "gpufleet_target_version=%s" % later,
-                                  "-e", "gpufleet_allow_multi_hop=true")
-        assert proc.returncode != 0
-        named = [b for b in report["blockers"] if "ServiceAccount %s/%s" % (soakfaults.NS, soakfaults.LEGACY) in b]
-        assert len(named) == 1 and "blocks the upgrade to 1.37" in named[0], report["blockers"]
+        folder = lab_cluster.audit_log_dir(lab, "cp-3")
+        (folder / "audit.log").rename(folder / "audit.log.moved")
+        try:
+            proc, report = _preflight(lab, tmp_path, "-e", "gpufleet_target_version=%s" % lab.later_versions[0],
+                                      "-e", "gpufleet_allow_multi_hop=true")
+        finally:
+            (folder / "audit.log.moved").rename(folder / "audit.log")
     finally:
         lab_cli("clear", "cp-2")
-
-
-def test_a_control_plane_host_whose_audit_log_is_gone_or_young_blocks_preflight(lab, tmp_path):
-    """A log moved aside (a logrotate without copytruncate: the apiserver writes on into the moved file and makes no
-    new one) on cp-3, and a week's lookback (the default) over the other hosts' logs, which began at `lab up`: who
-    called is unknown on each, so preflight blocks naming every host."""
-    folder = lab_cluster.audit_log_dir(lab, "cp-3")
-    (folder / "audit.log").rename(folder / "audit.log.moved")
-    try:
-        proc, report = _preflight(lab, tmp_path, "-e", "gpufleet_audit_lookback_minutes=10080")
-    finally:
-        (folder / "audit.log.moved").rename(folder / "audit.log")
     assert proc.returncode != 0
-    blockers = {b.split("'", 1)[0]: b for b in report["blockers"] if "'s audit log could not be scanned" in b}
-    assert sorted(blockers) == ["cp-1", "cp-2", "cp-3"], report["blockers"]
-    assert blockers["cp-3"] == (
+    named = [b for b in report["blockers"] if "ServiceAccount %s/%s" % (soakfaults.NS, soakfaults.LEGACY) in b]
+    assert len(named) == 1 and "blocks the upgrade to 1.37" in named[0], report["blockers"]
+    assert [b for b in report["blockers"] if "'s audit log could not be scanned" in b] == [
         "cp-3's audit log could not be scanned for removed APIs: cp-3: no audit log at "
         "/var/log/kubernetes/audit/audit.log (moved aside by a logrotate? the apiserver writes on into a moved file "
-        "and makes no new one until it rotates)")
-    for host in ("cp-1", "cp-2"):
-        assert "%s: the audit log reaches back only to " % host in blockers[host], blockers[host]
-        assert "the check needs the last 10080 minutes" in blockers[host]
+        "and makes no new one until it rotates)"], report["blockers"]
