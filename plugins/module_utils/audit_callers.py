@@ -26,10 +26,10 @@ import os
 import posixpath
 import re
 import zlib
-from typing import IO, Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Set, Tuple
+from typing import IO, Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Set, Tuple
 
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.data_removed_apis import REMOVED as TABLE
-from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import InputError
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import GpufleetError, InputError
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.textparse import load_yaml
 
 MANIFEST = "/etc/kubernetes/manifests/kube-apiserver.yaml"
@@ -70,7 +70,7 @@ def kubeadm_keeps_auditing(config_map: Optional[Mapping[str, Any]]) -> Optional[
         return "%s is missing, so kubeadm upgrade's manifests cannot be told to audit" % where
     try:
         doc = _mapping(load_yaml(text, where))
-    except InputError as exc:
+    except GpufleetError as exc:
         return exc.msg
     args = _mapping(doc.get("apiServer")).get("extraArgs")
     names = {str(a.get("name")): a.get("value") for a in args if isinstance(a, Mapping)} if isinstance(
@@ -82,25 +82,28 @@ def kubeadm_keeps_auditing(config_map: Optional[Mapping[str, Any]]) -> Optional[
 
 
 def _on_host(pod: Mapping[str, Any], path: str, what: str, where: str) -> str:
-    """Where ``path`` (as the container sees it) is on the host: through the hostPath volume mounted at the longest
-    mountPath that holds it. A path on no hostPath volume is inside the container, where no host reads it."""
+    """Where ``path`` (as the container sees it) is on the host: through the volume mounted at the longest mountPath
+    that holds it, which must be a hostPath (its subPath joined). A path on no volume, or on another kind (an
+    emptyDir), is inside the pod, where no host reads it."""
     spec = _mapping(pod.get("spec"))
-    volumes = {str(_mapping(v).get("name")): _mapping(_mapping(v).get("hostPath")).get("path")
-               for v in spec.get("volumes") or []}
+    volumes = {str(_mapping(v).get("name")): _mapping(v) for v in spec.get("volumes") or []}
     container = _mapping((spec.get("containers") or [{}])[0])
-    best: Optional[Tuple[str, str]] = None
-    for mount in container.get("volumeMounts") or []:
-        mount_path = str(_mapping(mount).get("mountPath") or "").rstrip("/") or "/"
-        host = volumes.get(str(_mapping(mount).get("name")))
-        if isinstance(host, str) and (path == mount_path or path.startswith(mount_path.rstrip("/") + "/")) and (
-                best is None or len(mount_path) > len(best[0])):
-            best = (mount_path, host)
-    if best is None:
-        raise InputError("%s: the %s %s is on no hostPath volume of the pod: it is inside the apiserver's container, "
-                         "lost with it and read by no one; mount its directory from the host (ClusterConfiguration "
+    path = posixpath.normpath(path)
+    best: Optional[Tuple[str, Mapping[str, Any]]] = None
+    for raw in container.get("volumeMounts") or []:
+        mount = _mapping(raw)
+        mount_path = posixpath.normpath(str(mount.get("mountPath") or "/"))
+        inside = path == mount_path or path.startswith(mount_path.rstrip("/") + "/")
+        if inside and (best is None or len(mount_path) > len(best[0])):
+            best = (mount_path, mount)
+    host = _mapping(volumes.get(str(best[1].get("name"))) if best else None).get("hostPath")
+    if best is None or not isinstance(_mapping(host).get("path"), str):
+        raise InputError("%s: the %s %s is on no hostPath volume of the pod: it is inside the apiserver's pod, lost "
+                         "with it and read by no one; mount its directory from the host (ClusterConfiguration "
                          "apiServer.extraVolumes, docs/stages.md)" % (where, what, path))
+    base = posixpath.join(str(_mapping(host)["path"]), str(best[1].get("subPath") or ""))
     rest = path[len(best[0]):].lstrip("/")
-    return posixpath.join(best[1], rest) if rest else best[1]
+    return posixpath.normpath(posixpath.join(base, rest)) if rest else posixpath.normpath(base)
 
 
 def audit_settings(manifest_text: str, where: str) -> Dict[str, Any]:
@@ -129,7 +132,10 @@ def audit_settings(manifest_text: str, where: str) -> Dict[str, Any]:
     if flags.get("audit-log-format", "json") != "json":
         raise InputError("%s writes its audit log as %r; gpufleet reads the json format (the default): set "
                          "audit-log-format json" % (where, flags["audit-log-format"]))
+    image = str(container.get("image") or "") if isinstance(container, Mapping) else ""
+    version = re.search(r":v(\d+)\.(\d+)\.\d+", image)
     out: Dict[str, Any] = {"path": _on_host(pod, path, "audit log", where), "container_path": path,
+                           "minor": [int(version.group(1)), int(version.group(2))] if version else None,
                            "policy": _on_host(pod, flags["audit-policy-file"], "audit policy", where),
                            "compress": flags.get("audit-log-compress", "false") == "true"}
     for key, flag in (("max_backup", "audit-log-maxbackup"), ("max_age_days", "audit-log-maxage")):
@@ -140,13 +146,14 @@ def audit_settings(manifest_text: str, where: str) -> Dict[str, Any]:
     return out
 
 
-def removal_groups(target_minor: Optional[Tuple[int, int]] = None) -> Set[str]:
-    """The API groups with a version the table removes at or after ``target_minor`` (all when None): a policy rule
-    at level None for one of them can hide a call the upgrade must know about."""
+def removal_groups(running_minor: Optional[Sequence[int]] = None) -> Set[str]:
+    """The API groups with a version the table removes after ``running_minor`` (the apiserver's: still served, so
+    still called; every group when None): a policy rule at level None for one of them can hide a call that an
+    upgrade, to the next minor or several hops on, must know about."""
     groups = set()
     for row in TABLE:
-        major, minor = (int(p) for p in row.removed_in.split("."))
-        if target_minor is None or (major, minor) >= target_minor:
+        removed = tuple(int(p) for p in row.removed_in.split("."))
+        if running_minor is None or removed > tuple(running_minor):
             groups.add(row.api_version.rsplit("/", 1)[0] if "/" in row.api_version else "")
     return groups
 
@@ -204,6 +211,10 @@ def log_files(path: str, names: Iterable[str]) -> Tuple[List[str], List[str]]:
         match = _BACKUP.match(name)
         if match and match.group("prefix") == prefix and match.group("ext") == ext:
             backups.append((match.group("time"), name))
+    present = set(names)
+    # lumberjack compresses a backup by writing NAME.gz beside NAME, then removing NAME: while both are there, the
+    # uncompressed one is whole and the other may not be
+    backups = [(t, n) for t, n in backups if not (n.endswith(".gz") and n[:-3] in present)]
     return [n for _t, n in sorted(backups)], [base] if base in names else []
 
 
@@ -266,6 +277,8 @@ def _open_all(host: str, folder: str, path: str, listdir: Callable[[str], List[s
             for name in current + backups:
                 opened.append((name, opener(os.path.join(folder, name))))
             again = log_files(path, listdir(folder))[0]
+        except FileNotFoundError:  # removed (compressed, past maxbackup) since the listing: a rotation
+            again = None
         except OSError as exc:
             for _name, handle in opened:
                 handle.close()
@@ -329,13 +342,17 @@ def read_host(host: str, settings: Mapping[str, Any], lookback_minutes: int, now
             "lookback knowingly (0: the whole log, whatever it covers)" % (
                 host, oldest.isoformat(), lookback_minutes, since.isoformat(), len(opened) - 1,
                 settings.get("max_backup"), settings.get("max_age_days")))
-    rows = sorted(counts.values(), key=lambda r: (-r["count"], r["api_version"], r["resource"], r["user"]))
+    # the earliest removals first (the likeliest to block an upgrade), then the busiest callers
+    rows = sorted(counts.values(), key=lambda r: (tuple(int(p) for p in r["removed_release"].split(".")
+                                                         if p.isdigit()), -r["count"], r["api_version"],
+                                                   r["resource"], r["user"]))
     for row in rows:
         row["last"] = row["last"].isoformat() + "Z"
     return {"host": host, "log": path, "files": [name for name, _raw in opened],
             "events_from": oldest.isoformat() + "Z", "events_to": latest.isoformat() + "Z",
             "since": since.isoformat() + "Z" if since else "", "lookback_minutes": lookback_minutes,
-            "callers": rows[:MAX_CALLERS], "truncated": max(0, len(rows) - MAX_CALLERS)}
+            "callers": rows[:MAX_CALLERS], "truncated": max(0, len(rows) - MAX_CALLERS),
+            "truncated_removals": sorted({r["removed_release"] for r in rows[MAX_CALLERS:]})}
 
 
 def _count(counts: Dict[Tuple[str, ...], Dict[str, Any]], started: Set[str], event: Mapping[str, Any]) -> None:

@@ -128,9 +128,15 @@ def scan_audit(readings: Iterable[Mapping[str, Any]], hosts: Iterable[str], targ
         else:
             good.append(reading)
             if reading.get("truncated"):
-                findings.append(dict(_unreadable(source, "%s's audit log" % host, ""), message=(
-                    "%s's audit log names %d more callers of deprecated APIs than the report keeps (%d): "
-                    "who they are is unknown" % (host, reading["truncated"], audit_callers.MAX_CALLERS))))
+                # the rows kept are the earliest removals: a cut row blocks only if its removal does
+                cut = [str(r) for r in reading.get("truncated_removals") or ["?"]]
+                blocks = any(not re.fullmatch(r"\d+\.\d+", r) or parse_version(r) <= KubeVersion(
+                    target.major, target.minor) for r in cut)
+                findings.append(dict(_unreadable(source, "%s's audit log" % host, ""), blocks_target=blocks,
+                                     severity="block" if blocks else "warn", unreadable=blocks, message=(
+                    "%s's audit log names %d more callers of deprecated APIs than the report keeps (%d), of APIs "
+                    "removed in %s: who they are is unknown" % (host, reading["truncated"], audit_callers.MAX_CALLERS,
+                                                                ", ".join("v" + r for r in cut)))))
     for row in audit_callers.merge(good):
         entry = _BY_RESOURCE.get((row["api_version"], row["resource"]))
         removed = row["removed_release"] or (entry.removed_in if entry else "")

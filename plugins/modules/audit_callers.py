@@ -15,12 +15,12 @@ description:
     of every call within O(lookback_minutes) to an API version with a removal release (the
     C(k8s.io/removed-release) annotation, or the removal table), with the count (each request once) and the last
     time.
-  - Fails closed, naming the host and the fix - auditing off, to stdout or inside the container; a policy that can
-    hide a deprecated call (the ResponseComplete stage omitted, a rule at level None for every resource or for a
-    group with a deprecated version, no rule that logs every resource request); no log file, no event, a line that
-    is not an C(audit.k8s.io/v1) Event; a newest event older than 15 minutes (the apiserver writes elsewhere); a
-    log that does not reach back over the lookback - as a failure, or with O(fail_on_error) false as an C(error)
-    for M(gpufleet.upgrade.removed_apis) to report as a blocker.
+  - Fails closed, naming the host and the fix - auditing off, to stdout or inside the pod; a policy that can hide
+    a deprecated call (the ResponseComplete stage omitted, a rule at level None for every resource or for a group
+    with a version removed after the apiserver's own release, no rule that logs every resource request); no log
+    file, no event, a line that is not an C(audit.k8s.io/v1) Event; a newest event older than 15 minutes (the
+    apiserver writes elsewhere); a log that does not reach back over the lookback - as a failure, or with
+    O(fail_on_error) false as an C(error) for M(gpufleet.upgrade.removed_apis) to report as a blocker.
   - M(gpufleet.upgrade.removed_apis) judges the rows against the target
     (O(gpufleet.upgrade.removed_apis#module:audit)).
 options:
@@ -38,12 +38,6 @@ options:
         0 reads the whole log, whatever it covers (the result says from when).
     type: int
     default: 10080
-  target:
-    description:
-      - The release being upgraded to; a policy rule at level None may not cover a group with a version removed at
-        or after it. Empty - every group in the removal table.
-    type: str
-    default: ""
   fail_on_error:
     description: Fail when the log cannot answer; false returns the reason in C(error) instead.
     type: bool
@@ -59,7 +53,6 @@ EXAMPLES = r"""
   gpufleet.upgrade.audit_callers:
     host: "{{ inventory_hostname }}"
     lookback_minutes: 10080
-    target: v1.36.3
   become: true
   register: audit
 """
@@ -102,9 +95,14 @@ callers:
   type: list
   elements: dict
 truncated:
-  description: Rows left out past the 500 kept.
+  description: Rows left out past the 500 kept (the rows kept are those of the earliest removals).
   returned: success
   type: int
+truncated_removals:
+  description: The removal releases of the rows left out.
+  returned: success
+  type: list
+  elements: str
 error:
   description: Why the log could not answer (with O(fail_on_error) false).
   returned: when the log could not answer
@@ -113,10 +111,9 @@ error:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpufleet.upgrade.plugins.module_utils import audit_callers
-from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import InputError
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import GpufleetError, InputError
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.module_support import run_module
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.textparse import read_file
-from ansible_collections.gpufleet.upgrade.plugins.module_utils.versions import parse_version
 
 
 def main():
@@ -125,7 +122,6 @@ def main():
             host=dict(type="str", required=True),
             manifest=dict(type="path", default=audit_callers.MANIFEST),
             lookback_minutes=dict(type="int", default=audit_callers.DEFAULT_LOOKBACK_MINUTES),
-            target=dict(type="str", default=""),
             fail_on_error=dict(type="bool", default=True),
         ),
         supports_check_mode=True,
@@ -137,14 +133,13 @@ def main():
             if not 0 <= p["lookback_minutes"] <= audit_callers.MAX_LOOKBACK_MINUTES:
                 raise InputError("lookback_minutes: expected 0 to %d, got %d" % (
                     audit_callers.MAX_LOOKBACK_MINUTES, p["lookback_minutes"]))
-            target = parse_version(p["target"]) if p["target"] else None
             where = "%s: %s" % (p["host"], p["manifest"])
             settings = audit_callers.audit_settings(read_file(p["manifest"], where), where)
             audit_callers.check_policy(read_file(settings["policy"], "%s: audit policy" % p["host"]),
                                        "%s: %s" % (p["host"], settings["policy"]),
-                                       audit_callers.removal_groups((target.major, target.minor) if target else None))
+                                       audit_callers.removal_groups(settings["minor"]))
             return audit_callers.read_host(p["host"], settings, p["lookback_minutes"], audit_callers.utcnow())
-        except InputError as exc:
+        except GpufleetError as exc:  # a file that cannot be read or parsed: the reason, for the report
             if p["fail_on_error"]:
                 raise
             return {"host": p["host"], "error": exc.msg, "callers": []}

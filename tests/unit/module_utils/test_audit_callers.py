@@ -11,7 +11,7 @@ import pathlib
 import pytest
 
 from ansible_collections.gpufleet.upgrade.plugins.module_utils import audit_callers
-from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import InputError
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import GpufleetError, InputError
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.preflight_report import render_markdown
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.removed_apis import scan_audit, target_version
 from tests.conftest import FIXTURES, fixture_text
@@ -24,7 +24,7 @@ LAB_POLICY = (FIXTURES.parents[1] / "lab" / "gpufleet_lab" / "cluster.py").read_
     'AUDIT_POLICY = """', 1)[1].split('"""', 1)[0]
 LEGACY = "system:serviceaccount:gpufleet-lab-soak:legacy-resizer"
 AGENT = "csi-resizer/v1.11.2 (linux/amd64) kubernetes/0ad7fb3"
-GROUPS = audit_callers.removal_groups((1, 36))
+GROUPS = audit_callers.removal_groups([1, 35])
 
 
 def lines(path=EXCERPT):
@@ -65,11 +65,27 @@ def test_the_real_manifest_names_the_log_and_policy_on_the_host_through_its_host
     got = audit_callers.audit_settings(MANIFEST, "cp-2: kube-apiserver.yaml")
     assert got == {"path": "/var/log/kubernetes/audit/audit.log",
                    "container_path": "/var/log/kubernetes/audit/audit.log",
-                   "policy": "/etc/kubernetes/audit-policy.yaml", "max_backup": 2, "max_age_days": 0, "compress": False}
+                   "policy": "/etc/kubernetes/audit-policy.yaml", "max_backup": 2, "max_age_days": 0, "compress": False,
+                   "minor": [1, 35]}
     # the host directory is elsewhere than the container's: the log is read where the host keeps it
     moved = MANIFEST.replace("      path: /var/log/kubernetes/audit\n", "      path: /srv/audit/cp-2\n")
     assert moved != MANIFEST
     assert audit_callers.audit_settings(moved, "cp-2")["path"] == "/srv/audit/cp-2/audit.log"
+    sub = moved.replace("    - mountPath: /var/log/kubernetes/audit\n      name: audit-log\n",
+                        "    - mountPath: /var/log/kubernetes/audit\n      name: audit-log\n      subPath: k8s\n")
+    assert sub != moved and audit_callers.audit_settings(sub, "cp-2")["path"] == "/srv/audit/cp-2/k8s/audit.log"
+    dotted = MANIFEST.replace("--audit-log-path=/var/log/kubernetes/audit/audit.log",
+                              "--audit-log-path=/var/log/kubernetes/audit/../../../../etc/audit.log")
+    with pytest.raises(InputError, match="the audit log /etc/audit.log is on no hostPath volume"):
+        audit_callers.audit_settings(dotted, "cp-2")
+    # an emptyDir mounted over the log's directory hides the hostPath below it: the log is in the pod
+    empty = MANIFEST.replace("    - mountPath: /var/log/kubernetes/audit\n      name: audit-log\n",
+                             "    - mountPath: /var/log/kubernetes/audit\n      name: scratch\n"
+                             "    - mountPath: /var/log\n      name: audit-log\n").replace(
+        "  volumes:\n", "  volumes:\n  - emptyDir: {}\n    name: scratch\n")
+    assert empty.count("scratch") == 2
+    with pytest.raises(InputError, match="is on no hostPath volume of the pod: it is inside the apiserver's pod"):
+        audit_callers.audit_settings(empty, "cp-2")
 
 
 @pytest.mark.parametrize("edit, match", [
@@ -85,7 +101,7 @@ def test_the_real_manifest_names_the_log_and_policy_on_the_host_through_its_host
     (lambda t: t.replace("--audit-log-maxbackup=2", "--audit-log-maxbackup=two"), "not a whole number"),
     (lambda t: t.replace("    - mountPath: /var/log/kubernetes/audit\n      name: audit-log\n", ""),
      "the audit log /var/log/kubernetes/audit/audit.log is on no hostPath volume of the pod: it is inside the "
-     "apiserver's container"),
+     "apiserver's pod"),
     (lambda t: "<html>502 Bad Gateway</html>", "not a static pod manifest"),
 ])
 def test_a_manifest_that_cannot_name_a_json_audit_log_on_the_host_is_refused(edit, match):
@@ -93,6 +109,20 @@ def test_a_manifest_that_cannot_name_a_json_audit_log_on_the_host_is_refused(edi
     assert text != MANIFEST
     with pytest.raises(InputError, match=match):
         audit_callers.audit_settings(text, "cp-2: kube-apiserver.yaml")
+
+
+def test_a_policy_is_judged_against_every_group_removed_after_the_running_release():
+    """A cell at 1.36 going to 1.38 in two hops: storage.k8s.io and networking.k8s.io (removals in 1.37) are guarded as
+    well as resource.k8s.io (1.38) - the running apiserver's release decides, not the target."""
+    assert {"storage.k8s.io", "networking.k8s.io", "resource.k8s.io"} <= audit_callers.removal_groups([1, 36])
+    assert audit_callers.removal_groups([1, 37]) == {"resource.k8s.io"}
+    hiding = ("apiVersion: audit.k8s.io/v1\nkind: Policy\nrules:\n- level: None\n"
+              "  resources: [{group: storage.k8s.io}]\n- level: Metadata\n")
+    with pytest.raises(InputError, match="covers API group 'storage.k8s.io'"):
+        audit_callers.check_policy(hiding, "p", audit_callers.removal_groups([1, 36]))
+    audit_callers.check_policy(hiding, "p", audit_callers.removal_groups([1, 37]))  # nothing left to hide there
+    with pytest.raises(GpufleetError):
+        audit_callers.check_policy("rules: [unclosed", "p", GROUPS)
 
 
 def test_the_labs_metadata_policy_passes_and_a_policy_that_can_hide_a_deprecated_call_is_refused():
@@ -341,6 +371,38 @@ def test_a_rotation_during_the_read_is_seen_and_the_listing_taken_again(tmp_path
     with pytest.raises(InputError, match="rotated during each of 3 reads"):
         audit_callers.read_host("cp-2", settings(tmp_path), 0, latest(), listdir=racing,
                                 opener=lambda p: io.BytesIO(EXCERPT.read_bytes()))
+
+
+def test_a_backup_being_compressed_is_read_once_and_one_removed_meanwhile_is_a_rotation(tmp_path):
+    backups, _current = audit_callers.log_files("/a/audit.log", [
+        "audit.log", "audit-2026-12-06T12-45-00.000.log", "audit-2026-12-06T12-45-00.000.log.gz",
+        "audit-2026-12-05T12-45-00.000.log.gz"])
+    assert backups == ["audit-2026-12-05T12-45-00.000.log.gz", "audit-2026-12-06T12-45-00.000.log"]
+    text = lines()
+    log_dir(tmp_path, joined(text[20:]))
+    _backup(tmp_path, "2026-12-06T12-44-00.000", text[:20])
+    gone = {"done": False}
+
+    def opener(path):
+        if path.endswith("12-44-00.000.log") and not gone["done"]:  # compressed and removed after the listing
+            gone["done"] = True
+            raise FileNotFoundError(path)
+        return open(path, "rb")
+
+    got = audit_callers.read_host("cp-2", settings(tmp_path, max_backup=5), 0, latest(), opener=opener)
+    assert gone["done"] and got["files"] == ["audit-2026-12-06T12-44-00.000.log", "audit.log"]
+    assert legacy_count(got) == [len({e["auditID"] for e in events() if e["user"]["username"] == LEGACY})]
+
+
+def test_callers_past_the_rows_kept_block_only_when_their_removal_does(tmp_path):
+    reading = dict(read(log_dir(tmp_path)), truncated=12, truncated_removals=["1.38"])
+    found = [f for f in scan_audit([reading], ["cp-2"], target_version("v1.37.2")) if "more callers" in f["message"]]
+    assert [(f["severity"], f["blocks_target"]) for f in found] == [("warn", False)]
+    assert "12 more callers of deprecated APIs than the report keeps (500), of APIs removed in v1.38" in \
+        found[0]["message"]
+    reading["truncated_removals"] = ["1.37", "1.38"]
+    found = [f for f in scan_audit([reading], ["cp-2"], target_version("v1.37.2")) if "more callers" in f["message"]]
+    assert [(f["severity"], f["blocks_target"]) for f in found] == [("block", True)]
 
 
 def test_backup_names_are_lumberjacks():
