@@ -342,10 +342,12 @@ def read_host(host: str, settings: Mapping[str, Any], lookback_minutes: int, now
             "lookback knowingly (0: the whole log, whatever it covers)" % (
                 host, oldest.isoformat(), lookback_minutes, since.isoformat(), len(opened) - 1,
                 settings.get("max_backup"), settings.get("max_age_days")))
+
     # the earliest removals first (the likeliest to block an upgrade), then the busiest callers
-    rows = sorted(counts.values(), key=lambda r: (tuple(int(p) for p in r["removed_release"].split(".")
-                                                         if p.isdigit()), -r["count"], r["api_version"],
-                                                   r["resource"], r["user"]))
+    def order(row: Mapping[str, Any]) -> Tuple[Any, ...]:
+        removal = tuple(int(p) for p in row["removed_release"].split(".") if p.isdigit())
+        return (removal, -row["count"], row["api_version"], row["resource"], row["user"])
+    rows = sorted(counts.values(), key=order)
     for row in rows:
         row["last"] = row["last"].isoformat() + "Z"
     return {"host": host, "log": path, "files": [name for name, _raw in opened],
