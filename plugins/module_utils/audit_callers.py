@@ -28,9 +28,10 @@ import re
 import zlib
 from typing import IO, Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Set, Tuple
 
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.data_removed_apis import BY_RESOURCE
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.data_removed_apis import REMOVED as TABLE
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import GpufleetError, InputError
-from ansible_collections.gpufleet.upgrade.plugins.module_utils.textparse import load_yaml
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.textparse import as_mapping, load_yaml
 
 MANIFEST = "/etc/kubernetes/manifests/kube-apiserver.yaml"
 DEPRECATED = "k8s.io/deprecated"
@@ -43,7 +44,6 @@ STALE_MINUTES = 15  # a live apiserver's log has events newer than this (its own
 MAX_CALLERS = 500  # rows a host returns; more are counted as truncated (the report stays readable)
 _BACKUP = re.compile(r"^(?P<prefix>.+)-(?P<time>\d{4}-\d\d-\d\dT\d\d-\d\d-\d\d\.\d{3})(?P<ext>.*?)(?P<gz>\.gz)?$")
 _TIME = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(\.\d+)?Z$")
-_REMOVAL = {(r.api_version, r.resource): r.removed_in for r in TABLE}
 HOW = ("turn auditing on through the ClusterConfiguration (apiServer.extraArgs audit-policy-file and audit-log-path, "
        "extraVolumes for both; docs/stages.md), or set gpufleet_audit_callers: false to go without (recorded)")
 
@@ -51,10 +51,6 @@ HOW = ("turn auditing on through the ClusterConfiguration (apiServer.extraArgs a
 def utcnow() -> datetime.datetime:
     """Now in UTC, naive (as parse_time returns times)."""
     return datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)  # noqa: UP017 - the hosts run Python < 3.11 too
-
-
-def _mapping(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
 
 
 def kubeadm_keeps_auditing(config_map: Optional[Mapping[str, Any]]) -> Optional[str]:
@@ -65,16 +61,16 @@ def kubeadm_keeps_auditing(config_map: Optional[Mapping[str, Any]]) -> Optional[
     if config_map is None:
         return None
     where = "kube-system/kubeadm-config ClusterConfiguration"
-    text = _mapping(config_map.get("data")).get("ClusterConfiguration")
+    text = as_mapping(config_map.get("data")).get("ClusterConfiguration")
     if not isinstance(text, str):
         return "%s is missing, so kubeadm upgrade's manifests cannot be told to audit" % where
     try:
-        doc = _mapping(load_yaml(text, where))
+        doc = as_mapping(load_yaml(text, where))
     except GpufleetError as exc:
         return exc.msg
-    args = _mapping(doc.get("apiServer")).get("extraArgs")
+    args = as_mapping(doc.get("apiServer")).get("extraArgs")
     names = {str(a.get("name")): a.get("value") for a in args if isinstance(a, Mapping)} if isinstance(
-        args, list) else dict(_mapping(args))
+        args, list) else dict(as_mapping(args))
     if names.get("audit-log-path") in (None, "", "-"):
         return ("%s has no apiServer.extraArgs audit-log-path: the manifests kubeadm upgrade writes will not audit, "
                 "so who calls a removed API cannot be read at the next upgrade; set it there (docs/stages.md)" % where)
@@ -85,23 +81,23 @@ def _on_host(pod: Mapping[str, Any], path: str, what: str, where: str) -> str:
     """Where ``path`` (as the container sees it) is on the host: through the volume mounted at the longest mountPath
     that holds it, which must be a hostPath (its subPath joined). A path on no volume, or on another kind (an
     emptyDir), is inside the pod, where no host reads it."""
-    spec = _mapping(pod.get("spec"))
-    volumes = {str(_mapping(v).get("name")): _mapping(v) for v in spec.get("volumes") or []}
-    container = _mapping((spec.get("containers") or [{}])[0])
+    spec = as_mapping(pod.get("spec"))
+    volumes = {str(as_mapping(v).get("name")): as_mapping(v) for v in spec.get("volumes") or []}
+    container = as_mapping((spec.get("containers") or [{}])[0])
     path = posixpath.normpath(path)
     best: Optional[Tuple[str, Mapping[str, Any]]] = None
     for raw in container.get("volumeMounts") or []:
-        mount = _mapping(raw)
+        mount = as_mapping(raw)
         mount_path = posixpath.normpath(str(mount.get("mountPath") or "/"))
         inside = path == mount_path or path.startswith(mount_path.rstrip("/") + "/")
         if inside and (best is None or len(mount_path) > len(best[0])):
             best = (mount_path, mount)
-    host = _mapping(volumes.get(str(best[1].get("name"))) if best else None).get("hostPath")
-    if best is None or not isinstance(_mapping(host).get("path"), str):
+    host = as_mapping(volumes.get(str(best[1].get("name"))) if best else None).get("hostPath")
+    if best is None or not isinstance(as_mapping(host).get("path"), str):
         raise InputError("%s: the %s %s is on no hostPath volume of the pod: it is inside the apiserver's pod, lost "
                          "with it and read by no one; mount its directory from the host (ClusterConfiguration "
                          "apiServer.extraVolumes, docs/stages.md)" % (where, what, path))
-    base = posixpath.join(str(_mapping(host)["path"]), str(best[1].get("subPath") or ""))
+    base = posixpath.join(str(as_mapping(host)["path"]), str(best[1].get("subPath") or ""))
     rest = path[len(best[0]):].lstrip("/")
     return posixpath.normpath(posixpath.join(base, rest)) if rest else posixpath.normpath(base)
 
@@ -163,7 +159,7 @@ def check_policy(text: str, where: str, groups: Set[str]) -> None:
     (every short request is logged at that stage only), a rule at level None for every resource or for ``groups``
     (or ``*``), or no rule that logs every resource request at Metadata or above (a request no rule matches is not
     logged). Policy rules match groups and resources, never versions."""
-    policy = _mapping(load_yaml(text, where))
+    policy = as_mapping(load_yaml(text, where))
     if policy.get("apiVersion") != "audit.k8s.io/v1" or policy.get("kind") != "Policy":
         raise InputError("%s is not an audit.k8s.io/v1 Policy" % where)
     if "ResponseComplete" in (policy.get("omitStages") or []):
@@ -172,7 +168,7 @@ def check_policy(text: str, where: str, groups: Set[str]) -> None:
     if not isinstance(rules, list) or not rules:
         raise InputError("%s has no rules: it logs nothing" % where)
     for number, raw in enumerate(rules, 1):
-        rule = _mapping(raw)
+        rule = as_mapping(raw)
         level = rule.get("level")
         if level != "None":
             if "ResponseComplete" in (rule.get("omitStages") or []):
@@ -191,7 +187,7 @@ def check_policy(text: str, where: str, groups: Set[str]) -> None:
                                  where, number, " of the users, groups or verbs it names" if any(
                                      rule.get(k) for k in ("users", "userGroups", "verbs", "namespaces")) else ""))
         for item in resources:
-            group = str(_mapping(item).get("group", ""))
+            group = str(as_mapping(item).get("group", ""))
             if group == "*" or group in groups - {""}:
                 raise InputError("%s rule %d (level None) covers API group %r, which has a deprecated version the "
                                  "upgrade must know the callers of (rules match groups, not versions): log it at "
@@ -317,7 +313,7 @@ def read_host(host: str, settings: Mapping[str, Any], lookback_minutes: int, now
                 if _NEEDLE not in line:
                     continue
                 event = _event(line, where)
-                if _mapping(event.get("annotations")).get(DEPRECATED) != "true" or (
+                if as_mapping(event.get("annotations")).get(DEPRECATED) != "true" or (
                         since is not None and event["_time"] < since) or event.get("stage") == "RequestReceived":
                     continue
                 _count(counts, started, event)
@@ -362,11 +358,12 @@ def _count(counts: Dict[Tuple[str, ...], Dict[str, Any]], started: Set[str], eve
     one (a watch) has a ResponseStarted before it - counted there, its end then skipped. Only the auditIDs of
     requests started and not yet ended are kept, so memory follows the open watches, not the log. A call to an API
     with no removal release (none annotated, none in the table: core/v1 Endpoints) makes no row."""
-    ref, annotations, user = (_mapping(event.get(k)) for k in ("objectRef", "annotations", "user"))
+    ref, annotations, user = (as_mapping(event.get(k)) for k in ("objectRef", "annotations", "user"))
     group, version = str(ref.get("apiGroup") or ""), str(ref.get("apiVersion") or "")
     api_version = "%s/%s" % (group, version) if group else version
     resource = str(ref.get("resource") or "")
-    removed = str(annotations.get(REMOVED) or "") or _REMOVAL.get((api_version, resource), "")
+    known = BY_RESOURCE.get((api_version, resource))
+    removed = str(annotations.get(REMOVED) or "") or (known.removed_in if known else "")
     if not removed:
         return
     audit_id = event["auditID"]

@@ -10,7 +10,7 @@ used.
 """
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Dict, NamedTuple, Tuple
 
 SOURCES = {
     "guide": "https://kubernetes.io/docs/reference/using-api/deprecation-guide/ (the official deprecated API "
@@ -218,3 +218,6 @@ REMOVED = [
     RemovedApi("resource.k8s.io/v1beta2", "ResourceSlice", "resourceslices", "1.36", "1.39",
                "resource.k8s.io/v1", "lifecycle"),
 ]
+
+# Each row by apiVersion and plural resource: what apiserver metrics and audit events name
+BY_RESOURCE: Dict[Tuple[str, str], RemovedApi] = {(r.api_version, r.resource): r for r in REMOVED}

@@ -22,7 +22,8 @@ import re
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
 
 from ansible_collections.gpufleet.upgrade.plugins.module_utils import audit_callers, promtext
-from ansible_collections.gpufleet.upgrade.plugins.module_utils.data_removed_apis import REMOVED, SOURCE, RemovedApi
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.data_removed_apis import (
+    BY_RESOURCE as _BY_RESOURCE, REMOVED, SOURCE, RemovedApi)
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import GpufleetError, InputError, ParseError
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.textparse import (
     MAX_TEXT_BYTES, as_mapping, load_json, load_yaml, read_file)
@@ -31,13 +32,17 @@ from ansible_collections.gpufleet.upgrade.plugins.module_utils.versions import K
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 
 _BY_KIND: Dict[Tuple[str, str], RemovedApi] = {(r.api_version, r.kind): r for r in REMOVED}
-_BY_RESOURCE: Dict[Tuple[str, str], RemovedApi] = {(r.api_version, r.resource): r for r in REMOVED}
+
+
+def removed_by(removed_in: str, target: KubeVersion) -> bool:
+    """Whether a removal release (``1.N``) is at or before the target's minor: the upgrade to it blocks."""
+    return parse_version(removed_in) <= KubeVersion(target.major, target.minor)
 
 
 def _finding(source: str, obj: str, api_version: str, kind: str, removed_in: str, replacement: str,
              target: KubeVersion, deprecated_in: str = "", **extra: Any) -> Dict[str, Any]:
     minor = KubeVersion(target.major, target.minor)
-    blocks = parse_version(removed_in) <= minor
+    blocks = removed_by(removed_in, target)
     if blocks:
         why = "removed in v%s (blocks the upgrade to %s)" % (removed_in, target.minor_str)
     elif deprecated_in and parse_version(deprecated_in) <= minor:
@@ -130,8 +135,7 @@ def scan_audit(readings: Iterable[Mapping[str, Any]], hosts: Iterable[str], targ
             if reading.get("truncated"):
                 # the rows kept are the earliest removals: a cut row blocks only if its removal does
                 cut = [str(r) for r in reading.get("truncated_removals") or ["?"]]
-                blocks = any(not re.fullmatch(r"\d+\.\d+", r) or parse_version(r) <= KubeVersion(
-                    target.major, target.minor) for r in cut)
+                blocks = any(not re.fullmatch(r"\d+\.\d+", r) or removed_by(r, target) for r in cut)
                 findings.append(dict(_unreadable(source, "%s's audit log" % host, ""), blocks_target=blocks,
                                      severity="block" if blocks else "warn", unreadable=blocks, message=(
                     "%s's audit log names %d more callers of deprecated APIs than the report keeps (%d), of APIs "

@@ -184,11 +184,17 @@ def main():
     def body():
         p = module.params
         target = target_version(p["target_version"])
+        connection = []  # made once, by the first read that needs the cluster
+
+        def cluster():
+            if not connection:
+                connection.append(kube.connect(module))
+            return connection[0]
         findings = []
         for item in p["metrics"]:
             findings.extend(scan_metrics(item["text"], item["version"], target, item["apiserver"]))
         if p["audit"] or p["audit_hosts"]:
-            config = kube.connect(module).read_config_map("kube-system", "kubeadm-config") if (
+            config = cluster().read_config_map("kube-system", "kubeadm-config") if (
                 p["read_kubeadm_config"]) else None
             findings.extend(scan_audit(p["audit"], p["audit_hosts"], target, config))
         manifest_findings, scanned = scan_paths(p["manifest_paths"], target)
@@ -199,7 +205,7 @@ def main():
             if secrets:
                 raise GpufleetError("removed_apis: read_helm_secrets=true reads the Helm release Secrets from the "
                                     "cluster; leave helm_secrets empty (or drop read_helm_secrets)")
-            secrets = kube.connect(module).helm_release_secrets()
+            secrets = cluster().helm_release_secrets()
         findings.extend(scan_helm_secrets(secrets, target, releases))
         summary = summarize_findings(findings, target)
         if not summary["passed"] and p["fail_on_blocking"]:

@@ -14,14 +14,14 @@ from ansible_collections.gpufleet.upgrade.plugins.module_utils import audit_call
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import GpufleetError, InputError
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.preflight_report import render_markdown
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.removed_apis import scan_audit, target_version
+from gpufleet_lab import cluster as lab_cluster
 from tests.conftest import FIXTURES, fixture_text
 
 EXCERPT = FIXTURES / "audit" / "real-1.35.4-cp-2-excerpt.log"
 CP1 = FIXTURES / "audit" / "real-1.35.4-cp-1-excerpt.log"
 MANIFEST = fixture_text("kubeadm", "real-1.35.4-kube-apiserver-audit.yaml")
 KUBEADM_CONFIG = json.loads(fixture_text("kubeadm", "real-1.35.4-kubeadm-config-audit.json"))
-LAB_POLICY = (FIXTURES.parents[1] / "lab" / "gpufleet_lab" / "cluster.py").read_text().split(
-    'AUDIT_POLICY = """', 1)[1].split('"""', 1)[0]
+LAB_POLICY = lab_cluster.AUDIT_POLICY
 LEGACY = "system:serviceaccount:gpufleet-lab-soak:legacy-resizer"
 AGENT = "csi-resizer/v1.11.2 (linux/amd64) kubernetes/0ad7fb3"
 GROUPS = audit_callers.removal_groups([1, 35])
