@@ -62,6 +62,7 @@ def _up(cfg: config.LabConfig) -> None:
     cluster.save_state(cfg, state)
     (cfg.run / cluster.UP_MARK).unlink(missing_ok=True)
     cluster.component_kubeconfigs(cfg)
+    kubeadm.write_etcd_manifests(cfg)
     cluster.start_etcd(cfg)
     if not procs.pid_of(cfg.run, "lab-controller"):
         say("starting the lab controller (apiserver load balancer on 127.0.0.1:%d, version switches)" %
@@ -105,7 +106,8 @@ def down(cfg: config.LabConfig) -> None:
     hosts.stop_hosts(cfg)
     # an older lab's one controller manager and scheduler by those names
     for name in ["lab-controller", "s3", "kwok", "scheduler", "controller-manager"] + [
-            cluster.process_name(c, h) for h in cfg.control_plane for c in reversed(kubeadm.COMPONENTS)] + ["etcd"]:
+            cluster.process_name(c, h) for h in cfg.control_plane for c in reversed(kubeadm.COMPONENTS)] + [
+            cluster.etcd_process(h) for h in cluster.etcd_members(cfg)] + ["etcd"]:
         if procs.stop(cfg.run, name):
             say("stopped %s" % name)
     (cfg.run / cluster.UP_MARK).unlink(missing_ok=True)
@@ -152,7 +154,9 @@ def shell_env(cfg: config.LabConfig) -> str:
     values = {"GPUFLEET_LAB_CELL": cfg.cell, "GPUFLEET_LAB_CACHE": cfg.cache, "GPUFLEET_LAB_RUN": cfg.run,
               "GPUFLEET_LAB_PKI": cfg.pki, "GPUFLEET_LAB_APT": cfg.apt_current,
               "GPUFLEET_LAB_KUBECONFIG": cfg.kubeconfig, "GPUFLEET_LAB_INVENTORY": cfg.inventory,
-              "GPUFLEET_LAB_ETCD": "https://127.0.0.1:%d" % cfg.ports["etcd"],
+              "GPUFLEET_LAB_ETCD": cluster.etcd_urls(cfg)[0],
+              # every member, as a YAML flow list (Molecule puts it into its YAML as it is)
+              "GPUFLEET_LAB_ETCD_MEMBERS": json.dumps(cluster.etcd_urls(cfg)),
               "GPUFLEET_LAB_FROM": cfg.from_version, "GPUFLEET_LAB_TO": cfg.to_version}
     from gpufleet_lab import helm
     values.update({"GPUFLEET_LAB_HELM": helm.binary(cfg), "GPUFLEET_LAB_CHARTS": helm.charts_dir(cfg)})

@@ -24,8 +24,9 @@ STATE_FILE = "cluster/state.json"  # also mounted read-only into every lab host 
 UP_MARK = "cluster/control-plane-up"
 # What a cell's state was made for: 2, each control-plane host in its own network namespace (network.py), its
 # apiserver on the host's address, etcd reached on the lab's bridge; 3, the apiservers write an audit log (kubeadm's
-# ClusterConfiguration, kubeadm.AUDIT_VOLUMES). A cell made for another is reset, not mended.
-LAYOUT_FILE, CELL_LAYOUT = "cluster/layout", "3"
+# ClusterConfiguration, kubeadm.AUDIT_VOLUMES); 4, etcd is one member per control-plane host (etcd_members). A cell
+# made for another is reset, not mended.
+LAYOUT_FILE, CELL_LAYOUT = "cluster/layout", "4"
 
 
 def say(msg: str) -> None:
@@ -93,7 +94,7 @@ def build(cfg: LabConfig, dry_run: bool = False) -> bool:
     """Build what is not cached. ``dry_run``: set up and check the first build that is needed, then stop before
     its downloads (a fresh machine's set-up, tested without the minutes of a build); returns True when it stopped."""
     script = LAB_DIR / "build" / "go-binaries.sh"
-    jobs = [("etcd", cfg.etcd_version), ("kwok", cfg.kwok_version)] + [("kubernetes", v) for v in cfg.versions]
+    jobs = [("etcd", v) for v in cfg.etcd_versions] + [("kwok", cfg.kwok_version)] + [("kubernetes", v) for v in cfg.versions]
     jobs += [("kubelet-configz", v) for v in cfg.versions]  # the simulated kubelets' /configz (kubelets.py)
     jobs += [("versitygw", cfg.versitygw_version), ("helm", cfg.helm_version)]
     expected = {"etcd": ["etcd", "etcdctl", "etcdutl"], "kwok": ["kwok", "stages.yaml"], "versitygw": ["versitygw"],
@@ -122,53 +123,115 @@ def build(cfg: LabConfig, dry_run: bool = False) -> bool:
 
 
 # -- etcd ------------------------------------------------------------------------------------------------------------
-def etcd_url(cfg: LabConfig) -> str:
-    """etcd's client URL on the lab machine's loopback (the lab's own checks, the etcd host's etcdctl)."""
-    return "https://127.0.0.1:%d" % cfg.ports["etcd"]
-
-
-def etcd_endpoint(cfg: LabConfig) -> str:
-    """etcd's client URL on the lab's bridge: where the apiservers, each in its host's network namespace, reach it
-    (kubeadm-config's external etcd endpoint)."""
-    return "https://%s:%d" % (network.lab_address(cfg), cfg.ports["etcd"])
-
-
-# The cell's one etcd member is the etcd host's static pod (SIMULATION of its kubelet: the lab controller stops and
-# starts the real etcd as /etc/kubernetes/manifests/etcd.yaml goes and comes, controller.StaticPods): it runs here,
-# on the lab machine, with its data directory in the host's state directory, which the host sees at
-# ETCD_DATA_ON_HOST - so a restore's etcdutl and its swap of data directories on the host act on the real member.
+# The cell's etcd: one member per control-plane host (three in `lab` and `lab-b`), each the host's static pod
+# /etc/kubernetes/manifests/etcd.yaml (kubeadm.etcd_static_pod), as kubeadm's guide to an external etcd run by
+# kubelets writes it; kubeadm-config names them as external etcd. SIMULATION of the hosts' kubelets: the lab
+# controller runs each member here, on the lab machine, from its manifest - the etcd build of the image's version,
+# stopped while the manifest is gone, restarted when it changes (controller.StaticPods) - with its data directory in
+# the host's state directory, which the host sees at ETCD_DATA_ON_HOST: a restore's etcdutl and its swap of data
+# directories, and an upgrade's new image, act on the real member.
 ETCD_DATA_ON_HOST = "/var/lib/gpufleet-lab/etcd-data"
+ETCD_IMAGE = "registry.k8s.io/etcd"
 
 
-def etcd_host(cfg: LabConfig) -> str:
-    return cfg.control_plane[0]
+def etcd_members(cfg: LabConfig) -> List[str]:
+    """The hosts whose static pod is an etcd member (each member is named after its host)."""
+    return list(cfg.control_plane)
 
 
-def etcd_data(cfg: LabConfig) -> pathlib.Path:
-    return cfg.run / "hosts" / etcd_host(cfg) / pathlib.PurePosixPath(ETCD_DATA_ON_HOST).name
+def etcd_url(cfg: LabConfig, host: str) -> str:
+    """``host``'s member's client URL on the lab machine's loopback: what it advertises, where etcdctl on the hosts
+    (host network) and the lab's own checks reach it."""
+    return "https://127.0.0.1:%d" % (cfg.ports["etcd"] + etcd_members(cfg).index(host))
+
+
+def etcd_urls(cfg: LabConfig) -> List[str]:
+    return [etcd_url(cfg, h) for h in etcd_members(cfg)]
+
+
+def etcd_peer_url(cfg: LabConfig, host: str) -> str:
+    return "http://127.0.0.1:%d" % (cfg.ports["etcd_peer"] + etcd_members(cfg).index(host))
+
+
+def etcd_endpoints(cfg: LabConfig) -> List[str]:
+    """Every member's client URL on the lab's bridge: where the apiservers, each in its host's network namespace,
+    reach etcd (kubeadm-config's external etcd endpoints)."""
+    return ["https://%s:%d" % (network.lab_address(cfg), cfg.ports["etcd"] + i)
+            for i, _ in enumerate(etcd_members(cfg))]
+
+
+def etcd_data(cfg: LabConfig, host: str) -> pathlib.Path:
+    return cfg.run / "hosts" / host / pathlib.PurePosixPath(ETCD_DATA_ON_HOST).name
+
+
+def etcd_process(host: str) -> str:
+    return "etcd-" + host
+
+
+def etcd_manifest_version(text: str) -> str:
+    """The etcd release a member's static pod runs: its image's tag (kubeadm's form, 3.6.16-0) as v3.6.16."""
+    pod = yaml.safe_load(text)
+    image = str(pod["spec"]["containers"][0].get("image") or "")
+    tag = image.rpartition(":")[2] if ":" in image.rpartition("/")[2] else ""
+    if not tag:
+        raise LabError("etcd's manifest names image %r, with no tag" % image)
+    return "v" + tag.split("-")[0]
+
+
+def etcd_argv(cfg: LabConfig, host: str, text: str) -> Tuple[str, List[str]]:
+    """The version and command line of ``host``'s member as its manifest ``text`` asks for it; a version the lab
+    has not built is refused (LabError), as a kubelet's image pull would fail."""
+    version = etcd_manifest_version(text)
+    binary = cfg.bin_dir("etcd", version) / "etcd"
+    if not binary.exists():
+        raise LabError("etcd's manifest on %s asks for etcd %s, which the lab has not built (it builds %s)" % (
+            host, version, ", ".join(cfg.etcd_versions)))
+    p = cfg.pki
+    members = etcd_members(cfg)
+    i = members.index(host)
+    cluster_list = ",".join("%s=%s" % (h, etcd_peer_url(cfg, h)) for h in members)
+    client = "https://127.0.0.1:%d,https://%s:%d" % (cfg.ports["etcd"] + i, network.lab_address(cfg),
+                                                     cfg.ports["etcd"] + i)
+    return version, [
+        str(binary), "--name=%s" % host, "--data-dir=%s" % etcd_data(cfg, host),
+        "--listen-client-urls=%s" % client, "--advertise-client-urls=%s" % etcd_url(cfg, host),
+        "--listen-peer-urls=%s" % etcd_peer_url(cfg, host),
+        "--initial-advertise-peer-urls=%s" % etcd_peer_url(cfg, host),
+        "--initial-cluster=%s" % cluster_list, "--initial-cluster-token=gpufleet-%s" % cfg.cell,
+        "--cert-file=%s" % (p / "etcd-server.crt"), "--key-file=%s" % (p / "etcd-server.key"),
+        "--trusted-ca-file=%s" % (p / "ca.crt"), "--client-cert-auth=true", "--unsafe-no-fsync=true",
+        "--quota-backend-bytes=2147483648", "--log-level=warn"]
+
+
+def start_etcd_member(cfg: LabConfig, host: str, text: Optional[str] = None, wait: bool = True) -> str:
+    """Start ``host``'s member from its manifest ``text`` (default: the file on the host) unless it runs; with
+    ``wait``, until it answers healthy (a lone member of three does not: start them all, then wait). What runs is
+    recorded as the host's running etcd manifest; returns its version."""
+    from gpufleet_lab import kubeadm
+    if text is None:
+        text = (kubeadm.manifests_dir(cfg, host) / "etcd.yaml").read_text()
+    version, argv = etcd_argv(cfg, host, text)
+    data = etcd_data(cfg, host)
+    data.mkdir(parents=True, exist_ok=True)
+    data.chmod(0o700)
+    name = etcd_process(host)
+    if not procs.pid_of(cfg.run, name):
+        say("starting etcd %s, member %s, on %s" % (version, host, etcd_url(cfg, host)))
+        procs.start(cfg.run, name, argv)
+    write_atomic(kubeadm.running_manifest(cfg, host, "etcd"), text)
+    if wait:
+        procs.wait_https(etcd_url(cfg, host) + "/health", cfg.pki, cfg.run, name, client="etcd-client")
+    return version
 
 
 def start_etcd(cfg: LabConfig) -> None:
-    p = cfg.pki
-    data = etcd_data(cfg)
-    if not data.exists() and (cfg.run / "etcd" / "member").is_dir() and not procs.pid_of(cfg.run, "etcd"):
-        data.parent.mkdir(parents=True, exist_ok=True)  # a cell made before the member moved to its host
-        (cfg.run / "etcd").rename(data)
-    data.mkdir(parents=True, exist_ok=True)
-    data.chmod(0o700)
-    peer = "http://127.0.0.1:%d" % cfg.ports["etcd_peer"]
-    argv = [str(cfg.bin_dir("etcd", cfg.etcd_version) / "etcd"), "--name=lab", "--data-dir=%s" % data,
-            "--listen-client-urls=%s,%s" % (etcd_url(cfg), etcd_endpoint(cfg)),
-            "--advertise-client-urls=%s" % etcd_url(cfg),
-            "--listen-peer-urls=%s" % peer, "--initial-advertise-peer-urls=%s" % peer,
-            "--initial-cluster=lab=%s" % peer, "--cert-file=%s" % (p / "etcd-server.crt"),
-            "--key-file=%s" % (p / "etcd-server.key"), "--trusted-ca-file=%s" % (p / "ca.crt"),
-            "--client-cert-auth=true", "--unsafe-no-fsync=true", "--quota-backend-bytes=2147483648",
-            "--log-level=warn"]
-    if not procs.pid_of(cfg.run, "etcd"):
-        say("starting etcd %s on %s" % (cfg.etcd_version, etcd_url(cfg)))
-        procs.start(cfg.run, "etcd", argv)
-    procs.wait_https(etcd_url(cfg) + "/health", p, cfg.run, "etcd", client="etcd-client")
+    """Every member from its host's manifest, side by side (a new cluster has no quorum until they all run), then
+    each waited for."""
+    for host in etcd_members(cfg):
+        start_etcd_member(cfg, host, wait=False)
+    for host in etcd_members(cfg):
+        procs.wait_https(etcd_url(cfg, host) + "/health", cfg.pki, cfg.run, etcd_process(host),
+                         client="etcd-client")
 
 
 # -- the control plane's static pods ---------------------------------------------------------------------------------

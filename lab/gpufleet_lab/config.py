@@ -29,6 +29,7 @@ class LabConfig:
     to_version: str
     later_versions: List[str]
     etcd_version: str
+    etcd_next_version: str
     kwok_version: str
     versitygw_version: str
     helm_version: str
@@ -67,6 +68,11 @@ class LabConfig:
     @property
     def versions(self) -> List[str]:
         return [self.from_version, self.to_version] + self.later_versions
+
+    @property
+    def etcd_versions(self) -> List[str]:
+        """The etcd builds: what the members start on, then the etcd window's target."""
+        return [self.etcd_version, self.etcd_next_version]
 
     def bin_dir(self, what: str, version: str) -> pathlib.Path:
         return self.cache / "bin" / ("%s-%s" % (what, version))
@@ -244,6 +250,7 @@ def load(path: pathlib.Path = LAB_DIR / "lab.yml", cell: str = "") -> LabConfig:
         to_version=os.environ.get("GPUFLEET_LAB_TO", doc["versions"]["to"]),
         later_versions=_later(doc),
         etcd_version=doc["versions"]["etcd"],
+        etcd_next_version=doc["versions"]["etcd_next"],
         kwok_version=doc["versions"]["kwok"],
         versitygw_version=doc["versions"]["versitygw"],
         helm_version=doc["versions"]["helm"],

@@ -36,6 +36,7 @@ from kubernetes import client
 
 from gpufleet_lab import cluster, faults, inference, kube, kubeadm, network, procs
 from gpufleet_lab.config import LabConfig
+from gpufleet_lab.procs import LabError
 
 
 class LoadBalancer:
@@ -176,9 +177,9 @@ class StaticPods:
       of its version, a command that is not its component) is reported once and left, as a kubelet's crash loop
       is: kubeadm sees no new mirror pod hash and rolls back. So is any new kube-apiserver manifest on a host with
       the apiserver-start-fail fault.
-    - The etcd host's etcd and each component stop when their manifest leaves the host's manifests and start again
-      when it is back - what a restore's swap of etcd's data directory relies on
-      (playbooks/etcd_restore.yml).
+    - Each etcd member and each component stop when their manifest leaves the host's manifests and start again
+      when it is back - what a restore's swap of etcd's data directory relies on (playbooks/etcd_restore.yml); a
+      member whose manifest changes restarts from it (its image's etcd build: playbooks/etcd_upgrade.yml).
     A host's components are played only after `lab up` first started them (their running manifests exist). What
     runs is written to the host's containers.json, which the host's crictl lists (SIMULATION)."""
 
@@ -200,7 +201,7 @@ class StaticPods:
         """(host, component, lab process): every static pod the lab plays. Each is acted on by a worker of its own,
         so they start side by side, as a kubelet's do: an apiserver waits (its probe) for etcd, a controller manager
         or scheduler for its apiserver."""
-        return [(cluster.etcd_host(self.cfg), "etcd", "etcd")] + [
+        return [(h, "etcd", cluster.etcd_process(h)) for h in cluster.etcd_members(self.cfg)] + [
             (h, c, cluster.process_name(c, h)) for h in self.cfg.control_plane for c in kubeadm.COMPONENTS]
 
     def settled(self, key: Tuple[str, str], text: Optional[str]) -> bool:
@@ -253,12 +254,35 @@ class StaticPods:
             print("static pod %s on %s: its manifest is back; starting %s" % (component, host, name), flush=True)
             started = False
             if component == "etcd":
-                cluster.start_etcd(self.cfg)
+                cluster.start_etcd_member(self.cfg, host, text)
             else:
                 started = self.play(host, component, text, restart=False)
             self.stopped.discard((host, component))
             return started
-        return component != "etcd" and self.play(host, component, text, restart=True)
+        if component == "etcd":
+            return self.play_etcd(host, name, text)
+        return self.play(host, component, text, restart=True)
+
+    def play_etcd(self, host: str, name: str, text: str) -> bool:
+        """A member whose manifest changed (an etcd upgrade's new image) is restarted from it, as a kubelet
+        recreates a static pod; one whose image the lab has not built is stopped and reported once, as a pull
+        that fails would leave it."""
+        key = (host, "etcd")
+        running = _read(kubeadm.running_manifest(self.cfg, host, "etcd"))
+        if not (self.cfg.run / cluster.UP_MARK).exists() or running is None or running == text:
+            return False
+        if self.refused.get(key) == text:
+            return False
+        print("static pod etcd on %s: its manifest changed (%s -> %s); restarting the member" % (
+            host, cluster.etcd_manifest_version(running), cluster.etcd_manifest_version(text)), flush=True)
+        procs.stop(self.cfg.run, name)
+        try:
+            cluster.start_etcd_member(self.cfg, host, text)
+        except LabError as exc:
+            print("static pod etcd on %s: %s" % (host, exc), flush=True)
+            procs.stop(self.cfg.run, name)
+            self.refused[key] = text
+        return False
 
     def play(self, host: str, component: str, text: str, restart: bool) -> bool:
         """Run ``host``'s manifest ``text`` of ``component`` when it does not run; returns whether it started it.

@@ -324,16 +324,20 @@ def etcd_vars(cfg: LabConfig) -> Dict[str, Any]:
     etcd_snapshot role ships its encrypted snapshots in the lab - the backup host and the lab's S3 server (its
     lab-only keys: a real cell's come from an AWX credential or the environment). The rest is in
     inventories/lab/group_vars/etcd.yml."""
-    out: Dict[str, Any] = {"etcd_snapshot_endpoints": ["https://127.0.0.1:%d" % cfg.ports["etcd"]],
+    out: Dict[str, Any] = {"etcd_snapshot_endpoints": cluster.etcd_urls(cfg),
                            "etcd_snapshot_s3_bucket": cfg.s3["bucket"], "etcd_snapshot_s3_prefix": "lab/",
            "etcd_snapshot_s3_endpoint_url": "http://127.0.0.1:%d" % cfg.ports["s3"],
            "etcd_snapshot_s3_access_key": cfg.s3["access_key"], "etcd_snapshot_s3_secret_key": cfg.s3["secret_key"],
-           # the member as the restore must make it again: its name, peer URL and data directory on its host
-           "etcd_restore_member_name": "lab", "etcd_restore_peer_url": "http://127.0.0.1:%d" % cfg.ports["etcd_peer"],
+           # the members' data directory on their hosts (each member's name and peer URL: etcd_member_vars)
            "etcd_restore_data_dir": cluster.ETCD_DATA_ON_HOST}
     if cfg.backup_hosts:
         out["etcd_snapshot_backup_host"] = cfg.backup_hosts[0]
     return out
+
+
+def etcd_member_vars(cfg: LabConfig, host: str) -> Dict[str, Any]:
+    """A member as a restore must make it again: its name and peer URL (what its etcd.yaml runs with)."""
+    return {"etcd_restore_member_name": host, "etcd_restore_peer_url": cluster.etcd_peer_url(cfg, host)}
 
 
 def write_inventory(cfg: LabConfig, cluster_uid: str) -> pathlib.Path:
@@ -363,8 +367,9 @@ def write_inventory(cfg: LabConfig, cluster_uid: str) -> pathlib.Path:
                 h: {"ansible_port": ssh_port(cfg, h),
                     "gpufleet_apiserver_url": cfg.apiserver_url(h)}
                 for h in cfg.control_plane}},
-            # the cell's one etcd member is a static pod of its first control-plane host (cluster.start_etcd)
-            "etcd": {"hosts": {cluster.etcd_host(cfg): {}}, "vars": etcd_vars(cfg)},
+            # each control-plane host's static pod is an etcd member (cluster.etcd_members)
+            "etcd": {"hosts": {h: etcd_member_vars(cfg, h) for h in cluster.etcd_members(cfg)},
+                     "vars": etcd_vars(cfg)},
             "gpu_nodes": {"children": gpu_children},
             # off the cell: copies of the encrypted etcd snapshots (the etcd group's vars above name the host)
             "backup_hosts": {"hosts": {h: {"ansible_port": ssh_port(cfg, h)} for h in cfg.backup_hosts}},

@@ -55,7 +55,7 @@ def cluster_configuration(cfg: LabConfig, version: str) -> Dict[str, Any]:
             "certificatesDir": "/etc/kubernetes/pki", "imageRepository": "registry.k8s.io",
             "encryptionAlgorithm": "RSA-2048", "caCertificateValidityPeriod": "87600h0m0s",
             "certificateValidityPeriod": "8760h0m0s",
-            "etcd": {"external": {"endpoints": [cluster.etcd_endpoint(cfg)],
+            "etcd": {"external": {"endpoints": cluster.etcd_endpoints(cfg),
                                   "caFile": "/etc/kubernetes/pki/ca.crt",
                                   "certFile": "/etc/kubernetes/pki/etcd-client.crt",
                                   "keyFile": "/etc/kubernetes/pki/etcd-client.key"}},
@@ -250,36 +250,48 @@ def mirror_pods(cfg: LabConfig) -> List[Dict[str, Any]]:
     return [p for p in pods if p is not None]
 
 
-def etcd_static_pod(cfg: LabConfig) -> Dict[str, Any]:
-    """The etcd host's etcd.yaml, as kubeadm's guide to an external etcd run by a kubelet writes it (the lab's
-    controller starts the member while it is there, controller.StaticPods; its flags are cluster.start_etcd's)."""
-    data, image = cluster.ETCD_DATA_ON_HOST, "registry.k8s.io/etcd:%s-0" % cfg.etcd_version.lstrip("v")
+def etcd_static_pod(cfg: LabConfig, host: str, image: str) -> Dict[str, Any]:
+    """``host``'s etcd.yaml, as kubeadm's guide to an external etcd run by a kubelet writes it: the member named
+    after its host, its URLs and data directory (the lab controller runs it from this, cluster.etcd_argv)."""
+    data = cluster.ETCD_DATA_ON_HOST
+    members = cluster.etcd_members(cfg)
     return {"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": "etcd", "namespace": "kube-system",
                          "labels": {"component": "etcd", "tier": "control-plane"}},
             "spec": {"hostNetwork": True, "priorityClassName": "system-node-critical",
                      "containers": [{"name": "etcd", "image": image,
-                                     "command": ["etcd", "--name=lab", "--data-dir=%s" % data,
-                                                 "--advertise-client-urls=https://127.0.0.1:%d" % cfg.ports["etcd"],
-                                                 "--initial-advertise-peer-urls=http://127.0.0.1:%d"
-                                                 % cfg.ports["etcd_peer"]],
+                                     "command": ["etcd", "--name=%s" % host, "--data-dir=%s" % data,
+                                                 "--advertise-client-urls=%s" % cluster.etcd_url(cfg, host),
+                                                 "--initial-advertise-peer-urls=%s" % cluster.etcd_peer_url(cfg, host),
+                                                 "--initial-cluster=%s" % ",".join(
+                                                     "%s=%s" % (h, cluster.etcd_peer_url(cfg, h)) for h in members),
+                                                 "--client-cert-auth=true"],
                                      "volumeMounts": [{"name": "etcd-data", "mountPath": data}]}],
                      "volumes": [{"name": "etcd-data", "hostPath": {"path": data, "type": "DirectoryOrCreate"}}]}}
 
 
+def write_etcd_manifests(cfg: LabConfig) -> None:
+    """Each member's etcd.yaml: the image of one already there is kept (an etcd upgrade set it), the rest made again
+    when it differs."""
+    for host in cluster.etcd_members(cfg):
+        path = manifests_dir(cfg, host) / "etcd.yaml"
+        image = "%s:%s-0" % (cluster.ETCD_IMAGE, cfg.etcd_version.lstrip("v"))
+        if path.exists():
+            image = yaml.safe_load(path.read_text())["spec"]["containers"][0]["image"]
+        text = yaml.safe_dump(etcd_static_pod(cfg, host, image), sort_keys=False)
+        if not path.exists() or path.read_text() != text:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name("." + path.name + ".tmp")
+            tmp.write_text(text)
+            tmp.replace(path)
+
+
 def write_manifests(cfg: LabConfig, state: Dict[str, Any]) -> None:
     """Each control-plane host's kubeadm manifests and the kubeconfigs they name (made once, by the real kubeadm at
-    the host's apiserver version: `init_manifests`, `init_kubeconfigs`), and the etcd host's etcd.yaml."""
+    the host's apiserver version: `init_manifests`, `init_kubeconfigs`)."""
     for host in cfg.control_plane:
         init_manifests(cfg, host, state["apiserver"][host])
         init_kubeconfigs(cfg, host, state["apiserver"][host])
-    pod = etcd_static_pod(cfg)
-    text = yaml.safe_dump(pod, sort_keys=False)
-    path = manifests_dir(cfg, cluster.etcd_host(cfg)) / "etcd.yaml"
-    if not path.exists() or path.read_text() != text:
-        tmp = pathlib.Path(str(path) + ".tmp")
-        tmp.write_text(text)
-        tmp.replace(path)
 
 
 def _create_when_gone(core: client.CoreV1Api, pod: Dict[str, Any], timeout: float = 30) -> None:

@@ -274,6 +274,11 @@ def build(groups: Mapping[str, Sequence[str]], host_vars: Mapping[str, Mapping[s
         raise InputError("gpufleet_expected_cell=%r: this run was launched for cell %r, but the inventory is cell %r "
                          "(gpufleet_cluster_name). Launch it with that cell's inventory. Nothing was changed."
                          % (expected, expected, name))
+    etcd_target = cell_vars.get("gpufleet_etcd_target_version")
+    if etcd_target not in (None, ""):
+        raise InputError("gpufleet_etcd_target_version=%s: etcd moves in a window of its own "
+                         "(playbooks/etcd_upgrade.yml), never in a run that moves Kubernetes; unset it for this run. "
+                         "Nothing was changed." % (etcd_target,))
     raw_target = cell_vars.get("gpufleet_target_version")
     if raw_target in (None, ""):
         raise InputError("gpufleet_target_version: required, the release to reach such as v1.36.3 (-e "

@@ -26,3 +26,12 @@ RELEASES = {
     # end of life planned as for its predecessors (the 28th of the 14th month after the release).
     "1.37": ("2026-08-26", "2027-10-28"),
 }
+
+# minor: (the etcd image kubeadm installs for a stacked member - constants.SupportedEtcdVersion - , the kubeadm that
+# said so). Recorded from the real binaries' `kubeadm config images list --kubernetes-version vX.Y.Z`
+# (tests/fixtures/kubeadm/real-*-config-images-list.txt); a later patch release may move it.
+KUBEADM_ETCD = {
+    "1.35": ("3.6.6-0", "v1.35.4"),
+    "1.36": ("3.6.8-0", "v1.36.3"),
+    "1.37": ("3.7.0-0", "v1.37.2"),
+}

@@ -74,6 +74,7 @@ def parse_endpoint_status(text: str) -> List[Dict[str, Any]]:
         header = mapping(status.get("header"), "%s: field 'header'" % what)
         errors = status.get("errors") or []
         out.append({"endpoint": str(item.get("Endpoint", ""))[:300], "version": str(status.get("version", ""))[:40],
+                    "storage_version": str(status.get("storageVersion", ""))[:40],
                     "db_size": _int_field(status, "dbSize", what),
                     "db_size_in_use": _int(status.get("dbSizeInUse", 0), "dbSizeInUse", what),
                     "db_size_quota": _int(status["dbSizeQuota"], "dbSizeQuota", what) if status.get("dbSizeQuota")

@@ -116,6 +116,9 @@ def render_markdown(report: Dict[str, Any]) -> str:
     if support:
         lines += ["## Support", ""] + ["- %s: %s" % (k, (v or {}).get("message", "")) for k, v in
                                        sorted(support.items())] + [""]
+    release = report.get("etcd_release") or {}
+    if release:
+        lines += ["## etcd", "", "- %s (%s)" % (release.get("message", "?"), release.get("status", "?")), ""]
     addons = report.get("addons") or {}
     if addons.get("findings"):
         order = ", ".join(a.get("name", "?") for a in addons.get("upgrade_order") or [])

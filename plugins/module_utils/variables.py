@@ -143,6 +143,9 @@ VARIABLES: Tuple[Var, ...] = (
         "the target removes."),
     Var("gpufleet_break_glass_etcd_restore", "str", NONE, "run", ("etcd_restore",),
         "Break glass, exactly 'restore <cell> from <snapshot file>': restore etcd from that snapshot."),
+    Var("gpufleet_etcd_target_version", "str", NONE, "run", ("etcd_upgrade",) + CELL_PLAYBOOKS,
+        "The etcd release etcd_upgrade.yml moves every member to (X.Y.Z, one minor at a time). etcd moves in a "
+        "window of its own: a playbook that moves Kubernetes refuses to run with it set."),
     Var("gpufleet_expected_cell", "str", NONE, "run", CELL_PLAYBOOKS,
         "The cell this run was launched for (the AWX survey asks it); a run whose inventory is another cell's is "
         "refused."),

@@ -84,6 +84,24 @@ options:
   snapshot_output:
     description: Captured C(snapshot status -w json) output.
     type: str
+  versions:
+    description:
+      - Client URL -> the etcd release the member there must run (X.Y.Z); a member that does not answer or runs
+        another fails (an upgrade waits on this after each member, retrying until it passes).
+    type: dict
+  min_revision:
+    description: Every endpoint's revision must be at least this (the revision before an upgrade began).
+    type: int
+  storage_version:
+    description: Every endpoint must report this storage version (etcd 3.6 on; X.Y.0 - the cluster has moved to
+      that minor once every member runs it).
+    type: str
+  kubeadm_target:
+    description:
+      - A Kubernetes release; returns C(kubeadm_etcd) - the etcd release that release's kubeadm installs for a
+        stacked member and whether the cell runs it (C(status) runs-it, newer, older, mixed, unknown). A report,
+        not a gate.
+    type: str
   expect:
     description: Expectations for the snapshot.
     type: dict
@@ -139,6 +157,11 @@ health:
   returned: when health is checked
   type: list
   elements: dict
+kubeadm_etcd:
+  description: With O(kubeadm_target) - target, kubeadm (the etcd image tag it installs), source, running (the
+    releases the members report), status (runs-it, newer, older, mixed, unknown) and message.
+  returned: when kubeadm_target is given
+  type: dict
 snapshot:
   description: Parsed snapshot status (hash, revision, total_keys, total_size, version).
   returned: when a snapshot is checked
@@ -153,6 +176,7 @@ checks:
 from typing import Any, Dict, List
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpufleet.upgrade.plugins.module_utils import etcd_upgrade
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.checks import raise_if_failed, summarize
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import GateFailed, ParseError
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.etcd import (
@@ -206,6 +230,10 @@ def main():
             max_quota_ratio=dict(type="float"),
             snapshot_path=dict(type="path"),
             snapshot_output=dict(type="str"),
+            versions=dict(type="dict"),
+            min_revision=dict(type="int"),
+            storage_version=dict(type="str"),
+            kubeadm_target=dict(type="str"),
             expect=dict(type="dict", default={}, options=dict(
                 hash=dict(type="int"), min_revision=dict(type="int"),
                 min_keys=dict(type="int", default=1, no_log=False),
@@ -231,6 +259,11 @@ def main():
             endpoints = parse_endpoint_status(text)
             checks.extend(endpoint_checks(endpoints, p["quota_bytes"], p["max_quota_ratio"] or DEFAULT_MAX_QUOTA_RATIO,
                                           p["members"]))
+            if p["versions"] or p["min_revision"] is not None or p["storage_version"]:
+                checks.extend(etcd_upgrade.member_checks(endpoints, p["versions"] or {}, p["min_revision"],
+                                                         p["storage_version"] or ""))
+            if p["kubeadm_target"]:
+                result["kubeadm_etcd"] = etcd_upgrade.kubeadm_etcd(p["kubeadm_target"], endpoints)
             result["endpoints"] = endpoints
         if p["check_health"] or p["endpoint_health_output"] is not None:
             text = p["endpoint_health_output"]

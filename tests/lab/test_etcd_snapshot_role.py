@@ -122,10 +122,10 @@ def restore(lab, *extra, records=None):
 
 
 def test_etcd_restore_is_break_glass_and_brings_the_cell_back_to_the_snapshot(lab, tmp_path):
-    """The whole restore on the lab's real etcd member (a static pod of its etcd host, SIMULATION of the kubelet:
-    lab/gpufleet_lab/controller.py StaticPods) and its three real apiservers: every apiserver stopped, the member
-    stopped, its data directory swapped for the restored one, and all started again - after which each apiserver
-    serves the snapshot's data, not what was written after it."""
+    """The whole restore on the lab's three real etcd members (static pods of the control-plane hosts, SIMULATION
+    of the kubelet: lab/gpufleet_lab/controller.py StaticPods) and its three real apiservers: every apiserver
+    stopped, each member stopped, its data directory swapped for the one restored from the same snapshot, and all
+    started again - after which each apiserver serves the snapshot's data, not what was written after it."""
     api = core_api(lab)
     marker = {"metadata": {"name": "gpufleet-restore-marker", "namespace": "default"}, "data": {"at": "snapshot"}}
     later = {"metadata": {"name": "gpufleet-restore-later", "namespace": "default"}, "data": {"at": "after"}}
@@ -140,8 +140,9 @@ def test_etcd_restore_is_break_glass_and_brings_the_cell_back_to_the_snapshot(la
     (vault_file,) = backups.glob("etcd-%s-*.db.vault" % lab.cell)
     api.create_namespaced_config_map("default", later)  # after the snapshot: the restore takes both of these away
     api.patch_namespaced_config_map(marker["metadata"]["name"], "default", {"data": {"at": "after"}})
-    member = lab.control_plane[0]  # the etcd group: the member's host
-    podman_exec(member, "sh", "-c", "rm -rf %s.restored-* %s.before-*" % (DATA, DATA))
+    member = lab.control_plane[0]  # the etcd group: one member on each control-plane host
+    for host in lab.control_plane:
+        podman_exec(host, "sh", "-c", "rm -rf %s.restored-* %s.before-*" % (DATA, DATA))
     # without the exact confirmation: refused, nothing changed
     for confirm in ([], ["-e", "gpufleet_break_glass_etcd_restore=yes"]):
         refused = restore(lab, "-e", "etcd_restore_snapshot=%s" % vault_file, *confirm)
@@ -153,10 +154,10 @@ def test_etcd_restore_is_break_glass_and_brings_the_cell_back_to_the_snapshot(la
     confirmed = json.dumps({"gpufleet_break_glass_etcd_restore": "restore %s from %s" % (lab.cell, vault_file.name)})
     # confirmed, but the inventory names the member otherwise than its etcd runs: refused before anything changes
     wrong = restore(lab, "-e", "etcd_restore_snapshot=%s" % vault_file, "-e", confirmed,
-                    "-e", "etcd_restore_member_name=cp-1")
+                    "-e", "etcd_restore_member_name=lab")
     assert wrong.returncode != 0
-    assert ("%s's etcd runs as --name=lab --initial-advertise-peer-urls=http://127.0.0.1:%d, but the restore would "
-            "make it cp-1" % (member, lab.ports["etcd_peer"])) in wrong.stdout, wrong.stdout[-3000:]
+    assert ("%s's etcd runs as --name=%s --initial-advertise-peer-urls=http://127.0.0.1:%d, but the restore would "
+            "make it lab" % (member, member, lab.ports["etcd_peer"])) in wrong.stdout, wrong.stdout[-3000:]
     assert podman_exec(member, "sh", "-c", "ls -d %s.* /root/*.yaml.gpufleet-etcd-restore 2>/dev/null" % DATA
                        ).stdout.strip() == ""
     # confirmed: the member restored from the verified snapshot and swapped in under stopped static pods
@@ -185,17 +186,21 @@ def test_etcd_restore_is_break_glass_and_brings_the_cell_back_to_the_snapshot(la
     # goes; the lab's kubelet stand-in starts them again, as a kubelet does)
     wait_control_plane(lab, {h: apiserver_version(lab, h) for h in lab.control_plane})
     # the member's revision was bumped past everything a watch cache held, and the old data is kept beside it
-    status = json.loads(podman_exec(member, "etcdctl", *etcd_flags(lab), "endpoint", "status", "-w", "json").stdout)
+    status = json.loads(podman_exec(member, "etcdctl", *etcd_flags(lab), "endpoint", "status", "--cluster",
+                                    "-w", "json").stdout)
     assert status[0]["Status"]["header"]["revision"] > 1000000000
-    kept = podman_exec(member, "sh", "-c", "ls -d %s.before-*/member %s.restored-* 2>/dev/null" % (DATA, DATA))
-    assert len(kept.stdout.split()) == 1 and ".before-" in kept.stdout, kept.stdout
+    assert len(status) == len(lab.control_plane)  # the three members, one cluster again
+    for host in lab.control_plane:
+        kept = podman_exec(host, "sh", "-c", "ls -d %s.before-*/member %s.restored-* 2>/dev/null" % (DATA, DATA))
+        assert len(kept.stdout.split()) == 1 and ".before-" in kept.stdout, (host, kept.stdout)
     # no decrypted copy outlives the run, not on the controller, not on the member; no manifest left aside
     assert not list(pathlib.Path(os.environ.get("TMPDIR", "/tmp")).glob("gpufleet-etcd-restore-*"))
     for host in lab.control_plane:
         left = podman_exec(host, "sh", "-c", "ls /root/etcd-restore-* /root/*.yaml.gpufleet-etcd-restore "
                                              "2>/dev/null").stdout.split()
         assert left == [], (host, left)
-    podman_exec(member, "sh", "-c", "rm -rf %s.before-*" % DATA)
+    for host in lab.control_plane:
+        podman_exec(host, "sh", "-c", "rm -rf %s.before-*" % DATA)
     api.delete_namespaced_config_map(marker["metadata"]["name"], "default")
 
 

@@ -166,7 +166,9 @@ def test_drain_selects_the_pods_the_disruption_controller_counts(lab):
 
 
 def test_etcd_snapshot_from_etcdctl_verifies_with_etcdutl(lab):
-    endpoints = parse_endpoint_status(run_ok("cp-1", "etcdctl", *ETCD_FLAGS, "endpoint", "status", "-w", "json"))
+    endpoints = parse_endpoint_status(run_ok("cp-1", "etcdctl", *ETCD_FLAGS, "endpoint", "status", "--cluster",
+                                             "-w", "json"))
+    assert len(endpoints) == len(lab.control_plane)  # one member per control-plane host
     assert judge_endpoints(endpoints)["passed"]
     run_ok("cp-1", "etcdctl", *ETCD_FLAGS, "snapshot", "save", "/tmp/lab-snapshot.db")
     snap = parse_snapshot_status(run_ok("cp-1", "etcdutl", "snapshot", "status", "/tmp/lab-snapshot.db", "-w", "json"))

@@ -79,8 +79,8 @@ def apiservers(lab):
 
 
 def etcd_version(lab):
-    """What the cell's etcd member reports it runs (etcdctl endpoint status, through consensus)."""
-    proc = podman_exec("cp-1", "etcdctl", *etcd_flags(lab), "endpoint", "status", "-w", "json")
+    """What the cell's etcd members report they run (etcdctl endpoint status, through consensus)."""
+    proc = podman_exec("cp-1", "etcdctl", *etcd_flags(lab), "endpoint", "status", "--cluster", "-w", "json")
     assert proc.returncode == 0, proc.stderr
     return sorted({e["Status"]["version"] for e in json.loads(proc.stdout)})
 

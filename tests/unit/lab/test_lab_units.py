@@ -109,7 +109,10 @@ def test_cells_are_twins_with_their_own_ports_state_hosts_and_inventory(monkeypa
                                                                                "gpufleet-lab-b-cp-1"}
     # the twin's inventory: its own etcd, SSH ports and outputs, the lab cell's committed settings and baselines
     inv = yaml.safe_load(hosts.write_inventory(twin, "uid-b").read_text())["all"]
-    assert inv["children"]["etcd"]["vars"]["etcd_snapshot_endpoints"] == ["https://127.0.0.1:%d" % twin.ports["etcd"]]
+    assert inv["children"]["etcd"]["vars"]["etcd_snapshot_endpoints"] == [
+        "https://127.0.0.1:%d" % (twin.ports["etcd"] + i) for i in range(3)]  # one member per control-plane host
+    assert inv["children"]["etcd"]["hosts"]["cp-2"] == {
+        "etcd_restore_member_name": "cp-2", "etcd_restore_peer_url": "http://127.0.0.1:%d" % (twin.ports["etcd_peer"] + 1)}
     assert inv["vars"]["gpufleet_out_dir"] == str(twin.out_dir)
     assert inv["vars"]["gpufleet_kubeconfig"] == str(twin.kubeconfig)
     shared = ROOT / "inventories" / "lab" / "group_vars"
@@ -222,7 +225,8 @@ def test_what_kubeadm_reads_and_its_own_manifests(cfg):
                                         "bindPort": cfg.apiserver_port("cp-2")}
     assert cluster["kubernetesVersion"] == "v1.36.3" and cluster["kind"] == "ClusterConfiguration"
     # etcd where the apiservers reach it from their hosts' network namespaces: the lab machine's bridge address
-    assert cluster["etcd"]["external"]["endpoints"] == ["https://10.217.0.1:%d" % cfg.ports["etcd"]]
+    assert cluster["etcd"]["external"]["endpoints"] == ["https://10.217.0.1:%d" % (cfg.ports["etcd"] + i)
+                                                        for i in range(3)]
     assert cluster["etcd"]["external"]["certFile"] == "/etc/kubernetes/pki/etcd-client.crt"
     assert "bind-address" not in {a["name"] for a in cluster["apiServer"]["extraArgs"]}  # every address of its host
     assert cluster["controllerManager"]["extraArgs"] == [{"name": "node-monitor-grace-period", "value": "60s"}]
@@ -268,6 +272,7 @@ def test_manifests_come_from_kubeadm_and_the_apiserver_runs_what_they_say(cfg):
     state = {"apiserver": {h: cfg.from_version for h in cfg.control_plane}, "kubelet": {}}
     state["apiserver"]["cp-3"] = cfg.to_version
     kubeadm.write_manifests(cfg, state)
+    kubeadm.write_etcd_manifests(cfg)
     args = (cfg.cache / "kubeadm-args").read_text().splitlines()
     manifests = [a for a in args if a.startswith("init phase control-plane all --dry-run --config ")]
     kubeconfigs = [a for a in args if a.startswith("init phase kubeconfig ")]
@@ -295,6 +300,31 @@ def test_manifests_come_from_kubeadm_and_the_apiserver_runs_what_they_say(cfg):
         kubeadm.cluster.component_argv(cfg, "cp-3", "kube-apiserver", text)
     with pytest.raises(LabError, match="kube-scheduler manifest runs .'kube-apiserver'., not kube-scheduler"):
         kubeadm.cluster.component_argv(cfg, "cp-1", "kube-scheduler", text)
+
+
+def test_each_control_plane_host_runs_an_etcd_member_of_its_manifests_image(cfg):
+    """One member per control-plane host, each its host's etcd.yaml; the member runs the etcd build of the image's
+    version (an upgrade's new image restarts it on the other build); `lab up` keeps an image an upgrade set."""
+    from gpufleet_lab import cluster
+    kubeadm.write_etcd_manifests(cfg)
+    texts = {h: (kubeadm.manifests_dir(cfg, h) / "etcd.yaml").read_text() for h in cfg.control_plane}
+    assert len(texts) == 3
+    for version in cfg.etcd_versions:
+        (cfg.bin_dir("etcd", version)).mkdir(parents=True, exist_ok=True)
+        (cfg.bin_dir("etcd", version) / "etcd").write_text("")
+    version, argv = cluster.etcd_argv(cfg, "cp-2", texts["cp-2"])
+    assert version == cfg.etcd_version and argv[0] == str(cfg.bin_dir("etcd", cfg.etcd_version) / "etcd")
+    peers = ",".join("cp-%d=http://127.0.0.1:%d" % (i + 1, cfg.ports["etcd_peer"] + i) for i in range(3))
+    assert "--name=cp-2" in argv and "--initial-cluster=%s" % peers in argv
+    assert "--advertise-client-urls=https://127.0.0.1:%d" % (cfg.ports["etcd"] + 1) in argv
+    newer = texts["cp-2"].replace(cfg.etcd_version.lstrip("v") + "-0", cfg.etcd_next_version.lstrip("v") + "-0")
+    assert newer != texts["cp-2"]
+    assert cluster.etcd_argv(cfg, "cp-2", newer)[0] == cfg.etcd_next_version
+    with pytest.raises(LabError, match="asks for etcd v9.9.9, which the lab has not built"):
+        cluster.etcd_argv(cfg, "cp-2", texts["cp-2"].replace(cfg.etcd_version.lstrip("v") + "-0", "9.9.9-0"))
+    (kubeadm.manifests_dir(cfg, "cp-2") / "etcd.yaml").write_text(newer)
+    kubeadm.write_etcd_manifests(cfg)  # an upgraded member keeps its image
+    assert (kubeadm.manifests_dir(cfg, "cp-2") / "etcd.yaml").read_text() == newer
 
 
 REAL_MANIFESTS = ROOT / "tests" / "fixtures" / "kubeadm"  # real-1.35.4-manifest-*: see its README.md
