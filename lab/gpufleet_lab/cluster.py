@@ -94,7 +94,8 @@ def build(cfg: LabConfig, dry_run: bool = False) -> bool:
     """Build what is not cached. ``dry_run``: set up and check the first build that is needed, then stop before
     its downloads (a fresh machine's set-up, tested without the minutes of a build); returns True when it stopped."""
     script = LAB_DIR / "build" / "go-binaries.sh"
-    jobs = [("etcd", v) for v in cfg.etcd_versions] + [("kwok", cfg.kwok_version)] + [("kubernetes", v) for v in cfg.versions]
+    jobs = [("etcd", v) for v in cfg.etcd_versions] + [("kwok", cfg.kwok_version)]
+    jobs += [("kubernetes", v) for v in cfg.versions]
     jobs += [("kubelet-configz", v) for v in cfg.versions]  # the simulated kubelets' /configz (kubelets.py)
     jobs += [("versitygw", cfg.versitygw_version), ("helm", cfg.helm_version)]
     expected = {"etcd": ["etcd", "etcdctl", "etcdutl"], "kwok": ["kwok", "stages.yaml"], "versitygw": ["versitygw"],

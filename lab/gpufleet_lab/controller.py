@@ -266,16 +266,21 @@ class StaticPods:
     def play_etcd(self, host: str, name: str, text: str) -> bool:
         """A member whose manifest changed (an etcd upgrade's new image) is restarted from it, as a kubelet
         recreates a static pod; one whose image the lab has not built is stopped and reported once, as a pull
-        that fails would leave it."""
+        that fails would leave it; a member that does not run while its manifest is the one that ran (the old
+        image put back) is started again."""
         key = (host, "etcd")
         running = _read(kubeadm.running_manifest(self.cfg, host, "etcd"))
-        if not (self.cfg.run / cluster.UP_MARK).exists() or running is None or running == text:
+        alive = procs.pid_of(self.cfg.run, name)
+        if not (self.cfg.run / cluster.UP_MARK).exists() or running is None or (running == text and alive):
             return False
         if self.refused.get(key) == text:
             return False
-        print("static pod etcd on %s: its manifest changed (%s -> %s); restarting the member" % (
-            host, cluster.etcd_manifest_version(running), cluster.etcd_manifest_version(text)), flush=True)
-        procs.stop(self.cfg.run, name)
+        if running != text:
+            print("static pod etcd on %s: its manifest changed (%s -> %s); restarting the member" % (
+                host, cluster.etcd_manifest_version(running), cluster.etcd_manifest_version(text)), flush=True)
+            procs.stop(self.cfg.run, name)
+        else:  # its image was put back after a new one could not run: the kubelet starts the container again
+            print("static pod etcd on %s: the member is not running; starting it" % host, flush=True)
         try:
             cluster.start_etcd_member(self.cfg, host, text)
         except LabError as exc:

@@ -84,6 +84,8 @@ def parse_endpoint_status(text: str) -> List[Dict[str, Any]]:
                     "is_leader": _id(status.get("leader")) is not None
                     and _id(status.get("leader")) == _id(header.get("member_id")),
                     "is_learner": bool(status.get("isLearner")), "revision": header.get("revision"),
+                    "downgrade_enabled": bool((status.get("downgradeInfo") or {}).get("enabled"))
+                    if isinstance(status.get("downgradeInfo"), dict) else False,
                     "raft_index": status.get("raftIndex"),
                     "errors": [str(e)[:500] for e in (errors if isinstance(errors, list) else [errors])]})
     return out

@@ -4,10 +4,10 @@
 rolling upgrade (which members, in what order, refused when the step is not one etcd allows), and the etcd release
 the target's kubeadm would install.
 
-etcd's rules (etcd's upgrade guides, docs/reference.md "etcd"): one minor at a time (3.5 -> 3.6 -> 3.7), every
-member on the old minor before the first moves, one member at a time with the cluster healthy in between; the
-cluster's version becomes the new minor once every member runs it. A rolling restart never downgrades: going back
-is the snapshot taken first (playbooks/etcd_restore.yml).
+etcd's rules (etcd's upgrade guides, docs/stages.md "etcd in its own window"): one minor at a time (3.5 -> 3.6 ->
+3.7), every member on the old minor before the first moves, one member at a time with the cluster healthy in
+between; the cluster's version becomes the new minor once every member runs it. A rolling restart never
+downgrades: going back is the snapshot taken first (playbooks/etcd_restore.yml).
 """
 from __future__ import annotations
 
@@ -23,6 +23,10 @@ MANIFEST = "/etc/kubernetes/manifests/etcd.yaml"
 _VERSION = re.compile(r"^v?(\d{1,3})\.(\d{1,3})\.(\d{1,4})(?:-(\d{1,3}))?$")
 
 Version = Tuple[int, int, int]
+
+# The patch release every member must run before the next minor (etcd's upgrade guide to 3.6: 3.5 members older
+# than 3.5.20 can come back from the upgrade as learners that never finish joining, etcd issue 19557).
+MIN_BEFORE_MINOR = {(3, 6): (3, 5, 20)}
 
 
 def parse_version(value: Any, what: str) -> Version:
@@ -59,7 +63,7 @@ def read_member(manifest_text: str, where: str = MANIFEST) -> Dict[str, Any]:
     """What a member's static pod runs: its name, client and peer URLs, data directory, image and release."""
     etcd = _container(manifest_text, where)
     image = str(etcd.get("image") or "")
-    repository, _, tag = image.rpartition(":")
+    repository, tag = image.rpartition(":")[0], image.rpartition(":")[2]
     if not repository or "/" in tag:
         raise InputError("%s: image %r has no tag; etcd_upgrade.yml moves a member by its image's tag" % (
             where, image))
@@ -76,15 +80,18 @@ def read_member(manifest_text: str, where: str = MANIFEST) -> Dict[str, Any]:
 
 
 def image_for(member: Mapping[str, Any], version: str, image: Optional[str] = None) -> str:
-    """The image a member moves to: ``image`` as given, else its repository with kubeadm's tag form (X.Y.Z-0)."""
+    """The image a member moves to: ``image`` as given, else its repository and its tag's form (kubeadm's X.Y.Z-0,
+    or X.Y.Z / vX.Y.Z as other registries tag etcd)."""
     wanted = parse_version(version, "gpufleet_etcd_target_version")
     if image:
-        repository, _, tag = image.rpartition(":")
+        repository, tag = image.rpartition(":")[0], image.rpartition(":")[2]
         if not repository or "/" in tag or parse_version(tag, "etcd_upgrade_image's tag") != wanted:
             raise InputError("etcd_upgrade_image: %r must be REPOSITORY:TAG with the tag of etcd %s (X.Y.Z-0 as "
                              "kubeadm's, or X.Y.Z)" % (image, text(wanted)))
         return image
-    return "%s:%s-0" % (member["repository"], text(wanted))
+    tag = str(member.get("tag") or "")
+    suffix = "-0" if re.search(r"-\d+$", tag) else ""  # kubeadm's X.Y.Z-0; a plain X.Y.Z or vX.Y.Z stays plain
+    return "%s:%s%s%s" % (member["repository"], "v" if tag.startswith("v") else "", text(wanted), suffix)
 
 
 def set_image(manifest_text: str, new_image: str, where: str = MANIFEST) -> Tuple[str, str]:
@@ -156,7 +163,12 @@ def plan(target: str, members: Mapping[str, Mapping[str, Any]], endpoints: Seque
     for ep in endpoints:
         by_url[_url(str(ep.get("endpoint") or ""))] = ep
     matched: Dict[str, Mapping[str, Any]] = {}
+    claimed: Dict[str, str] = {}
     for host, member in sorted(members.items()):
+        for url in member.get("client_urls") or []:
+            if claimed.setdefault(_url(url), host) != host:
+                raise InputError("%s and %s both advertise %s: a member is told apart by a client URL of its own" % (
+                    claimed[_url(url)], host, url))
         urls = [_url(u) for u in member.get("client_urls") or []]
         found = [by_url[u] for u in urls if u in by_url]
         if not found:
@@ -183,6 +195,25 @@ def plan(target: str, members: Mapping[str, Mapping[str, Any]], endpoints: Seque
             raise InputError("%s runs etcd %s: etcd moves one minor at a time (%s -> %d.%d -> ...), not to %s "
                              "at once" % (host, text(running[host]), text(running[host]), running[host][0],
                                           running[host][1] + 1, text(wanted)))
+    floor = MIN_BEFORE_MINOR.get(wanted[:2])
+    for host in sorted(running):
+        if floor and running[host][:2] == floor[:2] and running[host] < floor:
+            raise InputError("%s runs etcd %s: before etcd %d.%d every member must run %s or later (etcd's upgrade "
+                             "guide); move to the latest %d.%d patch first" % (
+                                 host, text(running[host]), wanted[0], wanted[1], text(floor), floor[0], floor[1]))
+        if running[host] == wanted and parse_version(str(members[host].get("version")), host) != wanted:
+            raise InputError("%s runs etcd %s but its manifest names %s: the kubelet does not run its manifest; "
+                             "make the two agree by hand before the upgrade" % (
+                                 host, text(running[host]), members[host].get("image")))
+    if any(ep.get("downgrade_enabled") for ep in matched.values()):
+        raise InputError("an etcd downgrade is in progress (etcdctl downgrade enable): finish or cancel it "
+                         "(etcdctl downgrade cancel) before an upgrade")
+    ids: Dict[str, str] = {}
+    for host, ep in matched.items():
+        other = ids.setdefault(str(ep.get("member_id")), host)
+        if other != host:
+            raise InputError("%s and %s answer as the same etcd member (id %s; a client URL both advertise): each "
+                             "host's member must advertise a URL of its own" % (other, host, ep.get("member_id")))
     leader = [h for h, ep in matched.items() if ep.get("is_leader")]
     todo = [h for h in sorted(members) if running[h] != wanted
             or parse_version(str(members[h].get("version")), "%s: its manifest's image" % h) != wanted]
@@ -226,16 +257,16 @@ def kubeadm_etcd(target: str, endpoints: Sequence[Mapping[str, Any]]) -> Dict[st
     if not have:
         out.update(status="unknown", message="etcd: no member reported its release; kubeadm %s installs %s" % (
             target, row[0]))
-    elif len(set(have)) > 1:
+    elif len({v[:2] for v in have}) > 1:
         out.update(status="mixed", message="etcd: members run %s - an etcd upgrade is not finished; finish it "
                    "(playbooks/etcd_upgrade.yml) before the control plane moves" % ", ".join(reported))
-    elif have[0] < want:
+    elif min(have) < want:
         out.update(status="older", message="etcd: the cell runs %s, older than the %s kubeadm %s installs; move "
                    "etcd first, in its own window (playbooks/etcd_upgrade.yml, one minor at a time)" % (
-                       reported[0], row[0], target))
+                       text(min(have)), row[0], target))
     else:
-        out.update(status="runs-it" if have[0][:2] == want[:2] else "newer",
-                   message="etcd: the cell runs %s; kubeadm %s installs %s" % (reported[0], target, row[0]))
+        out.update(status="runs-it" if min(have)[:2] == want[:2] else "newer",
+                   message="etcd: the cell runs %s; kubeadm %s installs %s" % (", ".join(reported), target, row[0]))
     return out
 
 
@@ -253,8 +284,8 @@ def member_checks(endpoints: Sequence[Mapping[str, Any]], versions: Mapping[str,
     answered = {_url(str(ep.get("endpoint") or "")): ep for ep in endpoints}
     for url, version in sorted(versions.items()):
         want = text(parse_version(version, "versions[%s]" % url))
-        ep = answered.get(_url(url))
-        got = str(ep.get("version") or "none") if ep else "no answer"
+        found = answered.get(_url(url))
+        got = str(found.get("version") or "none") if found else "no answer"
         checks.append(Check("etcd_version", url, got == want, got, want,
                             "" if got == want else "the member has not come back on %s (yet)" % want))
     if min_revision is not None:

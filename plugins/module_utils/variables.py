@@ -261,6 +261,9 @@ VARIABLES: Tuple[Var, ...] = (
         "The plan's summary: cell, target, run id, control-plane path, violations, waves, the plan file."),
     Var("gpufleet_preflight", "dict", NONE, "artifact", ("preflight", "upgrade_wave"),
         "The preflight verdict: cell, target, blockers, warnings, the report file."),
+    Var("gpufleet_etcd_upgrade", "dict", NONE, "artifact", ("etcd_upgrade",),
+        "The etcd window's result: target, the hosts moved in order, each member's release before, the endpoints "
+        "after."),
 )
 
 BY_NAME: Dict[str, Var] = {v.name: v for v in VARIABLES}

@@ -96,10 +96,12 @@ def main():
         where = "%s: %s" % (p["host"], p["manifest"])
         text = read_file(p["manifest"], where)
         member = etcd_upgrade.read_member(text, where)
-        result = {"host": p["host"], "member": member, "image": member["image"], "previous_image": member["image"], "changed": False}
+        result = {"host": p["host"], "member": member, "image": member["image"], "previous_image": member["image"],
+                  "changed": False}
         if p["version"] is None:
             return result
-        new_text, _ = etcd_upgrade.set_image(text, etcd_upgrade.image_for(member, p["version"], p["image"]), where)
+        wanted = etcd_upgrade.image_for(member, p["version"], p["image"])
+        new_text = etcd_upgrade.set_image(text, wanted, where)[0]
         result["image"] = etcd_upgrade.read_member(new_text, where)["image"]
         result["changed"] = new_text != text
         if result["changed"] and not module.check_mode:

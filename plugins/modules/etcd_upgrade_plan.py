@@ -90,8 +90,8 @@ minor_step:
   returned: always
   type: bool
 wait_for:
-  description: Host -> {its member's client URL - the target}, what M(gpufleet.upgrade.etcd_status) O(versions)
-    waits for after that member moved.
+  description: Host -> {its member's client URL - the target}, what
+    O(gpufleet.upgrade.etcd_status#module:versions) waits for after that member moved.
   returned: always
   type: dict
 all_at_target:

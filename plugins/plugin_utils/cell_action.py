@@ -22,7 +22,8 @@ CELL_VARS = ("gpufleet_cluster_name", "gpufleet_target_version", "gpufleet_cycle
              "gpufleet_out_dir", "gpufleet_cluster_uid", "gpufleet_expected_cell", "gpufleet_addons",
              "gpufleet_addon_support", "gpufleet_addon_versions", "gpufleet_security_admission_probes",
              "gpufleet_security_rbac_expected", "gpufleet_security_rbac_accepted",
-             "gpufleet_canary_workloads", "gpufleet_addon_releases", "gpufleet_soak_signals", "gpufleet_etcd_target_version",
+             "gpufleet_canary_workloads", "gpufleet_addon_releases", "gpufleet_soak_signals",
+             "gpufleet_etcd_target_version",
              "ansible_limit")
 CELL_VARS += variables.SETTINGS + tuple(v[0] for v in cell_utils.BREAK_GLASS.values())
 

@@ -132,6 +132,10 @@ def test_preflight_names_who_calls_a_deprecated_api_from_the_audit_logs_and_bloc
         assert not [w for w in report["warnings"] if "kubeadm-config" in w]  # the ClusterConfiguration audits
         markdown = (tmp_path / "preflight" / ("preflight-%s.md" % lab.cell)).read_text()
         assert "## Who calls a deprecated API" in markdown and soakfaults.LEGACY_AGENT in markdown
+        # the etcd release the target's kubeadm installs (its real image list): the members run a newer 3.6
+        etcd = lab.etcd_version.lstrip("v")
+        assert report["etcd_release"]["status"] == "runs-it" and report["etcd_release"]["running"] == [etcd]
+        assert "## etcd" in markdown and "kubeadm %s installs 3.6.8-0" % lab.to_version in markdown
         folder = lab_cluster.audit_log_dir(lab, "cp-3")
         (folder / "audit.log").rename(folder / "audit.log.moved")
         try:
@@ -144,6 +148,10 @@ def test_preflight_names_who_calls_a_deprecated_api_from_the_audit_logs_and_bloc
     assert proc.returncode != 0
     named = [b for b in report["blockers"] if "ServiceAccount %s/%s" % (soakfaults.NS, soakfaults.LEGACY) in b]
     assert len(named) == 1 and "blocks the upgrade to 1.37" in named[0], report["blockers"]
+    # 1.37's kubeadm installs etcd 3.7: the cell's 3.6 is older - a warning that names etcd's own window
+    assert report["etcd_release"]["status"] == "older"
+    assert [w for w in report["warnings"] if w.startswith("etcd: the cell runs %s, older than the 3.7.0-0" % (
+        lab.etcd_version.lstrip("v"))) and "playbooks/etcd_upgrade.yml" in w], report["warnings"]
     assert [b for b in report["blockers"] if "'s audit log could not be scanned" in b] == [
         "cp-3's audit log could not be scanned for removed APIs: cp-3: no audit log at "
         "/var/log/kubernetes/audit/audit.log (moved aside by a logrotate? the apiserver writes on into a moved file "

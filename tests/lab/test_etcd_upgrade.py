@@ -3,13 +3,15 @@ SIMULATION of the kubelets: lab/gpufleet_lab/controller.py StaticPods restarts a
 from the lab's etcd to its second build (lab/lab.yml `etcd`, `etcd_next`), with the real apiservers on top.
 
 It leaves the cell's etcd on the newer release, which nothing goes back from by a rolling restart: `make
-lab-tests-b` runs this file after the others, and the cell is reset before the Molecule scenarios use it."""
+lab-tests-a` runs this file after the others on `lab`, and `make test` resets the cell before the Molecule scenario
+that uses it."""
 from __future__ import annotations
 
 import json
 import pathlib
 import subprocess
 import sys
+import time
 
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException
@@ -33,6 +35,12 @@ def members(lab):
     assert proc.returncode == 0, proc.stderr
     return {e["Endpoint"]: (e["Status"]["version"], e["Status"]["leader"] == e["Status"]["header"]["member_id"])
             for e in json.loads(proc.stdout)}
+
+
+def releases(lab):
+    """Each member's client URL -> its release; {} while one does not answer."""
+    proc = podman_exec("cp-1", "etcdctl", *etcd_flags(lab), "endpoint", "status", "--cluster", "-w", "json")
+    return {e["Endpoint"]: e["Status"]["version"] for e in json.loads(proc.stdout)} if proc.returncode == 0 else {}
 
 
 def test_etcd_moves_alone_one_member_at_a_time_after_a_snapshot(lab, tmp_path):
@@ -88,4 +96,21 @@ def test_etcd_moves_alone_one_member_at_a_time_after_a_snapshot(lab, tmp_path):
     assert len(list((tmp_path / "backups").glob("*.db.vault"))) == 1
     back = playbook(lab, "etcd_upgrade.yml", tmp_path, "-e", "gpufleet_etcd_target_version=%s" % old)
     assert back.returncode != 0 and "a rolling restart does not downgrade etcd" in " ".join(back.stdout.split())
+
+    # a release whose image cannot run (no build here, as an image that does not pull): the first member stops,
+    # does not come back in time, gets its image back and runs again; the upgrade stops there, the rest untouched
+    major, minor, patch = (int(x) for x in new.split("."))
+    missing = "%d.%d.%d" % (major, minor, patch + 1)
+    failed = playbook(lab, "etcd_upgrade.yml", tmp_path, "-e", "gpufleet_etcd_target_version=%s" % missing,
+                      "-e", "etcd_upgrade_wait_seconds=16")
+    said = " ".join(failed.stdout.split())
+    assert failed.returncode != 0 and "did not come back on %s" % missing in said, failed.stdout[-3000:]
+    assert "Its image was put back to registry.k8s.io/etcd:%s-0" % new in said
+    assert said.count("TASK [Set the release in the static pod's manifest:") == 1
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and releases(lab) != {u: new for u in after}:
+        time.sleep(1)
+    assert releases(lab) == {u: new for u in after}
+    for host in lab.control_plane:
+        assert "etcd:%s-0" % missing not in podman_exec(host, "cat", "/etc/kubernetes/manifests/etcd.yaml").stdout
     core.delete_namespaced_config_map(marker["metadata"]["name"], "default")

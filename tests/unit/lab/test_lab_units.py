@@ -112,7 +112,8 @@ def test_cells_are_twins_with_their_own_ports_state_hosts_and_inventory(monkeypa
     assert inv["children"]["etcd"]["vars"]["etcd_snapshot_endpoints"] == [
         "https://127.0.0.1:%d" % (twin.ports["etcd"] + i) for i in range(3)]  # one member per control-plane host
     assert inv["children"]["etcd"]["hosts"]["cp-2"] == {
-        "etcd_restore_member_name": "cp-2", "etcd_restore_peer_url": "http://127.0.0.1:%d" % (twin.ports["etcd_peer"] + 1)}
+        "etcd_restore_member_name": "cp-2",
+        "etcd_restore_peer_url": "http://127.0.0.1:%d" % (twin.ports["etcd_peer"] + 1)}
     assert inv["vars"]["gpufleet_out_dir"] == str(twin.out_dir)
     assert inv["vars"]["gpufleet_kubeconfig"] == str(twin.kubeconfig)
     shared = ROOT / "inventories" / "lab" / "group_vars"

@@ -291,6 +291,9 @@ def test_a_cycle_target_that_cannot_end_this_run_s_cycle_is_refused(cycle, messa
     ({"gpufleet_target_version": "v1.3\u0666.3"}, "gpufleet_target_version: 'v1.3\u0666.3' is not a Kubernetes "
                                                   "version"),  # \d takes an Arabic-Indic six
     ({"gpufleet_target_version": 1.36}, "gpufleet_target_version: expected a Kubernetes version"),
+    # etcd moves in a window of its own, never in a run that moves Kubernetes
+    ({"gpufleet_etcd_target_version": "3.7.3"}, "gpufleet_etcd_target_version=3.7.3: etcd moves in a window of its "
+                                                "own (playbooks/etcd_upgrade.yml)"),
 ])
 def test_a_cell_variable_of_the_wrong_type_or_form_is_refused_naming_it(cell_vars, message):
     with pytest.raises(InputError) as err:

@@ -47,6 +47,11 @@ def test_a_member_is_read_from_kubeadms_manifest_and_moved_by_its_image_line_alo
     assert etcd_upgrade.image_for(member, "3.7.3", "mirror.example/etcd:3.7.3-0") == "mirror.example/etcd:3.7.3-0"
     with pytest.raises(InputError, match="etcd_upgrade_image: .* with the tag of etcd 3.7.3"):
         etcd_upgrade.image_for(member, "3.7.3", "mirror.example/etcd:3.6.8-0")
+    # other registries tag etcd vX.Y.Z or X.Y.Z: the member's own form is kept
+    assert etcd_upgrade.image_for(dict(member, repository="quay.io/coreos/etcd", tag="v3.6.8"),
+                                  "3.7.3") == "quay.io/coreos/etcd:v3.7.3"
+    assert etcd_upgrade.image_for(dict(member, repository="gcr.io/etcd-development/etcd", tag="3.6.8"),
+                                  "3.7.3") == "gcr.io/etcd-development/etcd:3.7.3"
 
 
 @pytest.mark.parametrize("text, why", [
@@ -94,12 +99,24 @@ def test_a_rerun_goes_on_from_the_first_member_not_there():
     (lambda m, s: m.pop("m3"), "are not in the inventory's etcd group"),
     (lambda m, s: s[0].__setitem__("is_learner", True), "m1: its member is a learner"),
     (lambda m, s: s[0].__setitem__("version", ""), "m1: the version its member reports"),
+    (lambda m, s: s[0].__setitem__("downgrade_enabled", True), "an etcd downgrade is in progress"),
+    (lambda m, s: m["m3"].__setitem__("client_urls", [URLS["m1"]]), "m1 and m3 both advertise"),
+    (lambda m, s: s[2].__setitem__("member_id", s[0]["member_id"]), "m1 and m3 answer as the same etcd member"),
+    (lambda m, s: [ep.__setitem__("version", "3.7.3") for ep in s], "runs etcd 3.7.3 but its manifest names"),
 ])
 def test_plan_refuses_naming_the_host_and_the_fix(change, why):
     m, s = members(), copy.deepcopy(STATUS)
     change(m, s)
     with pytest.raises(InputError, match=why):
         etcd_upgrade.plan("3.6.20" if "newer" in why else "3.7.3", m, s)
+
+
+def test_a_step_to_36_needs_every_member_on_a_late_35_patch():
+    early = [dict(ep, version="3.5.19") for ep in STATUS]
+    with pytest.raises(InputError, match="m1 runs etcd 3.5.19: before etcd 3.6 every member must run 3.5.20 or later"):
+        etcd_upgrade.plan("3.6.16", members("3.5.19"), early)
+    late = [dict(ep, version="3.5.21") for ep in STATUS]
+    assert etcd_upgrade.plan("3.6.16", members("3.5.21"), late)["order"] == ["m1", "m3", "m2"]
 
 
 def test_plan_refuses_while_the_control_plane_moves():
@@ -138,6 +155,7 @@ def test_after_a_member_its_release_and_the_revision_are_checked():
     ("v1.36.3", ["3.7.3"] * 3, "newer"),
     ("v1.37.2", ["3.6.16"] * 3, "older"),
     ("v1.37.2", ["3.6.16", "3.7.3", "3.7.3"], "mixed"),
+    ("v1.36.3", ["3.6.15", "3.6.16", "3.6.16"], "runs-it"),  # patches apart: not an unfinished window
     ("v1.39.0", ["3.7.3"] * 3, "unknown"),
     ("v1.36.3", [""] * 3, "unknown"),
 ])
