@@ -47,8 +47,16 @@ def _flag(command: Sequence[Any], name: str) -> Optional[str]:
     return values[-1] if values else None
 
 
+# The annotation kubeadm writes on its own (stacked, `kubeadm init phase etcd local`) etcd static pod.
+KUBEADM_LOCAL_ANNOTATION = "kubeadm.kubernetes.io/etcd.advertise-client-urls"
+
+
+def _pod(manifest_text: str, where: str) -> Mapping[str, Any]:
+    return mapping(load_yaml(manifest_text, where), where)
+
+
 def _container(manifest_text: str, where: str) -> Dict[str, Any]:
-    pod = mapping(load_yaml(manifest_text, where), where)
+    pod = _pod(manifest_text, where)
     containers = mapping(pod.get("spec"), where + ": spec").get("containers")
     if not isinstance(containers, list):
         containers = []
@@ -76,7 +84,10 @@ def read_member(manifest_text: str, where: str = MANIFEST) -> Dict[str, Any]:
             "version": text(parse_version(tag, "%s: image %s" % (where, image))),
             "client_urls": [u for u in (_flag(command, "advertise-client-urls") or "").split(",") if u],
             "peer_urls": [u for u in (_flag(command, "initial-advertise-peer-urls") or "").split(",") if u],
-            "data_dir": _flag(command, "data-dir") or ""}
+            "data_dir": _flag(command, "data-dir") or "",
+            # kubeadm's own local etcd (stacked): kubeadm writes this annotation on the manifest it makes
+            "stacked": KUBEADM_LOCAL_ANNOTATION in (mapping(_pod(manifest_text, where).get("metadata"), where).get(
+                "annotations") or {})}
 
 
 def image_for(member: Mapping[str, Any], version: str, image: Optional[str] = None) -> str:
@@ -221,6 +232,7 @@ def plan(target: str, members: Mapping[str, Mapping[str, Any]], endpoints: Seque
     minors = sorted({"%d.%d" % v[:2] for v in running.values()})
     return {"target": text(wanted), "order": order, "leader": leader[0] if leader else None,
             "done": sorted(set(members) - set(todo)),
+            "stacked": sorted(h for h in members if members[h].get("stacked")),
             "running": {h: text(v) for h, v in sorted(running.items())},
             "members": {h: str(members[h].get("name")) for h in sorted(members)},
             "endpoints": {h: str(matched[h].get("endpoint")) for h in sorted(matched)},

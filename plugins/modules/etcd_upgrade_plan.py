@@ -85,6 +85,11 @@ endpoints:
   description: Host -> the client URL its member answered at.
   returned: always
   type: dict
+stacked:
+  description: The hosts whose member is kubeadm's own local etcd (its manifest carries kubeadm's annotation).
+  returned: always
+  type: list
+  elements: str
 minor_step:
   description: Whether the cluster moves to a new minor (its version follows once every member runs it).
   returned: always

@@ -35,6 +35,10 @@ def test_a_member_is_read_from_kubeadms_manifest_and_moved_by_its_image_line_alo
     member = etcd_upgrade.read_member(KUBEADM_MANIFEST, "cp-1: etcd.yaml")
     assert member["name"] == "cp-1" and member["version"] == "3.6.8" and member["tag"] == "3.6.8-0"
     assert member["client_urls"] == ["https://10.0.0.10:2379"] and member["data_dir"] == "/var/lib/etcd"
+    assert member["stacked"] is True  # kubeadm's own local etcd: its annotation
+    bare = KUBEADM_MANIFEST.replace("  annotations:\n    kubeadm.kubernetes.io/etcd.advertise-client-urls: "
+                                    "https://10.0.0.10:2379\n", "")
+    assert bare != KUBEADM_MANIFEST and etcd_upgrade.read_member(bare)["stacked"] is False
     image = etcd_upgrade.image_for(member, "v3.7.3")
     assert image == "registry.k8s.io/etcd:3.7.3-0"
     new, old = etcd_upgrade.set_image(KUBEADM_MANIFEST, image)
@@ -80,7 +84,10 @@ def test_plan_moves_followers_first_and_the_leader_last():
     assert plan["minor_step"] is True and plan["running"] == {h: "3.6.16" for h in URLS}
     assert plan["wait_for"]["m3"] == {URLS["m3"]: "3.7.3"}
     assert plan["all_at_target"] == {u: "3.7.3" for u in URLS.values()}
-    assert plan["revision"] == 1 and plan["storage_version"] == "3.7.0"
+    assert plan["revision"] == 1 and plan["storage_version"] == "3.7.0" and plan["stacked"] == []
+    stacked = members()
+    stacked["m3"]["stacked"] = True
+    assert etcd_upgrade.plan("3.7.3", stacked, STATUS)["stacked"] == ["m3"]
     # a patch release: no minor step
     assert etcd_upgrade.plan("3.6.17", members(), STATUS)["minor_step"] is False
 
