@@ -175,12 +175,8 @@ def etcd_process(host: str) -> str:
 
 def etcd_manifest_version(text: str) -> str:
     """The etcd release a member's static pod runs: its image's tag (kubeadm's form, 3.6.16-0) as v3.6.16."""
-    pod = yaml.safe_load(text)
-    image = str(pod["spec"]["containers"][0].get("image") or "")
-    tag = image.rpartition(":")[2] if ":" in image.rpartition("/")[2] else ""
-    if not tag:
-        raise LabError("etcd's manifest names image %r, with no tag" % image)
-    return "v" + tag.split("-")[0]
+    from gpufleet_lab import kubeadm
+    return "v" + kubeadm.manifest_version(text).split("-")[0].lstrip("v")
 
 
 def etcd_argv(cfg: LabConfig, host: str, text: str) -> Tuple[str, List[str]]:

@@ -280,10 +280,7 @@ def write_etcd_manifests(cfg: LabConfig) -> None:
             image = yaml.safe_load(path.read_text())["spec"]["containers"][0]["image"]
         text = yaml.safe_dump(etcd_static_pod(cfg, host, image), sort_keys=False)
         if not path.exists() or path.read_text() != text:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name("." + path.name + ".tmp")
-            tmp.write_text(text)
-            tmp.replace(path)
+            cluster.write_atomic(path, text)
 
 
 def write_manifests(cfg: LabConfig, state: Dict[str, Any]) -> None:

@@ -17,6 +17,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.checks import Check
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.data_releases import KUBEADM_ETCD
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import InputError
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.etcd import _url
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.textparse import load_yaml, mapping
 
 MANIFEST = "/etc/kubernetes/manifests/etcd.yaml"
@@ -55,8 +56,7 @@ def _pod(manifest_text: str, where: str) -> Mapping[str, Any]:
     return mapping(load_yaml(manifest_text, where), where)
 
 
-def _container(manifest_text: str, where: str) -> Dict[str, Any]:
-    pod = _pod(manifest_text, where)
+def _container(pod: Mapping[str, Any], where: str) -> Dict[str, Any]:
     containers = mapping(pod.get("spec"), where + ": spec").get("containers")
     if not isinstance(containers, list):
         containers = []
@@ -69,7 +69,8 @@ def _container(manifest_text: str, where: str) -> Dict[str, Any]:
 
 def read_member(manifest_text: str, where: str = MANIFEST) -> Dict[str, Any]:
     """What a member's static pod runs: its name, client and peer URLs, data directory, image and release."""
-    etcd = _container(manifest_text, where)
+    pod = _pod(manifest_text, where)
+    etcd = _container(pod, where)
     image = str(etcd.get("image") or "")
     repository, tag = image.rpartition(":")[0], image.rpartition(":")[2]
     if not repository or "/" in tag:
@@ -86,8 +87,7 @@ def read_member(manifest_text: str, where: str = MANIFEST) -> Dict[str, Any]:
             "peer_urls": [u for u in (_flag(command, "initial-advertise-peer-urls") or "").split(",") if u],
             "data_dir": _flag(command, "data-dir") or "",
             # kubeadm's own local etcd (stacked): kubeadm writes this annotation on the manifest it makes
-            "stacked": KUBEADM_LOCAL_ANNOTATION in (mapping(_pod(manifest_text, where).get("metadata"), where).get(
-                "annotations") or {})}
+            "stacked": KUBEADM_LOCAL_ANNOTATION in (mapping(pod.get("metadata"), where).get("annotations") or {})}
 
 
 def image_for(member: Mapping[str, Any], version: str, image: Optional[str] = None) -> str:
@@ -109,7 +109,7 @@ def set_image(manifest_text: str, new_image: str, where: str = MANIFEST) -> Tupl
     """``manifest_text`` with the etcd container's image set to ``new_image``, everything else byte for byte (the
     one line that names the old image is rewritten; the kubelet restarts the member when the file changes).
     Returns (the new text, the old image)."""
-    old = str(_container(manifest_text, where).get("image") or "")
+    old = str(_container(_pod(manifest_text, where), where).get("image") or "")
     if old == new_image:
         return manifest_text, old
     line = re.compile(r"^(\s*(?:-\s+)?image:\s*)([\"']?)%s\2(\s*)$" % re.escape(old), re.M)
@@ -118,14 +118,10 @@ def set_image(manifest_text: str, new_image: str, where: str = MANIFEST) -> Tupl
         raise InputError("%s: %d lines name the image %s (expected one plain `image:` line): set the image by "
                          "hand or write the manifest as kubeadm does" % (where, len(found), old))
     new_text = line.sub(lambda m: m.group(1) + m.group(2) + new_image + m.group(2) + m.group(3), manifest_text)
-    if str(_container(new_text, where).get("image")) != new_image:
+    if str(_container(_pod(new_text, where), where).get("image")) != new_image:
         raise InputError("%s: the rewritten manifest does not name %s as etcd's image; nothing was written" % (
             where, new_image))
     return new_text, old
-
-
-def _url(value: str) -> str:
-    return value.strip().rstrip("/").lower()
 
 
 def apiserver_versions(pods: Sequence[Mapping[str, Any]]) -> List[str]:

@@ -31,7 +31,7 @@ options:
     type: str
   image:
     description: The image to run, REPOSITORY:TAG with the tag of O(version) (a mirror's registry). Default - the
-      manifest's repository, tag C(X.Y.Z-0) as kubeadm's.
+      manifest's repository, the tag in its form (kubeadm's C(X.Y.Z-0), or C(X.Y.Z), C(vX.Y.Z)).
     type: str
 extends_documentation_fragment:
   - gpufleet.upgrade.common.CHECK

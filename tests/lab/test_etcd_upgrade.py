@@ -29,18 +29,23 @@ def playbook(lab, name, tmp_path, *extra):
                           capture_output=True, text=True, check=False, cwd=pathlib.Path(__file__).parents[2])
 
 
-def members(lab):
-    """Each member's client URL -> (its release, whether it leads), through consensus from cp-1."""
+def status(lab):
+    """`etcdctl endpoint status --cluster` from cp-1: every member's status; None while one does not answer."""
     proc = podman_exec("cp-1", "etcdctl", *etcd_flags(lab), "endpoint", "status", "--cluster", "-w", "json")
-    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout) if proc.returncode == 0 else None
+
+
+def members(lab):
+    """Each member's client URL -> (its release, whether it leads), through consensus."""
+    answered = status(lab)
+    assert answered is not None, "a member did not answer"
     return {e["Endpoint"]: (e["Status"]["version"], e["Status"]["leader"] == e["Status"]["header"]["member_id"])
-            for e in json.loads(proc.stdout)}
+            for e in answered}
 
 
 def releases(lab):
     """Each member's client URL -> its release; {} while one does not answer."""
-    proc = podman_exec("cp-1", "etcdctl", *etcd_flags(lab), "endpoint", "status", "--cluster", "-w", "json")
-    return {e["Endpoint"]: e["Status"]["version"] for e in json.loads(proc.stdout)} if proc.returncode == 0 else {}
+    return {e["Endpoint"]: e["Status"]["version"] for e in status(lab) or []}
 
 
 def test_etcd_moves_alone_one_member_at_a_time_after_a_snapshot(lab, tmp_path):
