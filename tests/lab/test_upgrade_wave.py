@@ -214,14 +214,14 @@ def test_upgrade_wave_halts_on_every_fault_resumes_and_finishes(cell, tmp_path):
         "limited": ("upgrade_wave.yml", "--limit", "gpu-a1"),
         "other": ("upgrade_wave.yml", "-e", "gpufleet_cluster_uid=2f1e0000-0000-4000-8000-00000000c0de"),
         # an addon that does not support the target (the operator's own matrix row says Kueue 0.17 stops at 1.35)
+        # and one the shipped matrix does not know (the lab inventory defines it), its own row stopping at 1.35:
+        # one preflight reports both blockers
         "addon": ("preflight.yml", "-e", json.dumps({"gpufleet_addon_support": [
             {"addon": "kueue", "version": "0.17", "kube_min": "1.30", "kube_max": "1.35",
-             "source": "https://example.invalid/kueue-0.17-notes"}]})),
-        "addon-row": ("preflight.yml", "-e", json.dumps({"gpufleet_addon_support": [{"addon": "kueue"}]})),
-        # an addon the shipped matrix does not know (the lab inventory defines it): its own row stops at 1.35
-        "addon-own": ("preflight.yml", "-e", json.dumps({"gpufleet_addon_support": [
+             "source": "https://example.invalid/kueue-0.17-notes"},
             {"addon": "sigstore_policy_controller", "version": "0.10", "kube_min": "1.32", "kube_max": "1.35",
              "source": "https://github.com/sigstore/policy-controller#support-policy"}]})),
+        "addon-row": ("preflight.yml", "-e", json.dumps({"gpufleet_addon_support": [{"addon": "kueue"}]})),
         "addon-range": ("preflight.yml", "-e", json.dumps({"gpufleet_addon_support": [
             {"addon": "sigstore_policy_controller", "version": "0.10", "kube_min": "1.36", "kube_max": "1.35",
              "source": "https://github.com/sigstore/policy-controller#support-policy"}]})),
@@ -239,7 +239,7 @@ def test_upgrade_wave_halts_on_every_fault_resumes_and_finishes(cell, tmp_path):
                   "registry.k8s.io/kueue/kueue:v0.17.0) supports Kubernetes 1.30-1.35, not the target %s" %
                   lab.to_version.lstrip("v").rsplit(".", 1)[0])
     assert_halted(refused["addon-row"], "gpufleet_addon_support[0].version: give a MAJOR.MINOR version")
-    assert_halted(refused["addon-own"], "Sigstore policy-controller 0.10 (Deployment cosign-system/policy-controller-"
+    assert_halted(refused["addon"], "Sigstore policy-controller 0.10 (Deployment cosign-system/policy-controller-"
                   "webhook image %s) supports Kubernetes 1.32-1.35, not the target %s" % (
                       lab_kube.POLICY_CONTROLLER_IMAGE, lab.to_version.lstrip("v").rsplit(".", 1)[0]))
     assert_halted(refused["addon-range"], "gpufleet_addon_support[0]: kube_min 1.36 is above kube_max 1.35, an empty "
@@ -279,16 +279,18 @@ def test_upgrade_wave_halts_on_every_fault_resumes_and_finishes(cell, tmp_path):
     untouched(lab, [n for wave in WAVES for n in wave])
 
     # 3b. Each control-plane host's new apiserver is soaked on its signals against the reading before it moved and
-    #     its peers, with no retry. cp-2's writes go through an admission webhook that answers after 3 s, once
+    #     its peers, with no retry. cp-2's writes go through an admission webhook that answers after 6 s, once
     #     kubeadm moved it: cp-1 moves and soaks clean, the run halts at cp-2's soak naming its write latency with
     #     its values, cp-3 untouched. Then cp-3's apiserver answers a load client 429 (API Priority and Fairness, a
     #     level with no seats) once moved: the rerun soaks cp-2 again - it ran the target already, so its peers
-    #     alone are the reference - and halts at cp-3's soak naming the 429s.
+    #     alone are the reference - and halts at cp-3's soak naming the 429s. These two runs are the control-plane
+    #     stage alone (control_plane.yml, as an operator reruns a halted stage): the whole pipeline halting at the
+    #     control plane is step 3's.
     for host, fault, halts in (("cp-2", "soak-latency", "p99_seconds.write"),
                                ("cp-3", "soak-429", "throttled_per_minute")):
         lab_cli("fault", host, fault)
         try:
-            proc = run(lab, records, "upgrade_wave.yml")
+            proc = run(lab, records, "control_plane.yml")
         finally:
             lab_cli("clear", host)
         assert_halted(proc, "%s: the control-plane soak failed: %s" % (host, halts))
@@ -306,7 +308,7 @@ def test_upgrade_wave_halts_on_every_fault_resumes_and_finishes(cell, tmp_path):
         assert versions["cp-3"] == (lab.from_version if host == "cp-2" else lab.to_version)
         untouched(lab, [n for wave in WAVES for n in wave])
         # the run's change record keeps each soak: every signal after the move, before it and on the peers
-        record = json.loads(sorted(records.glob("*upgrade_wave.yml.json"), key=lambda p: p.stat().st_mtime)[-1]
+        record = json.loads(sorted(records.glob("*control_plane.yml.json"), key=lambda p: p.stat().st_mtime)[-1]
                             .read_text())
         soaks = {e["host"]: e for e in record["control_plane_soak"]}
         assert soaks[host]["passed"] is False and abs(soaks[host]["reading"][halts] - after) < 0.06
