@@ -38,6 +38,13 @@ from gpufleet_lab import cluster, faults, inference, kube, kubeadm, network, pro
 from gpufleet_lab.config import LabConfig
 from gpufleet_lab.procs import LabError
 
+# How often each loop looks (the controller runs beside every cell for the whole CI run, so it polls no faster than a
+# kubelet or a controller would notice): the hosts' tool requests and GPU counts, the static pod manifests, and the
+# training gangs and canary workloads (three LISTs a pass: about half an idle cell's apiserver requests at 1 s).
+REQUESTS_SECONDS = 0.5
+STATIC_PODS_SECONDS = 1.0
+TRAINING_SECONDS = 2.0
+
 
 class LoadBalancer:
     def __init__(self, cfg: LabConfig) -> None:
@@ -149,7 +156,7 @@ async def requests_loop(cfg: LabConfig) -> None:
                     print("made again: %s" % ", ".join(made), flush=True)
             except Exception:
                 traceback.print_exc()
-        await asyncio.sleep(0.3)
+        await asyncio.sleep(REQUESTS_SECONDS)
 
 
 SETTLE_SECONDS = 1.0  # how long a manifest's text (or its absence) must hold before the lab acts on it
@@ -387,7 +394,7 @@ async def reconcile_loop(reconcile, seconds: float) -> None:
 
 
 async def static_pods_loop(cfg: LabConfig) -> None:
-    await reconcile_loop(StaticPods(cfg).reconcile, 0.5)
+    await reconcile_loop(StaticPods(cfg).reconcile, STATIC_PODS_SECONDS)
 
 
 async def training_loop(cfg: LabConfig) -> None:
@@ -404,7 +411,7 @@ async def training_loop(cfg: LabConfig) -> None:
             traceback.print_exc()
             sims = []
             await asyncio.sleep(2)
-        await asyncio.sleep(1)
+        await asyncio.sleep(TRAINING_SECONDS)
 
 
 async def soak_faults_loop(cfg: LabConfig) -> None:

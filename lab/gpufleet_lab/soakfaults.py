@@ -41,7 +41,7 @@ NS = "gpufleet-lab-soak"
 LOADER = "gpufleet-lab-load"  # the load client's ServiceAccount (and its Role, FlowSchema)
 WEBHOOK = "gpufleet-lab-slow"
 LEVEL = "gpufleet-lab-no-seats"
-SLOW_SECONDS = 6.0
+SLOW_SECONDS = 8.0
 KINDS = {
     "soak-latency": "the host's apiserver writes ConfigMaps of a load client through a webhook that answers after "
                     "%.0f s (write p99 about %.0f s), once kubeadm moved it" % (SLOW_SECONDS, SLOW_SECONDS),

@@ -279,7 +279,7 @@ def test_upgrade_wave_halts_on_every_fault_resumes_and_finishes(cell, tmp_path):
     untouched(lab, [n for wave in WAVES for n in wave])
 
     # 3b. Each control-plane host's new apiserver is soaked on its signals against the reading before it moved and
-    #     its peers, with no retry. cp-2's writes go through an admission webhook that answers after 6 s, once
+    #     its peers, with no retry. cp-2's writes go through an admission webhook that answers after 8 s, once
     #     kubeadm moved it: cp-1 moves and soaks clean, the run halts at cp-2's soak naming its write latency with
     #     its values, cp-3 untouched. Then cp-3's apiserver answers a load client 429 (API Priority and Fairness, a
     #     level with no seats) once moved: the rerun soaks cp-2 again - it ran the target already, so its peers
