@@ -52,10 +52,10 @@ fleet: setup
 #   round 1  lab-tests-a on `lab`: the wave story, then the jobs in the execution-environment image, then on the
 #            reset cell the etcd_snapshot Molecule scenario (its platform's name is its own, so it runs beside the
 #            scenarios on lab-b) and the benchmarks at small sizes (bench-smoke: figures printed, not gates; they
-#            share the machine with the other stream, so CI's figures are not docs/measurements.md's); `lab` goes down after
-#            them (an idle cell of three apiservers costs about 15 % of a core, and round 2 is CPU-bound;
-#            `make wave` brings it up again), and the three fleet cells come up for round 2 (this stream ends
-#            before lab-tests-b, so their start-up is off round 2's critical path);
+#            share the machine with the other stream, so CI's figures are not docs/measurements.md's); `lab` goes
+#            down after them (an idle cell of three apiservers and three etcd members costs about a third of a core,
+#            and round 2 is CPU-bound; `make wave` brings it up again), and the three fleet cells come up for
+#            round 2 (this stream ends before lab-tests-b, so their start-up is off round 2's critical path);
 #            lab-tests-b on `lab-b`: every other lab test, then the other Molecule scenarios that use the cluster
 #            (on a reset lab-b, which goes down after them); beside them the execution-environment image.
 #   round 2  lab-fleet on the three fleet cells (up for it, down after): the three-ring fleet run, which mostly
