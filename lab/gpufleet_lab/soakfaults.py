@@ -4,8 +4,9 @@ network namespace), while its peers see none of it.
 
 - ``soak-latency``: a ValidatingWebhookConfiguration (failurePolicy Ignore, timeout 10 s) sends every ConfigMap
   write in namespace ``gpufleet-lab-soak`` to a webhook this controller serves on the lab machine's bridge address,
-  which allows each after ``SLOW_SECONDS``; the load client writes a ConfigMap there in a few threads. The host's
-  write latency p99 is then about ``SLOW_SECONDS``.
+  which allows each after ``SLOW_SECONDS``; the load client's threads each write a ConfigMap of their own there,
+  started apart, so a slow write ends every few seconds. The host's write latency p99 is then about
+  ``SLOW_SECONDS`` (the histogram's bucket above it).
 - ``soak-429``: a PriorityLevelConfiguration with no seats (``nominalConcurrencyShares: 0``, nothing to borrow,
   ``Reject``: API Priority and Fairness answers 429 at once) and a FlowSchema that sends the load client's
   ServiceAccount to it; the load client reads a ConfigMap from several threads without a pause. A level with no
@@ -42,6 +43,10 @@ LOADER = "gpufleet-lab-load"  # the load client's ServiceAccount (and its Role, 
 WEBHOOK = "gpufleet-lab-slow"
 LEVEL = "gpufleet-lab-no-seats"
 SLOW_SECONDS = 8.0
+# The soak-latency load's writers, each patching a ConfigMap of its own (writers of one object collide: the apiserver
+# runs admission again for the loser, and the slow writes bunched up, ending together once in ~SLOW_SECONDS - longer
+# than the lab soak's reading window), started SLOW_SECONDS / LATENCY_THREADS apart
+LATENCY_THREADS = 3
 KINDS = {
     "soak-latency": "the host's apiserver writes ConfigMaps of a load client through a webhook that answers after "
                     "%.0f s (write p99 about %.0f s), once kubeadm moved it" % (SLOW_SECONDS, SLOW_SECONDS),
@@ -113,7 +118,8 @@ def make_objects(cfg: LabConfig, kind: str) -> None:
         "metadata": {"name": LOADER}, "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
                                                   "name": LOADER},
         "subjects": [{"kind": "ServiceAccount", "name": LOADER, "namespace": NS}]})
-    kube.tolerate(409, core.create_namespaced_config_map, NS, {"metadata": {"name": "load"}, "data": {"n": "0"}})
+    for name in ["load"] + [_load_map(i) for i in range(LATENCY_THREADS)]:
+        kube.tolerate(409, core.create_namespaced_config_map, NS, {"metadata": {"name": name}, "data": {"n": "0"}})
     if kind == "legacy-client":
         kube.tolerate(409, core.create_namespaced_service_account, NS, {"metadata": {"name": LEGACY}})
         kube.tolerate(409, rbac.create_cluster_role, {
@@ -168,6 +174,10 @@ def _token(cfg: LabConfig, account: str = LOADER) -> str:
     return str(answer.status.token)
 
 
+def _load_map(index: int) -> str:
+    return "load-%d" % index
+
+
 class Load:
     """The load client of one host's fault: threads that write (latency) or read (429) through the host's own
     apiserver until ``stop`` is set."""
@@ -181,7 +191,7 @@ class Load:
             self.threads = [threading.Thread(target=self._legacy, args=(api,), daemon=True)]
         else:
             core = client.CoreV1Api(_host_api(cfg, host, _token(cfg)))
-            threads = 3 if self.kind == "soak-latency" else 2
+            threads = LATENCY_THREADS if self.kind == "soak-latency" else 2
             self.threads = [threading.Thread(target=self._loop, args=(core, i), daemon=True) for i in range(threads)]
         for thread in self.threads:
             thread.start()
@@ -197,11 +207,13 @@ class Load:
 
     def _loop(self, core: client.CoreV1Api, index: int) -> None:
         n = 0
+        if self.kind == "soak-latency":  # staggered: a slow write ends every SLOW_SECONDS / LATENCY_THREADS
+            self.stop.wait(index * SLOW_SECONDS / LATENCY_THREADS)
         while not self.stop.is_set():
             n += 1
             try:
                 if self.kind == "soak-latency":
-                    core.patch_namespaced_config_map("load", NS, {"data": {"n%d" % index: str(n)}},
+                    core.patch_namespaced_config_map(_load_map(index), NS, {"data": {"n": str(n)}},
                                                      _request_timeout=30)
                 else:
                     core.read_namespaced_config_map("load", NS, _request_timeout=10)

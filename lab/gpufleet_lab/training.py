@@ -189,7 +189,7 @@ class Training:
     def reconcile(self) -> None:
         """One pass over every JobSet: a list of the JobSets (every namespace), of the Workloads and of each gang's
         pods - three requests a pass for the lab's one computing gang (its Jobs are listed only when it starts,
-        stops or loses a rank), since every lab cell runs this once a second."""
+        stops or loses a rank), since every lab cell runs this every controller.TRAINING_SECONDS."""
         try:
             every = self.jobsets.get().items
         except ApiException as exc:

@@ -117,7 +117,7 @@ class Workloads:
 
     def _candidates(self) -> List[Any]:
         """Running pods annotated for the lab to play, as typed objects. The list of every running pod is read
-        as raw JSON (typed deserialisation of every pod each second was most of the lab controller's CPU), and
+        as raw JSON (typed deserialisation of every pod at every pass was most of the lab controller's CPU), and
         only the few annotated ones are read again as objects."""
         resp = self.core.list_pod_for_all_namespaces(field_selector="status.phase=Running", _preload_content=False)
         items = json.loads(resp.data).get("items") or []
