@@ -41,8 +41,10 @@ from gpufleet_lab.procs import LabError
 # How often each loop looks (the controller runs beside every cell for the whole CI run, so it polls no faster than a
 # kubelet or a controller would notice): the hosts' tool requests and GPU counts, the static pod manifests, and the
 # training gangs and canary workloads (three LISTs a pass: about half an idle cell's apiserver requests at 1 s).
+# The static pods' pass reads files only (the mirror pods' manifests are parsed once per text): each control-plane
+# move waits for it three times (apiserver, controller manager, scheduler), so it looks twice a second.
 REQUESTS_SECONDS = 0.5
-STATIC_PODS_SECONDS = 1.0
+STATIC_PODS_SECONDS = 0.5
 TRAINING_SECONDS = 2.0
 
 
@@ -88,6 +90,17 @@ class LoadBalancer:
                     pass
 
         await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+
+
+_MIRROR_CLIENTS: Dict[str, client.CoreV1Api] = {}
+
+
+def mirror_client(cfg: LabConfig) -> client.CoreV1Api:
+    """The controller's one client for the mirror pods (made from its kubeconfig once: every 5 s a new one read the
+    kubeconfig and wrote its key to a file again)."""
+    if str(cfg.run) not in _MIRROR_CLIENTS:
+        _MIRROR_CLIENTS[str(cfg.run)] = client.CoreV1Api(kube.api(cfg, "lab-controller"))
+    return _MIRROR_CLIENTS[str(cfg.run)]
 
 
 def handle_request(cfg: LabConfig, body: Dict) -> Dict:
@@ -150,8 +163,7 @@ async def requests_loop(cfg: LabConfig) -> None:
         if time.time() >= mirrors_due:  # a kubelet makes a deleted mirror pod again; so does the lab
             mirrors_due = time.time() + 5
             try:
-                made = await asyncio.to_thread(kubeadm.sync_mirror_pods, cfg,
-                                               client.CoreV1Api(kube.api(cfg, "lab-controller")))
+                made = await asyncio.to_thread(kubeadm.sync_mirror_pods, cfg, mirror_client(cfg))
                 if made:
                     print("made again: %s" % ", ".join(made), flush=True)
             except Exception:
@@ -159,7 +171,7 @@ async def requests_loop(cfg: LabConfig) -> None:
         await asyncio.sleep(REQUESTS_SECONDS)
 
 
-SETTLE_SECONDS = 1.0  # how long a manifest's text (or its absence) must hold before the lab acts on it
+SETTLE_SECONDS = 0.5  # how long a manifest's text (or its absence) must hold before the lab acts on it
 # A crashed static pod's restarts back off from 5 s, doubling, to 40 s, and start from 5 s again once it has run
 # 80 s (a kubelet's: 10 s to 5 min, reset after 10 min; the lab's restores and rollouts take minutes, not hours)
 CRASH_BACKOFF = (5.0, 40.0)
@@ -242,7 +254,7 @@ class StaticPods:
         when something started."""
         try:
             if self.step(host, component, name, text):
-                made = kubeadm.sync_mirror_pods(self.cfg, client.CoreV1Api(kube.api(self.cfg, "lab-controller")))
+                made = kubeadm.sync_mirror_pods(self.cfg, mirror_client(self.cfg))
                 print("static pods: %s" % (", ".join(made) or "mirror pods in place"), flush=True)
         except Exception:
             traceback.print_exc()
@@ -364,10 +376,10 @@ class StaticPods:
         return True
 
     def write_containers(self) -> None:
+        pods = [(pod_host, component, procs.pid_of(self.cfg.run, name)) for pod_host, component, name in self.pods()]
         for host in self.cfg.control_plane:
             running = []
-            for pod_host, component, name in self.pods():
-                pid = procs.pid_of(self.cfg.run, name)
+            for pod_host, component, pid in pods:
                 if pod_host == host and pid:
                     uid = "%s/%s/%d" % (host, component, pid)
                     running.append({"name": component, "id": hashlib.sha256(uid.encode()).hexdigest(),

@@ -25,6 +25,8 @@ every kube-apiserver runs the target.
 """
 from __future__ import annotations
 
+import copy
+import functools
 import hashlib
 import pathlib
 import shutil
@@ -223,15 +225,23 @@ def config_hash(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
+@functools.lru_cache(maxsize=64)
+def _parsed(text: str) -> Dict[str, Any]:
+    """A manifest's text as a dict, parsed once per text (the lab controller syncs the mirror pods every few
+    seconds; parsing every manifest each time was a third of its CPU): callers copy it before changing it."""
+    return yaml.safe_load(text)
+
+
 def mirror_pod(cfg: LabConfig, component: str, host: str) -> Optional[Dict[str, Any]]:
     """The kubelet's mirror of the static pod ``component`` it runs on ``host``: the manifest's pod named
     COMPONENT-HOST, bound to the host's Node, with the config annotations a kubelet sets (SIMULATION: the lab has no
     kubelet); None when nothing runs it."""
     path = running_manifest(cfg, host, component)
-    if not path.exists():
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
         return None
-    text = path.read_text()
-    pod = yaml.safe_load(text)
+    pod = copy.deepcopy(_parsed(text))
     pod.pop("status", None)
     digest = config_hash(text)
     meta = pod.setdefault("metadata", {})

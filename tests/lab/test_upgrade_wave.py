@@ -17,6 +17,7 @@ import json
 import os
 import pathlib
 import re
+import resource
 import subprocess
 import sys
 import time
@@ -55,10 +56,12 @@ def run(lab, records, playbook, *extra):
     env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
                ANSIBLE_CALLBACK_RESULT_FORMAT="json", GPUFLEET_CHANGE_RECORD_DIR=str(records),
                PATH="%s:%s" % (BIN, os.environ["PATH"]))
-    started = time.time()
+    started, cpu = time.time(), resource.getrusage(resource.RUSAGE_CHILDREN)
     proc = subprocess.run([str(BIN / "ansible-playbook"), "playbooks/" + playbook, "-i", str(lab.inventory), *extra],
                           cwd=ROOT, env=env, capture_output=True, text=True, check=False, timeout=3000)
-    print("%s %s: rc=%d in %.0f s" % (playbook, " ".join(extra), proc.returncode, time.time() - started))
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)  # the run's own processes on this machine, not the hosts'
+    print("%s %s: rc=%d in %.0f s, %.1f CPU-s" % (playbook, " ".join(extra), proc.returncode, time.time() - started,
+                                                 after.ru_utime + after.ru_stime - cpu.ru_utime - cpu.ru_stime))
     return proc
 
 
