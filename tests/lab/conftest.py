@@ -23,16 +23,38 @@ from gpufleet_lab import kubeadm as lab_kubeadm
 
 
 def lab_cli(*args: str, check: bool = True, cell: str = "") -> subprocess.CompletedProcess:
-    """`bin/lab ARGS` for GPUFLEET_LAB_CELL's cell, or ``cell``."""
-    env = dict(os.environ, GPUFLEET_VENV=str(pathlib.Path(sys.executable).parents[1]), **(
-        {"GPUFLEET_LAB_CELL": cell} if cell else {}))
-    proc = subprocess.run([str(ROOT / "bin" / "lab"), *args], capture_output=True, text=True, env=env, check=False,
-                          timeout=3600)
+    """`bin/lab ARGS` for GPUFLEET_LAB_CELL's cell, or ``cell``. `fault HOST KIND` and `clear HOST` (about 150 calls a
+    CI run) call what the CLI calls in this process: a `bin/lab` process spends about a second starting and importing
+    the Kubernetes client, on the lab streams' critical paths (`bin/lab fault` itself: tests/lab/test_lab.py)."""
+    if args[:1] in (("fault",), ("clear",)) and len(args) == {"fault": 3, "clear": 2}[args[0]]:
+        proc = _faults_in_process(args, cell)
+    else:
+        env = dict(os.environ, GPUFLEET_VENV=str(pathlib.Path(sys.executable).parents[1]), **(
+            {"GPUFLEET_LAB_CELL": cell} if cell else {}))
+        proc = subprocess.run([str(ROOT / "bin" / "lab"), *args], capture_output=True, text=True, env=env,
+                              check=False, timeout=3600)
     if check and proc.returncode != 0:
         raise AssertionError("lab %s (%s) failed (%d):\n%s\n%s" % (" ".join(args), cell or "default cell",
                                                                   proc.returncode, proc.stdout[-5000:],
                                                                   proc.stderr[-5000:]))
     return proc
+
+
+def _faults_in_process(args, cell: str) -> subprocess.CompletedProcess:
+    """`lab fault HOST KIND` or `lab clear HOST` as gpufleet_lab.__main__ runs them (faults.inject / faults.clear),
+    with the CLI's output and exit status."""
+    from gpufleet_lab import faults
+    from gpufleet_lab.procs import LabError
+    cfg = lab_config.load(cell=cell)
+    try:
+        if args[0] == "fault":
+            out = "lab: fault %s on %s: %s\n" % (args[2], args[1], faults.inject(cfg, args[1], args[2]))
+        else:
+            faults.clear(cfg, args[1])
+            out = "lab: faults cleared on %s\n" % args[1]
+    except LabError as exc:
+        return subprocess.CompletedProcess(["lab", *args], 1, "", "lab: error: %s\n" % exc)
+    return subprocess.CompletedProcess(["lab", *args], 0, out, "")
 
 
 def podman_exec(host: str, *cmd: str, stdin: str = "") -> subprocess.CompletedProcess:

@@ -321,12 +321,24 @@ def test_unreachable_host(lab):
 
 
 def test_snapshot_fail_fault(lab):
-    lab_cli("fault", "cp-2", "snapshot-fail")
+    """Through the `bin/lab` CLI itself (lab_cli calls fault and clear in the test's process): a fault on a host of
+    the wrong kind is refused, naming it; snapshot-fail on a control-plane host fails etcdctl; clear undoes it."""
+    def cli(*args):
+        return subprocess.run([str(ROOT / "bin" / "lab"), *args], check=False, capture_output=True, text=True,
+                              timeout=120)
+    wrong = cli("fault", "gpu-a1", "snapshot-fail")
+    assert wrong.returncode == 1 and "fault snapshot-fail applies to control-plane hosts only" in wrong.stderr, \
+        wrong.stderr
+    made = cli("fault", "cp-2", "snapshot-fail")
+    assert made.returncode == 0 and "fault snapshot-fail on cp-2" in made.stdout, made.stdout + made.stderr
     try:
         proc = podman_exec("cp-2", "etcdctl", *ETCD_FLAGS, "snapshot", "save", "/tmp/s.db")
         assert proc.returncode != 0 and "no space left on device" in proc.stderr
     finally:
-        lab_cli("clear", "cp-2")
+        cleared = cli("clear", "cp-2")
+    assert cleared.returncode == 0 and "faults cleared on cp-2" in cleared.stdout, cleared.stdout + cleared.stderr
+    proc = podman_exec("cp-2", "etcdctl", *ETCD_FLAGS, "snapshot", "save", "/tmp/s.db")
+    assert proc.returncode == 0, proc.stderr
 
 
 # -- the training gang (SIMULATION of JobSet, Kueue and the training framework) ---------------------------------------

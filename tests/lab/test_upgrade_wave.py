@@ -263,10 +263,14 @@ def test_upgrade_wave_halts_on_every_fault_resumes_and_finishes(cell, tmp_path):
     #    which never starts (the lab's kubelet stand-in holds it back): kubeadm rolls the manifests back after its
     #    manifest timeout (the lab's UpgradeConfiguration lowers it) and the wave halts there with kubeadm's words;
     #    cp-2, cp-3 and every GPU node untouched, cp-1 runs its old manifest again.
+    #    The new apiserver never starts, so kubeadm only waits its manifest timeout out: this run gives it 15 s, not
+    #    the inventory's 60 s (which covers a real start on a busy machine).
     before = manifest_text(lab, "cp-1", "kube-apiserver")
+    settings = yaml.safe_load((ROOT / "inventories" / "lab" / "group_vars" / "kube_control_plane.yml").read_text())
+    short = dict(settings["kubeadm_upgrade_configuration"], timeouts={"upgradeManifests": "15s"})
     lab_cli("fault", "cp-1", "apiserver-start-fail")
     try:
-        proc = run(lab, records, "upgrade_wave.yml")
+        proc = run(lab, records, "upgrade_wave.yml", "-e", json.dumps({"kubeadm_upgrade_configuration": short}))
         # still under the fault: cp-1 serves its old version from its old manifest, which its mirror pod carries
         assert apiserver_version(lab, "cp-1") == lab.from_version
         pod = core(lab).read_namespaced_pod("kube-apiserver-cp-1", "kube-system")
