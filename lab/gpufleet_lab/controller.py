@@ -39,13 +39,18 @@ from gpufleet_lab.config import LabConfig
 from gpufleet_lab.procs import LabError
 
 # How often each loop looks (the controller runs beside every cell for the whole CI run, so it polls no faster than a
-# kubelet or a controller would notice): the hosts' tool requests and GPU counts, the static pod manifests, and the
-# training gangs and canary workloads (three LISTs a pass: about half an idle cell's apiserver requests at 1 s).
-# The static pods' pass reads files only (the mirror pods' manifests are parsed once per text): each control-plane
-# move waits for it three times (apiserver, controller manager, scheduler), so it looks twice a second.
+# kubelet or a controller would notice): the hosts' tool requests and GPU counts, and the static pod manifests. The
+# static pods' pass reads files only (the mirror pods' manifests are parsed once per text): each control-plane move
+# waits for it three times (apiserver, controller manager, scheduler), so it looks twice a second.
 REQUESTS_SECONDS = 0.5
 STATIC_PODS_SECONDS = 0.5
-TRAINING_SECONDS = 2.0
+# The training gangs and canary workloads (three LISTs a pass; polled every second, they were about half an idle
+# cell's apiserver requests) are played when a Pod, JobSet or Workload of the cell changes (watched, as a
+# controller does): at once, then no more often than TRAINING_BUSY_SECONDS, which is also how often a pass runs
+# while a checkpoint is pending (its confirmation is due by time, not by a change); TRAINING_SECONDS at the most
+# without a change (a watch that missed something is made up for).
+TRAINING_SECONDS = 10.0
+TRAINING_BUSY_SECONDS = 1.0
 
 
 class LoadBalancer:
@@ -409,11 +414,46 @@ async def static_pods_loop(cfg: LabConfig) -> None:
     await reconcile_loop(StaticPods(cfg).reconcile, STATIC_PODS_SECONDS)
 
 
+# What the training and canary pass acts on: (what, group, version, plural) of the cell's objects it watches.
+TRAINING_WATCHED = (("Pods", "", "v1", "pods"), ("JobSets", "jobset.x-k8s.io", "v1alpha2", "jobsets"),
+                    ("Workloads", "kueue.x-k8s.io", "v1beta2", "workloads"))
+
+
+def watch_training(cfg: LabConfig, wake: threading.Event) -> None:
+    """A daemon thread per kind in TRAINING_WATCHED that sets ``wake`` on every event of it in any namespace (and
+    whenever its watch ends: an apiserver restarting behind the load balancer, a kind not served yet, the watch's
+    timeout), then watches again."""
+    from kubernetes import watch
+
+    def follow(group: str, version: str, plural: str) -> None:
+        api = kube.api(cfg, "lab-controller")
+        kw: Dict[str, str] = {}
+        if group:
+            lister, args = client.CustomObjectsApi(api).list_cluster_custom_object, (group, version, plural)
+        else:
+            lister, args = client.CoreV1Api(api).list_pod_for_all_namespaces, ()
+            kw["field_selector"] = "metadata.namespace!=kube-system"  # mirror pods, CoreDNS, kube-proxy
+        while True:
+            try:
+                for _ in watch.Watch().stream(lister, *args, timeout_seconds=240, _request_timeout=300, **kw):
+                    wake.set()
+            except Exception:  # any failure is a watch to start again
+                time.sleep(2)
+            wake.set()
+
+    for what, group, version, plural in TRAINING_WATCHED:
+        threading.Thread(target=follow, args=(group, version, plural), daemon=True, name="watch-" + what).start()
+
+
 async def training_loop(cfg: LabConfig) -> None:
     from gpufleet_lab.training import Training
     from gpufleet_lab.workloads import Workloads
+    wake = threading.Event()
+    watch_training(cfg, wake)
     sims: List = []
     while True:
+        began = time.monotonic()
+        wake.clear()  # a change from here on is played by the next pass
         try:
             if not sims:
                 sims = [await asyncio.to_thread(Training, cfg), await asyncio.to_thread(Workloads, cfg)]
@@ -423,7 +463,9 @@ async def training_loop(cfg: LabConfig) -> None:
             traceback.print_exc()
             sims = []
             await asyncio.sleep(2)
-        await asyncio.sleep(TRAINING_SECONDS)
+        pending = any(getattr(sim, "pending", None) for sim in sims)
+        await asyncio.to_thread(wake.wait, TRAINING_BUSY_SECONDS if pending else TRAINING_SECONDS)
+        await asyncio.sleep(max(0.0, TRAINING_BUSY_SECONDS - (time.monotonic() - began)))
 
 
 async def soak_faults_loop(cfg: LabConfig) -> None:

@@ -189,7 +189,8 @@ class Training:
     def reconcile(self) -> None:
         """One pass over every JobSet: a list of the JobSets (every namespace), of the Workloads and of each gang's
         pods - three requests a pass for the lab's one computing gang (its Jobs are listed only when it starts,
-        stops or loses a rank), since every lab cell runs this every controller.TRAINING_SECONDS."""
+        stops or loses a rank), since every lab cell runs this whenever one of its Pods, JobSets or Workloads changes
+        (controller.watch_training)."""
         try:
             every = self.jobsets.get().items
         except ApiException as exc:
