@@ -43,7 +43,9 @@ ANN = "gpufleet.io/"
 
 @pytest.fixture(scope="module")
 def cell(lab, tmp_path_factory):
-    lab_cli("reset")
+    # from a fresh cell: reset, unless `make test` has just reset this one for it (GPUFLEET_LAB_FRESH; taken once)
+    if os.environ.pop("GPUFLEET_LAB_FRESH", "") != lab.cell:
+        lab_cli("reset")
     lab_cli("up")
     records = tmp_path_factory.mktemp("change-records")
     yield lab, records
