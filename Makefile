@@ -132,7 +132,7 @@ lab-tests: setup lab-up
 lab-tests-a: setup
 	bin/lab up
 	$(BIN)/pytest -q --durations=12 -m lab $(LAB_TESTS_A)
-	$(BIN)/pytest -q --durations=3 -m lab $(LAB_TESTS_LAST)
+	env -u GPUFLEET_LAB_FRESH $(BIN)/pytest -q --durations=3 -m lab $(LAB_TESTS_LAST)
 
 lab-tests-b: setup
 	$(LAB_B) bin/lab up

@@ -184,11 +184,12 @@ def etcd_manifest_version(text: str) -> str:
 # lab machine's two shared cores; the members still elect in seconds, and a leader that is stopped hands its
 # leadership over first, as etcd does on a clean shutdown.
 ETCD_LAB_TIMING = ["--heartbeat-interval=500", "--election-timeout=5000"]
-# LAB ONLY: the Go runtime's garbage collector runs when the heap has grown 400 %, not 100 % (GOGC), in the lab's etcd
-# members, apiservers, controller managers, schedulers and KWOK. Every lab cell runs beside the others on two cores,
-# and its idle control plane (three apiservers, three members) collected garbage for a good part of its CPU: an idle
-# lab-b cell used 34 CPU-seconds a minute, 29 with this. Their heaps grow to about four times the live data instead
-# of twice (an apiserver's RSS ~0.4 -> ~0.7 GB): the soak's memory signal compares an apiserver with its own reading
+# LAB ONLY: the Go runtime's garbage collector lets the heap grow to five times the live data between collections,
+# not twice (GOGC=400; Go's default is 100), in the lab's etcd members, apiservers, controller managers, schedulers and
+# KWOK: every lab cell runs beside the others on two cores, and collecting was a good part of an idle control plane's
+# CPU (an idle lab-b cell's apiservers 8.9 -> 7.7 CPU-s a minute, etcd 5.7 -> 5.2, measured beside an unchanged
+# cell). The cost is memory: an apiserver's RSS about 1.0 GB, not 0.4 GB (about 10 GB for the apiservers of the four
+# cells up at once in CI; the machine has 24 GiB). The soak's memory signal compares an apiserver with its own reading
 # before and its peers, all run alike.
 GO_LAB_ENV = {"GOGC": "400"}
 

@@ -30,7 +30,7 @@ import sys
 import threading
 import time
 import traceback
-from typing import Dict, List, Optional, Set, Tuple
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 from kubernetes import client
 
@@ -44,11 +44,11 @@ from gpufleet_lab.procs import LabError
 # waits for it three times (apiserver, controller manager, scheduler), so it looks twice a second.
 REQUESTS_SECONDS = 0.5
 STATIC_PODS_SECONDS = 0.5
-# The training gangs and canary workloads (three LISTs a pass; polled every second, they were about half an idle
-# cell's apiserver requests) are played when a Pod, JobSet or Workload of the cell changes (watched, as a
-# controller does): at once, then no more often than TRAINING_BUSY_SECONDS, which is also how often a pass runs
-# while a checkpoint is pending (its confirmation is due by time, not by a change); TRAINING_SECONDS at the most
-# without a change (a watch that missed something is made up for).
+# The training gangs and canary workloads (four LISTs a pass; polled every second, they were about half an idle
+# cell's apiserver requests, then every 2 s) are played when a Pod, Job, JobSet or Workload of the cell changes
+# (watched, as a controller does): at once, then no more often than TRAINING_BUSY_SECONDS, which is also how often a
+# pass runs while a checkpoint is pending (its confirmation is due by time, not by a change); TRAINING_SECONDS at the
+# most without a change (a watch that missed something is made up for).
 TRAINING_SECONDS = 10.0
 TRAINING_BUSY_SECONDS = 1.0
 
@@ -101,8 +101,8 @@ _MIRROR_CLIENTS: Dict[str, client.CoreV1Api] = {}
 
 
 def mirror_client(cfg: LabConfig) -> client.CoreV1Api:
-    """The controller's one client for the mirror pods (made from its kubeconfig once: every 5 s a new one read the
-    kubeconfig and wrote its key to a file again)."""
+    """The controller's one client for the mirror pods, made from its kubeconfig once (a new one every 5 s read the
+    kubeconfig and made a new TLS context and connection pool)."""
     if str(cfg.run) not in _MIRROR_CLIENTS:
         _MIRROR_CLIENTS[str(cfg.run)] = client.CoreV1Api(kube.api(cfg, "lab-controller"))
     return _MIRROR_CLIENTS[str(cfg.run)]
@@ -414,58 +414,94 @@ async def static_pods_loop(cfg: LabConfig) -> None:
     await reconcile_loop(StaticPods(cfg).reconcile, STATIC_PODS_SECONDS)
 
 
-# What the training and canary pass acts on: (what, group, version, plural) of the cell's objects it watches.
-TRAINING_WATCHED = (("Pods", "", "v1", "pods"), ("JobSets", "jobset.x-k8s.io", "v1alpha2", "jobsets"),
+# What the training and canary pass acts on: (what, group, version, plural) of the cell's objects it watches. Jobs
+# too: the job controller marks a gang's Job complete, or finishes deleting it, after its pods' last change.
+TRAINING_WATCHED = (("Pods", "", "v1", "pods"), ("Jobs", "batch", "v1", "jobs"),
+                    ("JobSets", "jobset.x-k8s.io", "v1alpha2", "jobsets"),
                     ("Workloads", "kueue.x-k8s.io", "v1beta2", "workloads"))
+WATCH_RETRY_SECONDS = 1.0  # the least time between two watches of one kind (one that failed or ended at once)
 
 
-def watch_training(cfg: LabConfig, wake: threading.Event) -> None:
-    """A daemon thread per kind in TRAINING_WATCHED that sets ``wake`` on every event of it in any namespace (and
+def watch_training(cfg: LabConfig, wake: Callable[[], None],
+                   stop: Optional[threading.Event] = None) -> List[threading.Thread]:
+    """A daemon thread per kind in TRAINING_WATCHED that calls ``wake`` on every event of it in any namespace (and
     whenever its watch ends: an apiserver restarting behind the load balancer, a kind not served yet, the watch's
-    timeout), then watches again."""
+    timeout), then watches again, until ``stop`` is set; a watch that keeps failing is reported once, with why, until
+    one works again."""
+    stop = stop or threading.Event()
     from kubernetes import watch
 
-    def follow(group: str, version: str, plural: str) -> None:
+    def lister(group: str, version: str, plural: str) -> Tuple[Callable[..., Any], tuple, Dict[str, Any]]:
         api = kube.api(cfg, "lab-controller")
-        kw: Dict[str, str] = {}
-        if group:
-            lister, args = client.CustomObjectsApi(api).list_cluster_custom_object, (group, version, plural)
-        else:
-            lister, args = client.CoreV1Api(api).list_pod_for_all_namespaces, ()
-            kw["field_selector"] = "metadata.namespace!=kube-system"  # mirror pods, CoreDNS, kube-proxy
-        while True:
-            try:
-                for _ in watch.Watch().stream(lister, *args, timeout_seconds=240, _request_timeout=300, **kw):
-                    wake.set()
-            except Exception:  # any failure is a watch to start again
-                time.sleep(2)
-            wake.set()
+        if plural == "pods":  # not kube-system's: mirror pods, CoreDNS, kube-proxy
+            return (client.CoreV1Api(api).list_pod_for_all_namespaces, (),
+                    {"field_selector": "metadata.namespace!=kube-system"})
+        if plural == "jobs":
+            return client.BatchV1Api(api).list_job_for_all_namespaces, (), {}
+        return client.CustomObjectsApi(api).list_cluster_custom_object, (group, version, plural), {}
 
-    for what, group, version, plural in TRAINING_WATCHED:
-        threading.Thread(target=follow, args=(group, version, plural), daemon=True, name="watch-" + what).start()
+    def follow(what: str, group: str, version: str, plural: str) -> None:
+        failing = ""
+        while not stop.is_set():
+            began = time.monotonic()
+            try:
+                func, args, kw = lister(group, version, plural)
+                # events as dicts: only that something changed matters here, not typed objects
+                for _ in watch.Watch().stream(func, *args, timeout_seconds=240, _request_timeout=300,
+                                              deserialize=False, **kw):
+                    wake()
+                failing = ""
+            except Exception as exc:  # any failure is a watch to start again
+                if not failing:
+                    print("lab controller: the watch of %s failed (%s: %s); watching again" % (
+                        what, type(exc).__name__, str(exc)[:200]), flush=True)
+                failing = type(exc).__name__
+            wake()
+            time.sleep(max(0.0, WATCH_RETRY_SECONDS - (time.monotonic() - began)))
+
+    threads = [threading.Thread(target=follow, args=kind, daemon=True, name="watch-" + kind[0])
+               for kind in TRAINING_WATCHED]
+    for thread in threads:
+        thread.start()
+    return threads
+
+
+async def paced(reconcile: Callable[[], Any], wake: asyncio.Event, busy: Callable[[], bool]) -> None:
+    """Call ``reconcile`` (on a thread) now and whenever ``wake`` is set, at most once per TRAINING_BUSY_SECONDS;
+    without a wake-up after TRAINING_SECONDS, or TRAINING_BUSY_SECONDS while ``busy()``. A wake-up during a pass
+    makes the next one (the event is cleared before each pass). Waits are asyncio's, so the controller's exit never
+    waits on them."""
+    while True:
+        began = time.monotonic()
+        wake.clear()
+        await asyncio.to_thread(reconcile)
+        try:
+            await asyncio.wait_for(wake.wait(), TRAINING_BUSY_SECONDS if busy() else TRAINING_SECONDS)
+        except TimeoutError:
+            pass
+        await asyncio.sleep(max(0.0, TRAINING_BUSY_SECONDS - (time.monotonic() - began)))
 
 
 async def training_loop(cfg: LabConfig) -> None:
     from gpufleet_lab.training import Training
     from gpufleet_lab.workloads import Workloads
-    wake = threading.Event()
-    watch_training(cfg, wake)
+    loop = asyncio.get_running_loop()
+    wake = asyncio.Event()
+    watch_training(cfg, lambda: loop.call_soon_threadsafe(wake.set))
     sims: List = []
-    while True:
-        began = time.monotonic()
-        wake.clear()  # a change from here on is played by the next pass
+
+    def one_pass() -> None:
+        if not sims:
+            sims.extend([Training(cfg), Workloads(cfg)])
         try:
-            if not sims:
-                sims = [await asyncio.to_thread(Training, cfg), await asyncio.to_thread(Workloads, cfg)]
             for sim in sims:
-                await asyncio.to_thread(sim.reconcile)
+                sim.reconcile()
         except Exception:
             traceback.print_exc()
-            sims = []
-            await asyncio.sleep(2)
-        pending = any(getattr(sim, "pending", None) for sim in sims)
-        await asyncio.to_thread(wake.wait, TRAINING_BUSY_SECONDS if pending else TRAINING_SECONDS)
-        await asyncio.sleep(max(0.0, TRAINING_BUSY_SECONDS - (time.monotonic() - began)))
+            sims.clear()
+            time.sleep(2)
+
+    await paced(one_pass, wake, lambda: any(getattr(sim, "pending", None) for sim in sims))
 
 
 async def soak_faults_loop(cfg: LabConfig) -> None:

@@ -202,6 +202,10 @@ class Training:
         workloads = {w.metadata.labels.get(JOBSET_LABEL): w for w in self.workloads.get(namespace=NS).items
                      if w.metadata.labels}
         never = set(self._faulted_nodes("checkpoint-never"))
+        notes = {js.metadata.name: js.metadata.annotations or {} for js in jobsets}
+        asked = {name for name, ann in notes.items() if ann.get(REQ) and ann.get(REQ) != ann.get(DONE)}
+        for name in set(self.pending) - asked:  # deleted, or its request withdrawn, before it was confirmed
+            self.pending.pop(name)
         for js in jobsets:
             if (js.metadata.labels or {}).get(SIMULATED_BY) == "benchmark":
                 continue

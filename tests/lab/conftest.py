@@ -10,6 +10,7 @@ import ssl
 import subprocess
 import sys
 import time
+import traceback
 import urllib.request
 
 import pytest
@@ -29,9 +30,7 @@ def lab_cli(*args: str, check: bool = True, cell: str = "") -> subprocess.Comple
     if args[:1] in (("fault",), ("clear",)) and len(args) == {"fault": 3, "clear": 2}[args[0]]:
         proc = _faults_in_process(args, cell)
     else:
-        env = dict(os.environ, GPUFLEET_VENV=str(pathlib.Path(sys.executable).parents[1]), **(
-            {"GPUFLEET_LAB_CELL": cell} if cell else {}))
-        proc = subprocess.run([str(ROOT / "bin" / "lab"), *args], capture_output=True, text=True, env=env,
+        proc = subprocess.run([str(ROOT / "bin" / "lab"), *args], capture_output=True, text=True, env=lab_env(cell),
                               check=False, timeout=3600)
     if check and proc.returncode != 0:
         raise AssertionError("lab %s (%s) failed (%d):\n%s\n%s" % (" ".join(args), cell or "default cell",
@@ -40,13 +39,20 @@ def lab_cli(*args: str, check: bool = True, cell: str = "") -> subprocess.Comple
     return proc
 
 
+def lab_env(cell: str = "") -> dict:
+    """The environment `bin/lab` runs in from a test: this run's virtualenv, and ``cell`` when given."""
+    return dict(os.environ, GPUFLEET_VENV=str(pathlib.Path(sys.executable).parents[1]), **(
+        {"GPUFLEET_LAB_CELL": cell} if cell else {}))
+
+
 def _faults_in_process(args, cell: str) -> subprocess.CompletedProcess:
     """`lab fault HOST KIND` or `lab clear HOST` as gpufleet_lab.__main__ runs them (faults.inject / faults.clear),
-    with the CLI's output and exit status."""
+    with the CLI's output and exit status: a LabError is the CLI's message and status 1, any other failure status 1
+    with its traceback (the CLI would have died with it), so check=False callers see a failure as before."""
     from gpufleet_lab import faults
     from gpufleet_lab.procs import LabError
-    cfg = lab_config.load(cell=cell)
     try:
+        cfg = lab_config.load(cell=cell)
         if args[0] == "fault":
             out = "lab: fault %s on %s: %s\n" % (args[2], args[1], faults.inject(cfg, args[1], args[2]))
         else:
@@ -54,6 +60,8 @@ def _faults_in_process(args, cell: str) -> subprocess.CompletedProcess:
             out = "lab: faults cleared on %s\n" % args[1]
     except LabError as exc:
         return subprocess.CompletedProcess(["lab", *args], 1, "", "lab: error: %s\n" % exc)
+    except Exception:  # the CLI's process would have died with it: a failed call, not an error of the test
+        return subprocess.CompletedProcess(["lab", *args], 1, "", traceback.format_exc())
     return subprocess.CompletedProcess(["lab", *args], 0, out, "")
 
 

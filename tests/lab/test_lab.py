@@ -22,7 +22,8 @@ from ansible_collections.gpufleet.upgrade.plugins.module_utils.gpu_health import
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.kubeadm_config import upgrade_configuration
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.kubeadm_plan import judge_plan, parse_plan
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.nccl import judge_runs, parse_output
-from tests.lab.conftest import ROOT, apiserver_version, etcd_flags, lab_cli, lab_config, podman_exec, wait_control_plane
+from tests.lab.conftest import (ROOT, apiserver_version, etcd_flags, lab_cli, lab_config, lab_env, podman_exec,
+                                wait_control_plane)
 
 pytestmark = pytest.mark.lab
 
@@ -325,7 +326,7 @@ def test_snapshot_fail_fault(lab):
     the wrong kind is refused, naming it; snapshot-fail on a control-plane host fails etcdctl; clear undoes it."""
     def cli(*args):
         return subprocess.run([str(ROOT / "bin" / "lab"), *args], check=False, capture_output=True, text=True,
-                              timeout=120)
+                              env=lab_env(), timeout=120)
     wrong = cli("fault", "gpu-a1", "snapshot-fail")
     assert wrong.returncode == 1 and "fault snapshot-fail applies to control-plane hosts only" in wrong.stderr, \
         wrong.stderr
