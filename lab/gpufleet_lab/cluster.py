@@ -184,6 +184,10 @@ def etcd_manifest_version(text: str) -> str:
 # lab machine's two shared cores; the members still elect in seconds, and a leader that is stopped hands its
 # leadership over first, as etcd does on a clean shutdown.
 ETCD_LAB_TIMING = ["--heartbeat-interval=500", "--election-timeout=5000"]
+# A leader that is stopped hands its leadership over first and waits for that up to its request timeout, 5 s + twice
+# the election timeout: 15 s here. A member's stop allows more before SIGKILL (a leader killed mid-hand-over left a
+# CI run's etcd window with a new member that could not bind its peer port, the old one still exiting).
+ETCD_GRACE_SECONDS = 30.0
 # LAB ONLY: the Go runtime's garbage collector lets the heap grow to five times the live data between collections,
 # not twice (GOGC=400; Go's default is 100), in the lab's etcd members, apiservers, controller managers, schedulers and
 # KWOK: every lab cell runs beside the others on two cores, and collecting was a good part of an idle control plane's

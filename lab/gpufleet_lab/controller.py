@@ -270,7 +270,7 @@ class StaticPods:
             self.backoff.pop((host, component), None)
             if (host, component) in self.seen and procs.pid_of(self.cfg.run, name):
                 print("static pod %s on %s: its manifest is gone; stopping %s" % (component, host, name), flush=True)
-                procs.stop(self.cfg.run, name)
+                procs.stop(self.cfg.run, name, timeout=cluster.ETCD_GRACE_SECONDS if component == "etcd" else 15.0)
                 self.stopped.add((host, component))
             return False
         self.seen.add((host, component))
@@ -302,7 +302,7 @@ class StaticPods:
         if running != text:
             print("static pod etcd on %s: its manifest changed (%s -> %s); restarting the member" % (
                 host, cluster.etcd_manifest_version(running), cluster.etcd_manifest_version(text)), flush=True)
-            procs.stop(self.cfg.run, name)
+            procs.stop(self.cfg.run, name, timeout=cluster.ETCD_GRACE_SECONDS)
         else:  # its image was put back after a new one could not run: the kubelet starts the container again
             print("static pod etcd on %s: the member is not running; starting it" % host, flush=True)
         try:

@@ -89,11 +89,27 @@ def start(run: pathlib.Path, name: str, argv: List[str], env: Optional[Dict[str,
         return proc.pid
 
 
+def _threads(pid: int, started: Optional[str]) -> int:
+    """How many threads of the process ``pid`` that started at ``started`` are left (0: gone, or the pid is another
+    process's now). A process whose first thread has exited shows as a zombie while its other threads still exit
+    and still hold its sockets: a member stopped that way still had its peer port when the next one bound it."""
+    try:
+        fields = pathlib.Path("/proc/%d/stat" % pid).read_text().rsplit(")", 1)[1].split()
+        if fields[19] != started:
+            return 0
+        return len(os.listdir("/proc/%d/task" % pid))
+    except (OSError, IndexError):
+        return 0
+
+
 def stop(run: pathlib.Path, name: str, timeout: float = 15.0) -> bool:
+    """Stop NAME: SIGTERM to its process group, SIGKILL after ``timeout``; returns once its last thread is gone (its
+    ports free), or False when it was not running."""
     pid = pid_of(run, name)
     if not pid:
         _pidfile(run, name).unlink(missing_ok=True)
         return False
+    started = _starttime(pid)
     try:
         os.killpg(pid, signal.SIGTERM)
     except OSError:
@@ -109,6 +125,9 @@ def stop(run: pathlib.Path, name: str, timeout: float = 15.0) -> bool:
         deadline = time.time() + 10  # gone before anything restarts on its port
         while time.time() < deadline and pid_of(run, name):
             time.sleep(0.1)
+    deadline = time.time() + 10
+    while time.time() < deadline and _threads(pid, started) > 1:  # a zombie's other threads still exiting
+        time.sleep(0.05)
     _pidfile(run, name).unlink(missing_ok=True)
     return True
 
