@@ -270,7 +270,8 @@ class StaticPods:
             self.backoff.pop((host, component), None)
             if (host, component) in self.seen and procs.pid_of(self.cfg.run, name):
                 print("static pod %s on %s: its manifest is gone; stopping %s" % (component, host, name), flush=True)
-                procs.stop(self.cfg.run, name, timeout=cluster.ETCD_GRACE_SECONDS if component == "etcd" else 15.0)
+                grace = cluster.ETCD_GRACE_SECONDS if component == "etcd" else procs.STOP_SECONDS
+                procs.stop(self.cfg.run, name, timeout=grace)
                 self.stopped.add((host, component))
             return False
         self.seen.add((host, component))

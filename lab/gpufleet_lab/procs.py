@@ -102,7 +102,10 @@ def _threads(pid: int, started: Optional[str]) -> int:
         return 0
 
 
-def stop(run: pathlib.Path, name: str, timeout: float = 15.0) -> bool:
+STOP_SECONDS = 15.0  # how long a stop waits after SIGTERM before SIGKILL, unless its caller gives another
+
+
+def stop(run: pathlib.Path, name: str, timeout: float = STOP_SECONDS) -> bool:
     """Stop NAME: SIGTERM to its process group, SIGKILL after ``timeout``; returns once its last thread is gone (its
     ports free), or False when it was not running."""
     pid = pid_of(run, name)
