@@ -490,19 +490,24 @@ async def training_loop(cfg: LabConfig) -> None:
     wake = asyncio.Event()
     watch_training(cfg, lambda: loop.call_soon_threadsafe(wake.set))
     sims: List = []
+    await paced(lambda: guarded_pass(sims, lambda: [Training(cfg), Workloads(cfg)]), wake,
+                lambda: any(getattr(sim, "pending", None) for sim in sims))
 
-    def one_pass() -> None:
+
+def guarded_pass(sims: List, make: Callable[[], List]) -> None:
+    """One training and canary pass: the simulators made by ``make`` when there are none (their making reads the
+    cell's API, which may not answer yet - the apiservers start after the controller), then each reconciled. Any
+    failure, in the making too, is printed and the simulators are made again on the next pass: the controller never
+    exits for a cell that is slow to start or restarting."""
+    try:
         if not sims:
-            sims.extend([Training(cfg), Workloads(cfg)])
-        try:
-            for sim in sims:
-                sim.reconcile()
-        except Exception:
-            traceback.print_exc()
-            sims.clear()
-            time.sleep(2)
-
-    await paced(one_pass, wake, lambda: any(getattr(sim, "pending", None) for sim in sims))
+            sims.extend(make())
+        for sim in sims:
+            sim.reconcile()
+    except Exception:
+        traceback.print_exc()
+        sims.clear()
+        time.sleep(2)
 
 
 async def soak_faults_loop(cfg: LabConfig) -> None:

@@ -94,3 +94,27 @@ def test_a_watch_that_fails_wakes_the_pass_says_so_once_and_does_not_spin(monkey
     assert 2 <= len(calls) <= 8, calls  # about one try per WATCH_RETRY_SECONDS, not a spin
     said = capsys.readouterr().out
     assert said.count("the watch of Pods failed (ConnectionRefusedError: the apiserver is restarting)") == 1, said
+
+
+def test_a_pass_whose_simulators_cannot_be_made_yet_is_retried_not_fatal(monkeypatch, capsys):
+    # A cold machine's first `lab up`: the controller's first pass ran before any apiserver answered, and making the
+    # simulators (an API discovery) raised out of the pass and ended the controller.
+    monkeypatch.setattr(controller.time, "sleep", lambda seconds: None)
+    made, reconciled, sims = [], [], []
+
+    class Sim:
+        def reconcile(self):
+            reconciled.append(1)
+
+    def make():
+        made.append(1)
+        if len(made) == 1:
+            raise ConnectionResetError("the load balancer has no apiserver yet")
+        return [Sim(), Sim()]
+
+    controller.guarded_pass(sims, make)  # must not raise
+    assert sims == [] and not reconciled
+    assert "the load balancer has no apiserver yet" in capsys.readouterr().err
+    controller.guarded_pass(sims, make)
+    controller.guarded_pass(sims, make)
+    assert len(made) == 2 and len(sims) == 2 and len(reconciled) == 4  # made once more, then kept
