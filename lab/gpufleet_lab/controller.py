@@ -133,6 +133,31 @@ def handle_request(cfg: LabConfig, body: Dict) -> Dict:
     return {"error": "unknown request kind %r" % kind}
 
 
+async def answer_request(cfg: LabConfig, reqdir: pathlib.Path, path: pathlib.Path) -> None:
+    """Answer one request file (a JSON object; ``answer: false`` asks for none) in REQUEST.done."""
+    try:
+        body = json.loads(path.read_text())
+    except ValueError:
+        return  # still being written: read on the next pass
+    path.unlink()
+    print("request: %s" % body, flush=True)
+    if not isinstance(body, dict):
+        answer: Dict[str, Any] = {"error": "a request is a JSON object, not %s" % type(body).__name__}
+        body = {}
+    else:
+        try:
+            answer = await asyncio.to_thread(handle_request, cfg, body)
+        except Exception as exc:
+            traceback.print_exc()
+            answer = {"error": "%s: %s" % (type(exc).__name__, exc)}
+    print("answer: %s" % answer, flush=True)
+    if body.get("answer") is False:
+        return
+    done = reqdir / (str(body.get("id", path.stem)) + ".done")
+    done.with_suffix(".tmp").write_text(json.dumps(answer))
+    done.with_suffix(".tmp").replace(done)
+
+
 async def requests_loop(cfg: LabConfig) -> None:
     reqdir = cfg.run / "requests"
     reqdir.mkdir(parents=True, exist_ok=True)
@@ -140,31 +165,18 @@ async def requests_loop(cfg: LabConfig) -> None:
     mirrors_due = time.time() + 5
     while True:
         for path in sorted(reqdir.glob("*.json")):
-            try:
-                body = json.loads(path.read_text())
-            except ValueError:
-                continue
-            path.unlink()
-            print("request: %s" % body, flush=True)
-            try:
-                answer = await asyncio.to_thread(handle_request, cfg, body)
-            except Exception as exc:
+            try:  # a request the controller cannot read or answer is reported; it never ends the controller
+                await answer_request(cfg, reqdir, path)
+            except Exception:
                 traceback.print_exc()
-                answer = {"error": "%s: %s" % (type(exc).__name__, exc)}
-            print("answer: %s" % answer, flush=True)
-            if body.get("answer") is False:
-                continue
-            done = reqdir / (body.get("id", path.stem) + ".done")
-            done.with_suffix(".tmp").write_text(json.dumps(answer))
-            done.with_suffix(".tmp").replace(done)
         for host in cfg.gpu_hosts:
-            gpus = faults.visible_gpus(cfg, host)
-            if gpu_seen.get(host) != gpus:
-                try:
+            try:
+                gpus = faults.visible_gpus(cfg, host)
+                if gpu_seen.get(host) != gpus:
                     await asyncio.to_thread(kube.set_allocatable_gpus, cfg, host, gpus)
                     gpu_seen[host] = gpus
-                except Exception:
-                    traceback.print_exc()
+            except Exception:
+                traceback.print_exc()
         if time.time() >= mirrors_due:  # a kubelet makes a deleted mirror pod again; so does the lab
             mirrors_due = time.time() + 5
             try:
@@ -490,22 +502,28 @@ async def training_loop(cfg: LabConfig) -> None:
     wake = asyncio.Event()
     watch_training(cfg, lambda: loop.call_soon_threadsafe(wake.set))
     sims: List = []
-    await paced(lambda: guarded_pass(sims, lambda: [Training(cfg), Workloads(cfg)]), wake,
+    said: Set[str] = set()
+    await paced(lambda: guarded_pass(sims, lambda: [Training(cfg), Workloads(cfg)], said), wake,
                 lambda: any(getattr(sim, "pending", None) for sim in sims))
 
 
-def guarded_pass(sims: List, make: Callable[[], List]) -> None:
+def guarded_pass(sims: List, make: Callable[[], List], said: Set[str]) -> None:
     """One training and canary pass: the simulators made by ``make`` when there are none (their making reads the
     cell's API, which may not answer yet - the apiservers start after the controller), then each reconciled. Any
-    failure, in the making too, is printed and the simulators are made again on the next pass: the controller never
-    exits for a cell that is slow to start or restarting."""
+    failure, in the making too, is reported and the simulators are made again on the next pass: the controller
+    never exits for a cell that is slow to start or restarting. Each failure is printed once (its traceback) until
+    a pass succeeds: a cell that takes a minute to answer logs it once, not every pass."""
     try:
         if not sims:
             sims.extend(make())
         for sim in sims:
             sim.reconcile()
-    except Exception:
-        traceback.print_exc()
+        said.clear()
+    except Exception as exc:
+        what = "%s: %s" % (type(exc).__name__, str(exc).splitlines()[0][:300] if str(exc) else "")
+        if what not in said:
+            said.add(what)
+            traceback.print_exc()
         sims.clear()
         time.sleep(2)
 

@@ -100,7 +100,7 @@ def test_a_pass_whose_simulators_cannot_be_made_yet_is_retried_not_fatal(monkeyp
     # A cold machine's first `lab up`: the controller's first pass ran before any apiserver answered, and making the
     # simulators (an API discovery) raised out of the pass and ended the controller.
     monkeypatch.setattr(controller.time, "sleep", lambda seconds: None)
-    made, reconciled, sims = [], [], []
+    made, reconciled, sims, said = [], [], [], set()
 
     class Sim:
         def reconcile(self):
@@ -108,13 +108,52 @@ def test_a_pass_whose_simulators_cannot_be_made_yet_is_retried_not_fatal(monkeyp
 
     def make():
         made.append(1)
-        if len(made) == 1:
+        if len(made) <= 3:
             raise ConnectionResetError("the load balancer has no apiserver yet")
         return [Sim(), Sim()]
 
-    controller.guarded_pass(sims, make)  # must not raise
+    for _ in range(3):
+        controller.guarded_pass(sims, make, said)  # must not raise
     assert sims == [] and not reconciled
-    assert "the load balancer has no apiserver yet" in capsys.readouterr().err
-    controller.guarded_pass(sims, make)
-    controller.guarded_pass(sims, make)
-    assert len(made) == 2 and len(sims) == 2 and len(reconciled) == 4  # made once more, then kept
+    assert capsys.readouterr().err.count("ConnectionResetError: the load balancer has no apiserver yet") == 1  # once
+    controller.guarded_pass(sims, make, said)
+    controller.guarded_pass(sims, make, said)
+    assert len(made) == 4 and len(sims) == 2 and len(reconciled) == 4 and not said  # made once more, then kept
+
+
+def test_the_training_loop_survives_a_cell_that_does_not_answer_yet(monkeypatch):
+    # the loop as the controller runs it: its simulators' making fails twice, the loop goes on and then reconciles
+    from gpufleet_lab import training, workloads
+    monkeypatch.setattr(controller, "TRAINING_SECONDS", 0.05)
+    monkeypatch.setattr(controller, "TRAINING_BUSY_SECONDS", 0.01)
+    monkeypatch.setattr(controller.time, "sleep", lambda seconds: None)
+    monkeypatch.setattr(controller, "watch_training", lambda cfg, wake: [])
+    made, reconciled = [], []
+
+    class Sim:
+        def __init__(self, cfg):
+            made.append(1)
+            if len(made) <= 2:
+                raise ConnectionResetError("no apiserver yet")
+
+        def reconcile(self):
+            reconciled.append(1)
+    monkeypatch.setattr(training, "Training", Sim)
+    monkeypatch.setattr(workloads, "Workloads", Sim)
+
+    async def main():
+        task = asyncio.create_task(controller.training_loop(object()))
+        await asyncio.sleep(0.5)
+        assert not task.done(), task.exception()
+        task.cancel()
+    asyncio.run(main())
+    assert reconciled
+
+
+def test_a_request_that_is_not_an_object_is_answered_with_an_error_and_the_loop_goes_on(tmp_path):
+    reqdir = tmp_path / "requests"
+    reqdir.mkdir()
+    (reqdir / "r1.json").write_text("[1, 2]")
+    asyncio.run(controller.answer_request(object(), reqdir, reqdir / "r1.json"))
+    assert not (reqdir / "r1.json").exists()
+    assert "a request is a JSON object, not list" in (reqdir / "r1.done").read_text()
