@@ -167,7 +167,6 @@ bench: setup
 	$(BIN)/python benchmarks/plan_fleet.py
 	$(BIN)/python benchmarks/scan_manifests.py
 	$(BIN)/python benchmarks/scan_audit.py
-	$(BIN)/python benchmarks/read_metrics.py
 
 # The node ledger, gang and drain modules on a lab cell grown to 48, 200 and 500 API-only GPU nodes (needs the lab:
 # it brings it up; about 10 minutes on 2 cores). Figures printed and written to out/bench/scale-kube.json.

@@ -134,15 +134,19 @@ def handle_request(cfg: LabConfig, body: Dict) -> Dict:
 
 
 async def answer_request(cfg: LabConfig, reqdir: pathlib.Path, path: pathlib.Path) -> None:
-    """Answer one request file (a JSON object; ``answer: false`` asks for none) in REQUEST.done."""
-    try:
-        body = json.loads(path.read_text())
-    except ValueError:
-        return  # still being written: read on the next pass
+    """Answer one request file (a JSON object; ``answer: false`` asks for none) in REQUEST.done. A request is
+    written whole and renamed into place (simlib.request), so one that is not JSON is broken, not half written: it
+    is answered with the error, as one that is not an object is."""
+    text = path.read_text()
     path.unlink()
-    print("request: %s" % body, flush=True)
+    print("request: %s" % text[:500], flush=True)
+    try:
+        body = json.loads(text)
+    except ValueError as exc:
+        body = exc
     if not isinstance(body, dict):
-        answer: Dict[str, Any] = {"error": "a request is a JSON object, not %s" % type(body).__name__}
+        answer: Dict[str, Any] = {"error": "a request is a JSON object, not %s" % (
+            "text that is not JSON (%s)" % body if isinstance(body, ValueError) else type(body).__name__)}
         body = {}
     else:
         try:

@@ -57,8 +57,6 @@ VERB_CLASS = {"GET": "read", "LIST": "list", "POST": "write", "PUT": "write", "P
 CLASSES = ("read", "list", "write")
 RELIST_VERBS = ("LIST",)
 BUILD_INFO = "kubernetes_build_info"
-READ = (REQUESTS, DURATION, RSS, STARTED, BUILD_INFO)  # the samples a reduction reads (promtext parses only these)
-OPTIONAL = (RSS, STARTED, BUILD_INFO)  # a text may lack them: reduce() says what follows (and the soak refuses)
 # an apiserver's own URL (cell.py's gpufleet_apiserver_url), whole and ASCII; the fleet's readings and the cell use it
 APISERVER_URL = re.compile(r"https://[A-Za-z0-9.\[\]:_-]+(:[0-9]{1,5})?/?")
 LOOPBACK = re.compile(r"https://(127\.[0-9.]+|localhost|\[::1\])(:|/|$)")
@@ -124,8 +122,8 @@ def reduce(text: Any, where: str, version_text: Any = None) -> Dict[str, Any]:
     apiserver's (promtext.apiserver_samples). A text without the request counter or the latency histogram is
     refused."""
     try:
-        found = promtext.apiserver_samples(text, version_text, where, READ, OPTIONAL) \
-            if version_text is not None else promtext.samples(text, where, READ, OPTIONAL)
+        found = promtext.apiserver_samples(text, version_text, where) if version_text is not None else \
+            promtext.samples(text, where)
     except ParseError as exc:
         raise InputError(exc.msg) from None
     throttled, requests = 0.0, {}  # type: float, Dict[str, float]

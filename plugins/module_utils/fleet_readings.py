@@ -109,7 +109,7 @@ def scrape_histogram(text: str, where: str, name: str) -> Dict[str, Dict[float, 
     samples) in a /metrics text. A text without them, or a series without its +Inf bucket, is refused."""
     series: Dict[str, Dict[float, float]] = {}
     try:
-        for sample, labels, value in promtext.samples(text, where, (name + "_bucket",)):
+        for sample, labels, value in promtext.samples(text, where):
             if sample == name + "_bucket":
                 buckets = series.setdefault(_series(labels), {})
                 bound = float(labels["le"])

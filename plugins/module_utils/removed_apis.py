@@ -79,7 +79,7 @@ def scan_metrics(text: str, version_text: str, target: KubeVersion,
     the apiserver, never "none in use". Series for APIs not in the table are still reported, with the apiserver's
     own ``removed_release`` label."""
     try:
-        found = promtext.apiserver_samples(text, version_text, apiserver, (DEPRECATED,), (DEPRECATED,))
+        found = promtext.apiserver_samples(text, version_text, apiserver)
     except ParseError as exc:
         return [_unreadable("metrics:%s" % apiserver, "apiserver %s's /metrics" % apiserver, exc.msg)]
     findings = []

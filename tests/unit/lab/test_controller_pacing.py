@@ -153,7 +153,8 @@ def test_the_training_loop_survives_a_cell_that_does_not_answer_yet(monkeypatch)
 def test_a_request_that_is_not_an_object_is_answered_with_an_error_and_the_loop_goes_on(tmp_path):
     reqdir = tmp_path / "requests"
     reqdir.mkdir()
-    (reqdir / "r1.json").write_text("[1, 2]")
-    asyncio.run(controller.answer_request(object(), reqdir, reqdir / "r1.json"))
-    assert not (reqdir / "r1.json").exists()
-    assert "a request is a JSON object, not list" in (reqdir / "r1.done").read_text()
+    for name, text, said in (("r1", "[1, 2]", "not list"), ("r2", '{"kind": "kub', "not text that is not JSON")):
+        (reqdir / (name + ".json")).write_text(text)
+        asyncio.run(controller.answer_request(object(), reqdir, reqdir / (name + ".json")))
+        assert not (reqdir / (name + ".json")).exists()
+        assert "a request is a JSON object, %s" % said in (reqdir / (name + ".done")).read_text()

@@ -50,8 +50,7 @@ def test_a_real_apiserver_under_the_lab_faults_shows_each_signal():
 @pytest.mark.parametrize("text, version, message", [
     (REAL, VERSION.replace("v1.35.4", "v1.36.3"), "the /metrics text is not this apiserver's"),
     ("<html><body>502 Bad Gateway</body></html>", VERSION, "cp-1"),
-    ("".join(line for line in REAL.splitlines(keepends=True) if "apiserver_request_duration_seconds" not in line),
-     VERSION,
+    ("\n".join(line for line in REAL.splitlines() if "apiserver_request_duration_seconds" not in line), VERSION,
      "cp-1: /metrics has no apiserver_request_duration_seconds_bucket"),
     (REAL, '{"kind": "Status"}', "cp-1: /version has no gitVersion"),
     ("", VERSION, "cp-1: the /metrics text is not this apiserver's: it has no kubernetes_build_info"),

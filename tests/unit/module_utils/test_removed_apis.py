@@ -40,8 +40,8 @@ def test_the_excerpt_is_the_captures_own_lines_in_order():
 
 
 def test_clean_metrics_from_a_real_apiserver():
-    clean = "".join(line for line in REAL.splitlines(keepends=True) if "resource.k8s.io" not in line or
-                    not line.startswith("apiserver_requested_deprecated_apis"))
+    clean = "\n".join(line for line in REAL.splitlines() if "resource.k8s.io" not in line or
+                      not line.startswith("apiserver_requested_deprecated_apis"))
     assert scan_metrics(clean, REAL_VERSION, target_version("v1.37.0"), "cp-1") == []
 
 
