@@ -142,11 +142,11 @@ async def answer_request(cfg: LabConfig, reqdir: pathlib.Path, path: pathlib.Pat
     print("request: %s" % text[:500], flush=True)
     try:
         body = json.loads(text)
+        wrong = "" if isinstance(body, dict) else type(body).__name__
     except ValueError as exc:
-        body = exc
-    if not isinstance(body, dict):
-        answer: Dict[str, Any] = {"error": "a request is a JSON object, not %s" % (
-            "text that is not JSON (%s)" % body if isinstance(body, ValueError) else type(body).__name__)}
+        wrong = "text that is not JSON (%s)" % exc
+    if wrong:
+        answer: Dict[str, Any] = {"error": "a request is a JSON object, not %s" % wrong}
         body = {}
     else:
         try:
@@ -524,7 +524,8 @@ def guarded_pass(sims: List, make: Callable[[], List], said: Set[str]) -> None:
             sim.reconcile()
         said.clear()
     except Exception as exc:
-        what = "%s: %s" % (type(exc).__name__, str(exc).splitlines()[0][:300] if str(exc) else "")
+        message = str(exc)
+        what = "%s: %s" % (type(exc).__name__, message.splitlines()[0][:300] if message else "")
         if what not in said:
             said.add(what)
             traceback.print_exc()
