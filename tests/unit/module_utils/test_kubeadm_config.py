@@ -29,6 +29,22 @@ def test_input_not_changed():
     assert given == {"node": {"ignorePreflightErrors": ["ImagePull"]}}
 
 
+class LazyMapping(dict):
+    """As ansible-core 2.19 hands a filter a mapping: a deep copy of it also copies its templating context."""
+
+    def __deepcopy__(self, memo):
+        raise AssertionError("deep-copied: ansible-core copies a lazy mapping's whole templating context")
+
+
+def test_a_lazy_mapping_is_copied_item_by_item_not_deep_copied():
+    given = LazyMapping(apply=LazyMapping(certificateRenewal=False), node={"ignorePreflightErrors": ("ImagePull",)})
+    doc = upgrade_configuration(given, [])
+    assert doc["apply"] == {"certificateRenewal": False, "etcdUpgrade": False}
+    assert doc["node"] == {"ignorePreflightErrors": ["ImagePull"], "etcdUpgrade": False}
+    assert given == {"apply": {"certificateRenewal": False}, "node": {"ignorePreflightErrors": ("ImagePull",)}}
+    assert type(doc["apply"]) is dict  # pylint: disable=unidiomatic-typecheck
+
+
 @pytest.mark.parametrize("configuration, args, words", [
     ({"apply": {"etcdUpgrade": True}}, [], "apply.etcdUpgrade is set; remove it"),
     ({"node": {"etcdUpgrade": False}}, [], "node.etcdUpgrade is set; remove it"),
