@@ -85,11 +85,16 @@ GO
     ld="$ld -X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/component-base/version.gitTreeState=clean"
     ld="$ld -X k8s.io/client-go/pkg/version.gitVersion=$version -X k8s.io/client-go/pkg/version.gitMajor=1"
     ld="$ld -X k8s.io/client-go/pkg/version.gitMinor=$minor"
+    # One go build for every command, so the links overlap the compiles (a cache from before kubeadm was added
+    # builds only it)
+    missing=()
     for cmd in kube-apiserver kube-controller-manager kube-scheduler kubectl kubeadm; do
-      [[ -x "$out/$cmd" ]] && continue  # built before (a cache from before kubeadm was added builds only it)
-      go build -trimpath -ldflags "$ld" -o "$out/$cmd" "k8s.io/kubernetes/cmd/$cmd"
-      echo "lab build: $cmd $version built"
+      [[ -x "$out/$cmd" ]] || missing+=("k8s.io/kubernetes/cmd/$cmd")
     done
+    if ((${#missing[@]})); then
+      go build -trimpath -ldflags "$ld" -o "$out/" "${missing[@]}"
+      echo "lab build: ${missing[*]##*/} $version built"
+    fi
     ;;
   kwok)
     GOBIN="$out" go install "sigs.k8s.io/kwok/cmd/kwok@$version"

@@ -109,8 +109,9 @@ def check_extra_args(extra_args: List[str]) -> None:
 
 
 def _plain(value: Any) -> Any:
-    """A copy of ``value`` as plain dicts and lists. Not copy.deepcopy: ansible-core 2.19 hands a filter lazy
-    containers whose deep copy also copies their templating context (about 2 CPU-s per control-plane run)."""
+    """A copy of ``value`` as plain dicts and lists (a tuple becomes a list, as YAML has them). Not copy.deepcopy:
+    ansible-core 2.19 hands a filter lazy containers whose deep copy also copies their templating context (about
+    2 CPU-s per control-plane run)."""
     if isinstance(value, dict):
         return {key: _plain(item) for key, item in value.items()}
     if isinstance(value, (list, tuple)):
