@@ -91,8 +91,9 @@ GO
     for cmd in kube-apiserver kube-controller-manager kube-scheduler kubectl kubeadm; do
       [[ -x "$out/$cmd" ]] || missing+=("k8s.io/kubernetes/cmd/$cmd")
     done
-    if ((${#missing[@]})); then
-      go build -trimpath -ldflags "$ld" -o "$out/" "${missing[@]}"
+    if ((${#missing[@]})); then  # built beside, then moved in: a build cut short leaves no half-written command
+      go build -trimpath -ldflags "$ld" -o "$work/bin/" "${missing[@]}"
+      mv "$work/bin/"* "$out/"
       echo "lab build: ${missing[*]##*/} $version built"
     fi
     ;;
