@@ -7,9 +7,15 @@ moved and against its peer apiservers.
 
 Signals (docs/reference.md section 9):
 
-- ``throttled_per_minute``: answers with code 429 (API Priority and Fairness or max-inflight rejected the request),
-  per minute (``apiserver_request_total{code="429"}``), the eviction API's left out (it answers 429 when a
-  PodDisruptionBudget refuses, which a drain retries: the cell's policy, not the apiserver's health).
+- ``throttled_per_minute``: requests the apiserver refused for want of capacity, per minute. With API Priority and
+  Fairness on (the default since 1.20; its per-level gauge ``apiserver_flowcontrol_nominal_limit_seats`` is in every
+  text), the requests APF rejected (``apiserver_flowcontrol_rejected_requests_total``, absent until its first
+  rejection). Not every 429 is one: a watch cache that is (re)initialising - minutes after an apiserver starts, for
+  each CRD - answers WATCH and LIST 429 "storage is (re)initializing", which clients retry (a real capture:
+  tests/fixtures/metrics/real-1.36.3-fresh-start.prom.gz), and the eviction API answers 429 when a
+  PodDisruptionBudget refuses (the cell's policy, not the apiserver's health). With APF off (the max-in-flight
+  filter, which never limits long-running requests), the 429s of ``apiserver_request_total`` other than the
+  eviction API's and WATCH's.
 - ``p99_seconds.read|list|write``: the 99th percentile of ``apiserver_request_duration_seconds`` by verb class -
   GET; LIST; POST, PUT, PATCH, DELETE, DELETECOLLECTION, APPLY - long-running requests (WATCH, WATCHLIST, CONNECT)
   left out, as the apiserver's own SLO metrics do, and so are non-resource paths (``/readyz``, discovery: no
@@ -57,6 +63,10 @@ VERB_CLASS = {"GET": "read", "LIST": "list", "POST": "write", "PUT": "write", "P
 CLASSES = ("read", "list", "write")
 RELIST_VERBS = ("LIST",)
 BUILD_INFO = "kubernetes_build_info"
+APF_REJECTED = "apiserver_flowcontrol_rejected_requests_total"
+# a gauge per priority level that an apiserver with API Priority and Fairness on always exports (1.26 and later;
+# the name before it for older ones): its presence says rejections are counted in APF_REJECTED
+APF_LEVELS = frozenset(("apiserver_flowcontrol_nominal_limit_seats", "apiserver_flowcontrol_request_concurrency_limit"))
 # an apiserver's own URL (cell.py's gpufleet_apiserver_url), whole and ASCII; the fleet's readings and the cell use it
 APISERVER_URL = re.compile(r"https://[A-Za-z0-9.\[\]:_-]+(:[0-9]{1,5})?/?")
 LOOPBACK = re.compile(r"https://(127\.[0-9.]+|localhost|\[::1\])(:|/|$)")
@@ -126,7 +136,7 @@ def reduce(text: Any, where: str, version_text: Any = None) -> Dict[str, Any]:
             promtext.samples(text, where)
     except ParseError as exc:
         raise InputError(exc.msg) from None
-    throttled, requests = 0.0, {}  # type: float, Dict[str, float]
+    apf, rejected, refused, requests = False, 0.0, 0.0, {}  # type: bool, float, float, Dict[str, float]
     buckets: Dict[str, Dict[float, float]] = {c: {} for c in CLASSES}
     seen, rss, started, version = set(), None, None, ""  # type: set, Optional[float], Optional[float], str
     try:
@@ -136,8 +146,13 @@ def reduce(text: Any, where: str, version_text: Any = None) -> Dict[str, Any]:
                 verb = labels.get("verb", "").upper()
                 if labels.get("resource"):  # a resource request (not /readyz, /metrics or discovery)
                     requests[verb] = requests.get(verb, 0.0) + value
-                if labels.get("code") == "429" and labels.get("subresource") != "eviction":
-                    throttled += value
+                if labels.get("code") == "429" and labels.get("subresource") != "eviction" and \
+                        verb not in LONG_RUNNING:
+                    refused += value
+            elif name == APF_REJECTED:
+                apf, rejected = True, rejected + value
+            elif name in APF_LEVELS:
+                apf = True
             elif name == DURATION:
                 seen.add(name)
                 bound = float(labels["le"])  # every bucket's bound is read: a malformed one refuses the text
@@ -157,7 +172,7 @@ def reduce(text: Any, where: str, version_text: Any = None) -> Dict[str, Any]:
     if missing:
         raise InputError("%s: /metrics has no %s; is this a kube-apiserver (and may these credentials get /metrics)?"
                          % (where, " or ".join(missing)))
-    return {"throttled": throttled, "requests": requests, "buckets": buckets, "rss_bytes": rss, "started": started,
+    return {"throttled": rejected if apf else refused, "requests": requests, "buckets": buckets, "rss_bytes": rss, "started": started,
             "version": version}
 
 

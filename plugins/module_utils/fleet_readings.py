@@ -4,8 +4,10 @@
 ``fleet_readings`` module fetched (each apiserver's /metrics text, twice, a window apart; the Node and JobSet
 objects). fleet_run.halts judges them against the readings taken before the cell's upgrade.
 
-- ``apiserver_429_per_minute``: requests the apiservers answered 429 (throttled: API Priority and Fairness or
-  max-inflight), per minute over the window, summed over every apiserver (``apiserver_request_total{code="429"}``).
+- ``apiserver_429_per_minute``: requests the apiservers refused for want of capacity, per minute over the window,
+  summed over every apiserver: the soak's ``throttled`` reduction (apiserver_signals.reduce: API Priority and
+  Fairness's rejections, ``apiserver_flowcontrol_rejected_requests_total``; with APF off, the 429s other than the
+  eviction API's and WATCH's). A watch cache answering 429 while it (re)initialises is not throttling.
 - ``apiserver_p99_seconds``: the 99th percentile of request latency over the window, all apiservers' histograms
   merged (``apiserver_request_duration_seconds``), long-running verbs (WATCH, CONNECT) left out as the apiserver's
   own SLO metrics do; the quantile is interpolated within its bucket the way Prometheus' histogram_quantile does.

@@ -298,14 +298,57 @@ def test_the_reading_before_is_one_window_of_the_host():
         sig.run("cp-1", plan, CFG, lambda name: next(feed), None, lambda: clock.t, None, clock.sleep)
 
 
+def with_lines(text, after, *extra):
+    """``text`` with ``extra`` lines inserted after the first line that starts with ``after``."""
+    lines = text.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith(after))
+    return "\n".join(lines[:at + 1] + list(extra) + lines[at + 1:]) + "\n"
+
+
+EVICTION = ('apiserver_request_total{code="429",component="apiserver",dry_run="",group="",resource="pods",'
+            'scope="resource",subresource="eviction",verb="POST",version="v1"} 40')
+GET_429 = ('apiserver_request_total{code="429",component="apiserver",dry_run="",group="",resource="pods",'
+           'scope="resource",subresource="",verb="GET",version="v1"} 3')
+WATCH_429 = ('apiserver_request_total{code="429",component="apiserver",dry_run="",group="kueue.x-k8s.io",'
+             'resource="workloads",scope="cluster",subresource="",verb="WATCH",version="v1beta2"} 7')
+APF_FAMILY = ("# HELP apiserver_flowcontrol_rejected_requests_total [BETA] Number of requests rejected by API Priority "
+              "and Fairness subsystem", "# TYPE apiserver_flowcontrol_rejected_requests_total counter",
+              'apiserver_flowcontrol_rejected_requests_total{flow_schema="global-default",priority_level='
+              '"global-default",reason="queue-full"} 3')
+
+
+def without_apf(text):
+    """The text of an apiserver run with --enable-priority-and-fairness=false: no apiserver_flowcontrol_ family."""
+    return "\n".join(line for line in text.splitlines() if "apiserver_flowcontrol_" not in line) + "\n"
+
+
+def test_with_priority_and_fairness_on_only_its_rejections_are_throttling():
+    # the capture's apiserver runs APF (its per-level gauges) and has rejected nothing yet: the counter is absent,
+    # and a 429 that APF did not give (eviction, a watch cache initialising) is no throttling
+    text = with_lines(REAL, "apiserver_request_total{", EVICTION, GET_429, WATCH_429)
+    assert sig.reduce(text, "cp-1", VERSION)["throttled"] == 0
+    rejected = with_lines(text, "# TYPE apiserver_flowcontrol_nominal_limit_seats", *APF_FAMILY)
+    assert sig.reduce(rejected, "cp-1", VERSION)["throttled"] == 3
+
+
+def test_a_real_apiserver_just_started_answers_429_while_its_watch_caches_initialise_and_is_not_throttled():
+    # cp-1 of lab-b a minute after it started: twelve 429s to the controller manager's and the lab controller's
+    # WATCHes and LISTs of CRDs ("storage is (re)initializing" in the audit log), no APF rejection
+    text = gzip.decompress((FIXTURES / "real-1.36.3-fresh-start.prom.gz").read_bytes()).decode()
+    version = (FIXTURES / "real-1.36.3-fresh-start-version.json").read_text()
+    answered = sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+                   if line.startswith('apiserver_request_total{code="429"'))
+    assert answered == 12
+    reduced = sig.reduce(text, "cp-1", version)
+    assert reduced["throttled"] == 0 and reduced["version"] == "v1.36.3"
+    assert fleet_readings.scrape(text, "cp-1")["throttled"] == 0  # the fleet's 429 reading is the same reduction
+    # without APF the WATCHes are still not counted (max-in-flight never limits them); the one LIST is
+    assert sig.reduce(without_apf(text), "cp-1", version)["throttled"] == 1
+
+
 def test_429s_of_the_eviction_api_and_non_resource_paths_are_not_the_apiservers_signals():
     lines = REAL.splitlines()
-    code = next(i for i, line in enumerate(lines) if line.startswith('apiserver_request_total{'))
-    eviction = ('apiserver_request_total{code="429",component="apiserver",dry_run="",group="",resource="pods",'
-                'scope="resource",subresource="eviction",verb="POST",version="v1"} 40')
-    throttled = ('apiserver_request_total{code="429",component="apiserver",dry_run="",group="",resource="pods",'
-                 'scope="resource",subresource="",verb="GET",version="v1"} 3')
-    text = "\n".join(lines[:code + 1] + [eviction, throttled] + lines[code + 1:]) + "\n"
+    text = without_apf(with_lines(REAL, "apiserver_request_total{", EVICTION, GET_429, WATCH_429))
     reduced = sig.reduce(text, "cp-1", VERSION)
     assert reduced["throttled"] == 3 and reduced["version"] == "v1.35.4"
     readyz = sum(float(line.rsplit(" ", 1)[1]) for line in lines if line.startswith("apiserver_request_total{")
