@@ -172,8 +172,8 @@ def reduce(text: Any, where: str, version_text: Any = None) -> Dict[str, Any]:
     if missing:
         raise InputError("%s: /metrics has no %s; is this a kube-apiserver (and may these credentials get /metrics)?"
                          % (where, " or ".join(missing)))
-    return {"throttled": rejected if apf else refused, "requests": requests, "buckets": buckets, "rss_bytes": rss, "started": started,
-            "version": version}
+    return {"throttled": rejected if apf else refused, "requests": requests, "buckets": buckets, "rss_bytes": rss,
+            "started": started, "version": version}
 
 
 def merged_buckets(scrape: Mapping[str, Any]) -> Dict[float, float]:
