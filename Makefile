@@ -13,7 +13,7 @@ MODULES := $(sort $(basename $(notdir $(wildcard plugins/modules/*.py))))
 FILTERS := $(sort $(basename $(notdir $(wildcard plugins/filter/*.yml))))
 TESTS := $(sort $(basename $(notdir $(wildcard plugins/test/*.yml))))
 
-.PHONY: setup plan wave fleet test lint unit bench-smoke bench-scale bench-wave bench-hosts lab-tests lab-tests-a lab-tests-b lab-tests-fleet lab-tests-skip sanity docs docs-gen bench freeze clean-venv venv-path lab-up lab-down lab-reset \
+.PHONY: setup plan wave fleet test lint unit bench-smoke bench-lab bench-scale bench-wave bench-hosts lab-tests lab-tests-a lab-tests-b lab-tests-fleet lab-tests-skip sanity docs docs-gen bench freeze clean-venv venv-path lab-up lab-down lab-reset \
 	lab-status molecule
 
 setup: $(VENV)/.installed
@@ -49,28 +49,28 @@ fleet: setup
 
 # Every test, each phase timed by bin/phase (CI prints the table, with how busy the machine was), in two rounds of
 # phases at once (bin/parallel), each lab stream on lab cells of its own (lab/lab.yml `cells`):
-#   round 1  lab-tests-a on `lab`: the wave story, then the jobs in the execution-environment image, then on the
-#            reset cell the etcd_snapshot Molecule scenario (its platform's name is its own, so it runs beside the
-#            scenarios on lab-b) and the benchmarks at small sizes (bench-smoke: figures printed, not gates; they
-#            share the machine with the other stream, so CI's figures are not docs/measurements.md's); `lab` goes
-#            down after them (an idle cell of three apiservers and three etcd members costs about a third of a core,
-#            and round 2 is CPU-bound; `make wave` brings it up again), and the three fleet cells come up for
-#            round 2 (this stream ends before lab-tests-b, so their start-up is off round 2's critical path);
-#            lab-tests-b on `lab-b`: every other lab test, then the other Molecule scenarios that use the cluster
-#            (on a reset lab-b, which goes down after them); beside them the execution-environment image.
+#   round 1  lab-tests-a on `lab`: the wave story, then on the cell it leaves upgraded the jobs in the
+#            execution-environment image and the etcd window, then the lab benchmarks at small sizes (bench-scale,
+#            bench-hosts: figures printed, not gates; they share the machine, so CI's figures are not
+#            docs/measurements.md's); `lab` goes down after them (an idle cell of three apiservers and three etcd
+#            members costs about a third of a core) and the three fleet cells come up for round 2.
+#            lab-tests-b on `lab-b`: every other lab test, then on a reset lab-b the Molecule scenarios that read the
+#            cluster (MOLECULE_READ_ONLY) and the first that change it; beside them the execution-environment image.
 #   round 2  lab-fleet on the three fleet cells (up for it, down after): the three-ring fleet run, which mostly
 #            waits on its cells' waves and soaks; beside it, each a stream of its own, the lab-free checks (lint,
-#            docs, sanity, unit), the skip-level cycle on its own cell (up for it, down after), and the Molecule
-#            scenario that needs no cluster.
-# Round 2 runs also after a failed round 1, so every result is known. Measured on a 2-core machine (docs/measurements.md, "CI"): this split was the fastest of the four tried; putting Molecule beside the fleet instead kept round 2
-# 96 % busy and took longer, and every phase in one round kept the machine 98 % busy and took 2,537 s against
-# 1,957 s. With the skip-level cycle beside the checks rather than after them, both end within 400 s of round 2's
-# 808 s: the fleet alone sets round 2 (59b3442).
+#            docs, sanity, unit, then the lab-free benchmarks), the skip-level cycle on its own cell (up for it, down
+#            after) and then on lab-b, reset again, the Molecule scenarios that upgrade (MOLECULE_LAST), and the
+#            Molecule scenario that needs no cluster.
+# Round 2 runs also after a failed round 1, so every result is known. Measured on a 2-core machine (docs/measurements.md,
+# "CI"): every phase in one round kept the machine 98 % busy and took 2,537 s against 1,957 s for two rounds; with
+# the fleet's cells mostly waiting, round 2's other streams ended 400 s before the fleet (59b3442), so the
+# upgrading Molecule scenarios and the lab-free benchmarks moved there from round 1, whose two streams each ran
+# about 1,500 s.
 PHASE := bin/phase
 M := $(MAKE) --no-print-directory
 LAB_B := GPUFLEET_LAB_CELL=lab-b
 LAB_SKIP := GPUFLEET_LAB_CELL=skip-level
-MOLECULE_A := etcd_snapshot
+MOLECULE_LAST := kubeadm_upgrade node_upgrade uncordon
 # The phases that only burn CPU (lint, sanity, unit tests, image builds, the cluster-free Molecule scenario) run
 # niced beside the lab cells, whose soaks and gates measure latency: a warm CI run's fleet cell failed its
 # control-plane soak (write p99 3.8 s against 0.85 s) while the unit tests held both cores at 99 %.
@@ -80,16 +80,18 @@ BATCH := nice -n 10
 test: setup
 	@$(PHASE) lab-up bash -c 'bash lab/build/host-setup.sh && bin/lab reset && bin/lab up'
 	@$(PHASE) lab-up-b env $(LAB_B) bin/lab up
-	@rc=0; bin/parallel "lab-tests-a=GPUFLEET_LAB_FRESH=lab $(M) lab-tests-a && bin/phase molecule-a $(M) molecule \
-	      MOLECULE_ONLY=$(MOLECULE_A) && $(M) bench-smoke; rc=\$$?; bin/lab down >/dev/null; \
-	      bin/phase fleet-up bin/lab up --fleet >/dev/null || rc=1; exit \$$rc" \
+	@rc=0; bin/parallel "lab-tests-a=GPUFLEET_LAB_FRESH=lab $(M) lab-tests-a && $(M) bench-lab; rc=\$$?; \
+	      bin/lab down >/dev/null; bin/phase fleet-up bin/lab up --fleet >/dev/null || rc=1; exit \$$rc" \
 	    "lab-tests-b=$(M) lab-tests-b && bin/phase molecule env $(LAB_B) $(M) molecule MOLECULE_NO_CLUSTER= \
-	      MOLECULE_SKIP=$(MOLECULE_A); rc=\$$?; $(LAB_B) bin/lab down >/dev/null; exit \$$rc" \
+	      MOLECULE_SKIP='$(MOLECULE_LAST)'; rc=\$$?; $(LAB_B) bin/lab down >/dev/null; exit \$$rc" \
 	    "ee-image=$(BATCH) bin/lab ee" || rc=$$?; \
 	  bin/parallel "lab-fleet=$(M) lab-tests-fleet; rc=\$$?; bin/lab down --fleet >/dev/null; exit \$$rc" \
 	    "checks=bin/phase lint $(BATCH) $(M) lint && bin/phase docs $(BATCH) $(M) docs \
-	      && bin/phase sanity $(BATCH) $(M) sanity && bin/phase unit $(BATCH) $(M) unit" \
-	    "skip-level=$(M) lab-tests-skip; rc=\$$?; $(LAB_SKIP) bin/lab down >/dev/null; exit \$$rc" \
+	      && bin/phase sanity $(BATCH) $(M) sanity && bin/phase unit $(BATCH) $(M) unit \
+	      && bin/phase bench $(BATCH) $(M) bench" \
+	    "skip-level=$(M) lab-tests-skip; rc=\$$?; $(LAB_SKIP) bin/lab down >/dev/null; \
+	      bin/phase molecule-last env $(LAB_B) $(M) molecule MOLECULE_NO_CLUSTER= MOLECULE_ONLY='$(MOLECULE_LAST)' \
+	      || rc=1; $(LAB_B) bin/lab down >/dev/null; exit \$$rc" \
 	    "molecule-no-cluster=BIN=$(BIN) $(BATCH) tests/molecule-run --parallel 1 $(MOLECULE_NO_CLUSTER)" || rc=$$?; \
 	  bin/lab down >/dev/null || rc=1; $(LAB_B) bin/lab down >/dev/null || rc=1; \
 	  bin/lab down --fleet >/dev/null || rc=1; $(LAB_SKIP) bin/lab down >/dev/null || rc=1; exit $$rc
@@ -99,6 +101,10 @@ test: setup
 # quiet machine (docs/measurements.md).
 bench-smoke: setup
 	@$(PHASE) bench $(M) bench
+	@$(M) bench-lab
+
+# The lab benchmarks at small sizes (make test runs them after the story, and `make bench` in round 2: it needs no lab).
+bench-lab: setup
 	@$(PHASE) bench-scale $(M) bench-scale SCALE_ARGS="--sizes 8,16 --pods-per-node 3"
 	@$(PHASE) bench-hosts $(M) bench-hosts HOSTS_ARGS="--sizes 1,4 --forks 0 --out out/bench/scale-hosts-ci.json"
 
@@ -116,14 +122,13 @@ unit: setup
 	$(BIN)/pytest -q -n auto -m "not lab" tests
 
 # Tests against the running lab, on three sets of cells at once (each one test at a time): lab-tests-a on the lab
-# cell (the wave story, then the jobs in the execution-environment image on the fresh lab the story leaves),
+# cell (the wave story, then the jobs in the execution-environment image on the upgraded cell the story leaves),
 # lab-tests-b on its twin lab-b (every other lab test), lab-fleet on the fleet cells. They stay up after;
 # `bin/lab down --all` stops every cell.
 LAB_TESTS_A := tests/lab/test_upgrade_wave.py tests/lab/test_awx_runner.py
 LAB_TESTS_FLEET := tests/lab/test_fleet.py
 LAB_TESTS_SKIP := tests/lab/test_skip_level.py
-# the etcd window leaves `lab`'s etcd on its newer release: after the story, before the reset for Molecule (stream a
-# is shorter than b, so this adds nothing to round 1's critical path)
+# the etcd window leaves `lab`'s etcd on its newer release, which only `bin/lab reset` undoes: after the story
 LAB_TESTS_LAST := tests/lab/test_etcd_upgrade.py
 lab-tests: setup lab-up
 	@bin/parallel "lab-tests-a=$(M) lab-tests-a" "lab-tests-b=$(M) lab-tests-b" "lab-fleet=$(M) lab-tests-fleet" \

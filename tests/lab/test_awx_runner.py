@@ -43,10 +43,17 @@ def test_preflight_template_runs_in_the_execution_environment(lab, ee_image, tmp
     assert command[:2] == ["podman", "run"] and ee_image in command, command[:12]
     verdict = job.stats()["artifact_data"]["gpufleet_preflight"]  # set_stats: what AWX keeps with the job
     assert verdict["cell"] == "lab" and verdict["target"] == lab.to_version and verdict["blockers"] == []
-    # the addons the lab's cluster runs were found from their workloads' images and judged against the target
-    coredns = lab_kubeadm.kubeadm_images(lab, lab.from_version)["coredns"]  # kubeadm's own CoreDNS, at its pin
+    # the addons the lab's cluster runs were found from their workloads' images and judged against the target: the
+    # release the cell runs (`from` on a fresh cell; `make test` runs this file after the story, on the upgraded one)
+    # with kubeadm's own CoreDNS at that release's pin
+    from kubernetes import client, config
+    api = config.new_client_from_config(str(lab.kubeconfig))
+    proxy = client.AppsV1Api(api).read_namespaced_daemon_set("kube-proxy", "kube-system")
+    running = proxy.spec.template.spec.containers[0].image.rsplit(":", 1)[1]
+    assert running in (lab.from_version, lab.to_version), running
+    coredns = lab_kubeadm.kubeadm_images(lab, running)["coredns"]
     assert {a.rsplit(" ", 1)[0] for a in verdict["addons"]} == {
-        "kube_proxy %s" % lab.from_version.lstrip("v").rsplit(".", 1)[0],
+        "kube_proxy %s" % running.lstrip("v").rsplit(".", 1)[0],
         "coredns %s" % coredns.rsplit(":v", 1)[1].rsplit(".", 1)[0], "kueue 0.17", "jobset 0.11", "cilium 1.19",
         "nvidia_device_plugin 0.17", "sigstore_policy_controller 0.10"}
     assert all(a.endswith((" ok", " warn")) for a in verdict["addons"]), verdict["addons"]
@@ -56,8 +63,7 @@ def test_preflight_template_runs_in_the_execution_environment(lab, ee_image, tmp
     assert not [p.name for p in job.kept_by_awx() if job.token in p.read_text(errors="replace")]  # the bearer token
     # the Helm release Secrets were scanned (the device plugin's chart was found) but their data - every release's
     # manifests and values - reached neither the output nor an event: removed_apis reads them itself
-    from kubernetes import client, config
-    core = client.CoreV1Api(config.new_client_from_config(str(lab.kubeconfig)))
+    core = client.CoreV1Api(api)
     blobs = [s.data["release"] for s in core.list_secret_for_all_namespaces(label_selector="owner=helm").items]
     assert blobs and "nvidia_device_plugin 0.17" in " ".join(verdict["addons"])
     kept = "".join(p.read_text(errors="replace") for p in job.kept_by_awx())

@@ -3,8 +3,8 @@ SIMULATION of the kubelets: lab/gpufleet_lab/controller.py StaticPods restarts a
 from the lab's etcd to its second build (lab/lab.yml `etcd`, `etcd_next`), with the real apiservers on top.
 
 It leaves the cell's etcd on the newer release, which nothing goes back from by a rolling restart: `make
-lab-tests-a` runs this file after the others on `lab`, and `make test` resets the cell before the Molecule scenario
-that uses it."""
+lab-tests-a` runs this file after the others on `lab` (on the cell the wave story leaves upgraded), and `bin/lab
+reset` makes the cell fresh again."""
 from __future__ import annotations
 
 import json
