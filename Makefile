@@ -52,7 +52,7 @@ fleet: setup
 #   round 1  lab-tests-a on `lab`: the wave story, then on the cell it leaves upgraded the jobs in the
 #            execution-environment image and the etcd window, then the lab benchmarks at small sizes (bench-scale,
 #            bench-hosts: figures printed, not gates; they share the machine, so CI's figures are not
-#            docs/measurements.md's); `lab` goes down after them (an idle cell of three apiservers and three etcd
+#            docs/measurements.md's); `lab` is reset after them, which takes it down (an idle cell of three apiservers and three etcd
 #            members costs about a third of a core) and the three fleet cells come up for round 2.
 #            lab-tests-b on `lab-b`: every other lab test, then on a reset lab-b the Molecule scenarios that read the
 #            cluster (MOLECULE_READ_ONLY) and the first that change it; beside them the execution-environment image.
@@ -81,7 +81,7 @@ test: setup
 	@$(PHASE) lab-up bash -c 'bash lab/build/host-setup.sh && bin/lab reset && bin/lab up'
 	@$(PHASE) lab-up-b env $(LAB_B) bin/lab up
 	@rc=0; bin/parallel "lab-tests-a=GPUFLEET_LAB_FRESH=lab $(M) lab-tests-a && $(M) bench-lab; rc=\$$?; \
-	      bin/lab down >/dev/null; bin/phase fleet-up bin/lab up --fleet >/dev/null || rc=1; exit \$$rc" \
+	      bin/lab reset >/dev/null; bin/phase fleet-up bin/lab up --fleet >/dev/null || rc=1; exit \$$rc" \
 	    "lab-tests-b=$(M) lab-tests-b && bin/phase molecule env $(LAB_B) $(M) molecule MOLECULE_NO_CLUSTER= \
 	      MOLECULE_SKIP='$(MOLECULE_LAST)'; rc=\$$?; $(LAB_B) bin/lab down >/dev/null; exit \$$rc" \
 	    "ee-image=$(BATCH) bin/lab ee" || rc=$$?; \
@@ -96,14 +96,14 @@ test: setup
 	  bin/lab down >/dev/null || rc=1; $(LAB_B) bin/lab down >/dev/null || rc=1; \
 	  bin/lab down --fleet >/dev/null || rc=1; $(LAB_SKIP) bin/lab down >/dev/null || rc=1; exit $$rc
 
-# The benchmarks at small sizes on the running lab cell (make test runs it after the story): that they still run,
-# and their figures printed. The figures to compare are from `make bench`, `bench-scale` and `bench-hosts` run on a
-# quiet machine (docs/measurements.md).
+# The benchmarks at small sizes, the lab ones on the running lab cell: that they still run, and their figures printed
+# (make test runs the two halves apart). The figures to compare are from `make bench`, `bench-scale` and
+# `bench-hosts` run on a quiet machine (docs/measurements.md).
 bench-smoke: setup
 	@$(PHASE) bench $(M) bench
 	@$(M) bench-lab
 
-# The lab benchmarks at small sizes (make test runs them after the story, and `make bench` in round 2: it needs no lab).
+# The lab benchmarks at small sizes (make test runs them after the story, and `make bench` in round 2: it needs no lab)
 bench-lab: setup
 	@$(PHASE) bench-scale $(M) bench-scale SCALE_ARGS="--sizes 8,16 --pods-per-node 3"
 	@$(PHASE) bench-hosts $(M) bench-hosts HOSTS_ARGS="--sizes 1,4 --forks 0 --out out/bench/scale-hosts-ci.json"
@@ -220,7 +220,7 @@ export GPUFLEET_LAB_CACHE := $(LAB_CACHE)# bin/lab and Molecule read one cache; 
 # that change it (cordon, drain, upgrade the control plane or a kubelet) then run one at a time.
 # MOLECULE_LAB_RESET=0 skips the reset when the lab cell is known fresh; MOLECULE_NO_CLUSTER= leaves out the
 # cluster-free ones (make test runs them beside the lab tests); MOLECULE_SKIP leaves out others and MOLECULE_ONLY
-# runs only those named (make test runs etcd_snapshot on `lab`, the rest on lab-b). GPUFLEET_LAB_CELL picks the cell.
+# runs only those named (make test runs MOLECULE_LAST apart, in round 2). GPUFLEET_LAB_CELL picks the cell.
 MOLECULE_LAB_RESET ?= 1
 MOLECULE_NO_CLUSTER ?= gpu_stack
 MOLECULE_SKIP ?=

@@ -68,10 +68,10 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
 def pytest_collection_modifyitems(config, items):
     """Everything under tests/lab needs the lab (marked, so `-m "not lab"` never runs it in parallel against a live
     lab). The canary tests move the control plane, so they come after the tests that need the lab on `from`; the
-    upgrade-wave story comes after them: it starts from a fresh lab and leaves a fresh one. The jobs in the
-    execution-environment image come last, on that fresh lab (they only read the cluster). `make lab-tests` runs the
-    story and those jobs on one lab cell and the rest on another at the same time (Makefile, lab-tests-a/-b); the
-    order here holds within each."""
+    upgrade-wave story comes after them: it starts from a fresh lab and leaves the cell it upgraded (a fresh one when
+    it failed). The jobs in the execution-environment image come last, on the cell it leaves (they only read it).
+    `make lab-tests` runs the story and those jobs on one lab cell and the rest on another at the same time
+    (Makefile, lab-tests-a/-b); the order here holds within each."""
     lab_dir = pathlib.Path(__file__).parent / "lab"
     for item in items:
         if lab_dir in pathlib.Path(str(item.fspath)).parents:

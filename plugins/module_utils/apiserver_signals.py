@@ -7,15 +7,16 @@ moved and against its peer apiservers.
 
 Signals (docs/reference.md section 9):
 
-- ``throttled_per_minute``: requests the apiserver refused for want of capacity, per minute. With API Priority and
-  Fairness on (the default since 1.20; its per-level gauge ``apiserver_flowcontrol_nominal_limit_seats`` is in every
-  text), the requests APF rejected (``apiserver_flowcontrol_rejected_requests_total``, absent until its first
-  rejection). Not every 429 is one: a watch cache that is (re)initialising - minutes after an apiserver starts, for
-  each CRD - answers WATCH and LIST 429 "storage is (re)initializing", which clients retry (a real capture:
-  tests/fixtures/metrics/real-1.36.3-fresh-start.prom.gz), and the eviction API answers 429 when a
-  PodDisruptionBudget refuses (the cell's policy, not the apiserver's health). With APF off (the max-in-flight
-  filter, which never limits long-running requests), the 429s of ``apiserver_request_total`` other than the
-  eviction API's and WATCH's.
+- ``throttled_per_minute``: requests the apiserver refused for want of capacity, per minute: the requests its
+  filters ended with 429 (``apiserver_request_terminations_total{code="429"}``: API Priority and Fairness and the
+  max-in-flight filter both count each refusal there), or API Priority and Fairness's own count
+  (``apiserver_flowcontrol_rejected_requests_total``) where that is higher. Both are absent until their first
+  refusal, so a text without them reads none (a proxy or ``--disabled-metrics`` that drops them cannot be told
+  from a quiet apiserver). Not every 429 in ``apiserver_request_total`` is throttling: a watch cache that is
+  (re)initialising - for each CRD, in the minutes after an apiserver starts - answers WATCH and LIST 429 "storage
+  is (re)initializing", which clients retry (a real capture: tests/fixtures/metrics/real-1.36.3-fresh-start.prom.gz,
+  twelve such 429s and no refusal), and the eviction API answers 429 when a PodDisruptionBudget refuses (the
+  cell's policy, not the apiserver's health). Neither is counted by the filters.
 - ``p99_seconds.read|list|write``: the 99th percentile of ``apiserver_request_duration_seconds`` by verb class -
   GET; LIST; POST, PUT, PATCH, DELETE, DELETECOLLECTION, APPLY - long-running requests (WATCH, WATCHLIST, CONNECT)
   left out, as the apiserver's own SLO metrics do, and so are non-resource paths (``/readyz``, discovery: no
@@ -37,7 +38,7 @@ release, over the same window - a cell-wide rise (load, etcd) shows on those pee
 regression of the new release shows against both (a peer already at the target would carry it too, so it is no
 reference). A reference that could not be measured does not excuse: the ones that were are used, a latency with
 neither is held to the Kubernetes API call latency SLO's ceiling (1 s for single-object calls, 30 s for LIST), and
-429s with neither to none (a healthy apiserver answers none). A rate's slack is at least one minute's worth of
+refusals with neither to none (a healthy apiserver refuses none). A rate's slack is at least one minute's worth of
 events, so one 429 in a 5-second window is not a regression. Each reading judges the soak's whole window and its
 last interval: a regression late in a long soak is not diluted by the quiet minutes before it.
 """
@@ -63,10 +64,11 @@ VERB_CLASS = {"GET": "read", "LIST": "list", "POST": "write", "PUT": "write", "P
 CLASSES = ("read", "list", "write")
 RELIST_VERBS = ("LIST",)
 BUILD_INFO = "kubernetes_build_info"
+TERMINATIONS = "apiserver_request_terminations_total"  # requests a filter ended, by code: 429 is a refusal
 APF_REJECTED = "apiserver_flowcontrol_rejected_requests_total"
-# a gauge per priority level that an apiserver with API Priority and Fairness on always exports (1.26 and later;
-# the name before it for older ones): its presence says rejections are counted in APF_REJECTED
-APF_LEVELS = frozenset(("apiserver_flowcontrol_nominal_limit_seats", "apiserver_flowcontrol_request_concurrency_limit"))
+# the samples read as counts and sizes: NaN, an infinity or a negative one is no reading (NaN would pass every
+# comparison with a limit)
+COUNTS = frozenset((REQUESTS, DURATION, TERMINATIONS, APF_REJECTED, RSS))
 # an apiserver's own URL (cell.py's gpufleet_apiserver_url), whole and ASCII; the fleet's readings and the cell use it
 APISERVER_URL = re.compile(r"https://[A-Za-z0-9.\[\]:_-]+(:[0-9]{1,5})?/?")
 LOOPBACK = re.compile(r"https://(127\.[0-9.]+|localhost|\[::1\])(:|/|$)")
@@ -77,8 +79,8 @@ SIGNALS = ("throttled_per_minute",) + LATENCIES + ("relists_per_minute", "rss_by
 # latency ceilings are the Kubernetes API call latency SLO (sig-scalability, "API call latency": p99 <= 1 s for
 # mutating and single-object read calls, <= 30 s for cluster-scope LIST); the ratios and slacks are gpufleet's:
 # twice the reference is a regression a human would page on, and the slack keeps a quiet reference (0 throttled
-# answers, a 5 ms p99) from making noise a failure. 429s: the apiserver answers 429 only when APF or max-inflight
-# rejects, so a steady 5 a minute more than before and than the peers is a real shortage.
+# answers, a 5 ms p99) from making noise a failure. Refusals (APF or max-in-flight) mean the apiserver had no seat
+# for a request, so a steady 5 a minute more than before and than the peers is a real shortage.
 SPEC: Dict[str, Dict[str, Any]] = {
     "interval_seconds": {"type": "int", "default": 10},  # between two readings during the soak
     "warmup_seconds": {"type": "int", "default": 60},  # after the new process starts, before its window opens
@@ -136,23 +138,24 @@ def reduce(text: Any, where: str, version_text: Any = None) -> Dict[str, Any]:
             promtext.samples(text, where)
     except ParseError as exc:
         raise InputError(exc.msg) from None
-    apf, rejected, refused, requests = False, 0.0, 0.0, {}  # type: bool, float, float, Dict[str, float]
+    terminated, rejected, requests = 0.0, 0.0, {}  # type: float, float, Dict[str, float]
     buckets: Dict[str, Dict[float, float]] = {c: {} for c in CLASSES}
     seen, rss, started, version = set(), None, None, ""  # type: set, Optional[float], Optional[float], str
     try:
         for name, labels, value in found:
+            if name in COUNTS and not (math.isfinite(value) and value >= 0):
+                raise InputError("%s: /metrics gives %s{%s} the value %s, not a finite number of 0 or more"
+                                 % (where, name, ",".join("%s=%r" % kv for kv in sorted(labels.items())), value))
             if name == REQUESTS:
                 seen.add(name)
                 verb = labels.get("verb", "").upper()
                 if labels.get("resource"):  # a resource request (not /readyz, /metrics or discovery)
                     requests[verb] = requests.get(verb, 0.0) + value
-                if labels.get("code") == "429" and labels.get("subresource") != "eviction" and \
-                        verb not in LONG_RUNNING:
-                    refused += value
+            elif name == TERMINATIONS:
+                if labels.get("code") == "429":
+                    terminated += value
             elif name == APF_REJECTED:
-                apf, rejected = True, rejected + value
-            elif name in APF_LEVELS:
-                apf = True
+                rejected += value
             elif name == DURATION:
                 seen.add(name)
                 bound = float(labels["le"])  # every bucket's bound is read: a malformed one refuses the text
@@ -172,7 +175,7 @@ def reduce(text: Any, where: str, version_text: Any = None) -> Dict[str, Any]:
     if missing:
         raise InputError("%s: /metrics has no %s; is this a kube-apiserver (and may these credentials get /metrics)?"
                          % (where, " or ".join(missing)))
-    return {"throttled": rejected if apf else refused, "requests": requests, "buckets": buckets, "rss_bytes": rss,
+    return {"throttled": max(terminated, rejected), "requests": requests, "buckets": buckets, "rss_bytes": rss,
             "started": started, "version": version}
 
 

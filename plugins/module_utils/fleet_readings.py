@@ -4,10 +4,10 @@
 ``fleet_readings`` module fetched (each apiserver's /metrics text, twice, a window apart; the Node and JobSet
 objects). fleet_run.halts judges them against the readings taken before the cell's upgrade.
 
-- ``apiserver_429_per_minute``: requests the apiservers refused for want of capacity, per minute over the window,
-  summed over every apiserver: the soak's ``throttled`` reduction (apiserver_signals.reduce: API Priority and
-  Fairness's rejections, ``apiserver_flowcontrol_rejected_requests_total``; with APF off, the 429s other than the
-  eviction API's and WATCH's). A watch cache answering 429 while it (re)initialises is not throttling.
+- ``apiserver_429_per_minute``: requests the apiservers refused for want of capacity (their filters ended them
+  429: API Priority and Fairness or max-in-flight), per minute over the window, summed over every apiserver: the
+  soak's ``throttled`` reduction (apiserver_signals.reduce, ``apiserver_request_terminations_total{code="429"}``).
+  A watch cache answering 429 while it (re)initialises, or the eviction API's 429, is not throttling.
 - ``apiserver_p99_seconds``: the 99th percentile of request latency over the window, all apiservers' histograms
   merged (``apiserver_request_duration_seconds``), long-running verbs (WATCH, CONNECT) left out as the apiserver's
   own SLO metrics do; the quantile is interpolated within its bucket the way Prometheus' histogram_quantile does.
@@ -93,7 +93,7 @@ def check_inputs(cell: str, urls: Sequence[str], expected_gpus: int, window: flo
 
 
 def scrape(text: str, where: str) -> Dict[str, Any]:
-    """One apiserver's /metrics text reduced to what the readings need: ``{"throttled": count of 429 answers,
+    """One apiserver's /metrics text reduced to what the readings need: ``{"throttled": count of requests refused 429,
     "buckets": {le: cumulative count}}`` - the reduction the control-plane soak uses (apiserver_signals.reduce,
     prometheus_client's parser), every verb class's latency merged, long-running requests left out. A text without
     the two metrics is refused."""

@@ -13,7 +13,8 @@ description:
   - With O(state=soak), after the host moved, waits until its new apiserver process is C(signals.warmup_seconds)
     old (C(process_start_time_seconds)), then reads it and every peer apiserver at the start of the soak and every
     C(signals.interval_seconds) for O(soak_seconds), with no retry. Each time it asks the host's C(/readyz) (any
-    answer but ok fails at once) and judges the window so far - the 429 answers per minute, the p99 latency of
+    answer but ok fails at once) and judges the window so far - the requests refused 429 per minute (API Priority
+    and Fairness or max-in-flight; not a watch cache's 429 while it initialises), the p99 latency of
     read (GET), list (LIST) and write requests (long-running ones left out), LIST and WATCH requests per minute,
     the resident memory - against O(before) and against the median of the peers over the same window. A signal
     above C(ratio x reference + slack) for every reference that was measured fails the host at once, naming the

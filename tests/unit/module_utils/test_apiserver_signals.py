@@ -311,46 +311,70 @@ GET_429 = ('apiserver_request_total{code="429",component="apiserver",dry_run="",
            'scope="resource",subresource="",verb="GET",version="v1"} 3')
 WATCH_429 = ('apiserver_request_total{code="429",component="apiserver",dry_run="",group="kueue.x-k8s.io",'
              'resource="workloads",scope="cluster",subresource="",verb="WATCH",version="v1beta2"} 7')
-APF_FAMILY = ("# HELP apiserver_flowcontrol_rejected_requests_total [BETA] Number of requests rejected by API Priority "
-              "and Fairness subsystem", "# TYPE apiserver_flowcontrol_rejected_requests_total counter",
-              'apiserver_flowcontrol_rejected_requests_total{flow_schema="global-default",priority_level='
-              '"global-default",reason="queue-full"} 3')
+TERMINATED = ("# HELP apiserver_request_terminations_total [ALPHA] Number of requests which apiserver terminated in "
+              "self-defense.", "# TYPE apiserver_request_terminations_total counter",
+              'apiserver_request_terminations_total{code="429",component="apiserver",group="",resource="pods",'
+              'scope="resource",subresource="",verb="GET",version="v1"} 3',
+              'apiserver_request_terminations_total{code="504",component="apiserver",group="",resource="pods",'
+              'scope="resource",subresource="",verb="GET",version="v1"} 11')
+REJECTED = ("# HELP apiserver_flowcontrol_rejected_requests_total [BETA] Number of requests rejected by API Priority "
+            "and Fairness subsystem", "# TYPE apiserver_flowcontrol_rejected_requests_total counter",
+            'apiserver_flowcontrol_rejected_requests_total{flow_schema="global-default",priority_level='
+            '"global-default",reason="queue-full"} %s')
 
 
-def without_apf(text):
-    """The text of an apiserver run with --enable-priority-and-fairness=false: no apiserver_flowcontrol_ family."""
-    return "\n".join(line for line in text.splitlines() if "apiserver_flowcontrol_" not in line) + "\n"
-
-
-def test_with_priority_and_fairness_on_only_its_rejections_are_throttling():
-    # the capture's apiserver runs APF (its per-level gauges) and has rejected nothing yet: the counter is absent,
-    # and a 429 that APF did not give (eviction, a watch cache initialising) is no throttling
+def test_only_the_requests_a_filter_refused_are_throttling():
+    # the capture's apiserver has refused nothing (neither counter is there yet): the 429s that no filter gave -
+    # the eviction API's, a watch cache's while it initialises - are no throttling, whatever their verb
     text = with_lines(REAL, "apiserver_request_total{", EVICTION, GET_429, WATCH_429)
     assert sig.reduce(text, "cp-1", VERSION)["throttled"] == 0
-    rejected = with_lines(text, "# TYPE apiserver_flowcontrol_nominal_limit_seats", *APF_FAMILY)
-    assert sig.reduce(rejected, "cp-1", VERSION)["throttled"] == 3
+    # a filter ended three requests 429 (the 504s are timeouts, not refusals); APF's own count where it is higher
+    terminated = with_lines(text, "# TYPE apiserver_request_duration_seconds", *TERMINATED)
+    assert sig.reduce(terminated, "cp-1", VERSION)["throttled"] == 3
+    for apf, throttled in ((5, 5), (2, 3)):
+        rejected = with_lines(terminated, "# TYPE apiserver_request_duration_seconds", *REJECTED[:2],
+                              REJECTED[2] % apf)
+        assert sig.reduce(rejected, "cp-1", VERSION)["throttled"] == throttled
+
+
+@pytest.mark.parametrize("value", ["NaN", "+Inf", "-1"])
+def test_a_count_that_is_no_number_is_refused_naming_the_series(value):
+    bad = with_lines(REAL, "# TYPE apiserver_request_duration_seconds", *REJECTED[:2], REJECTED[2] % value)
+    with pytest.raises(InputError, match=r"cp-1: /metrics gives apiserver_flowcontrol_rejected_requests_total\{"
+                                         r"flow_schema='global-default',.* the value (nan|inf|-1.0), not a finite"):
+        sig.reduce(bad, "cp-1", VERSION)
+    rss = next(line for line in REAL.splitlines() if line.startswith("process_resident_memory_bytes "))
+    with pytest.raises(InputError, match="process_resident_memory_bytes"):
+        sig.reduce(REAL.replace(rss, "process_resident_memory_bytes %s" % value), "cp-1", VERSION)
+
+
+def test_the_real_apf_rejections_are_the_filters_429s():
+    # the lab's soak-429 fault on a real apiserver: every refusal counted once in each counter
+    for name in ("0-quiet", "1-throttled", "2-slow-webhook"):
+        text = gzip.decompress((FIXTURES / ("real-1.36.3-soak-%s.prom.gz" % name)).read_bytes()).decode()
+        counts = {m: sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(m + "{")
+                         and ("code=" not in line or 'code="429"' in line))
+                  for m in (sig.TERMINATIONS, sig.APF_REJECTED)}
+        assert counts[sig.TERMINATIONS] == counts[sig.APF_REJECTED] == real_soak(name)["throttled"] > 20000
 
 
 def test_a_real_apiserver_just_started_answers_429_while_its_watch_caches_initialise_and_is_not_throttled():
     # cp-1 of lab-b a minute after it started: twelve 429s to the controller manager's and the lab controller's
-    # WATCHes and LISTs of CRDs ("storage is (re)initializing" in the audit log), no APF rejection
+    # WATCHes and LISTs of CRDs ("storage is (re)initializing" in the audit log), no filter refused a request
     text = gzip.decompress((FIXTURES / "real-1.36.3-fresh-start.prom.gz").read_bytes()).decode()
     version = (FIXTURES / "real-1.36.3-fresh-start-version.json").read_text()
     answered = sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
                    if line.startswith('apiserver_request_total{code="429"'))
-    assert answered == 12
+    assert answered == 12 and sig.TERMINATIONS not in text and sig.APF_REJECTED not in text
     reduced = sig.reduce(text, "cp-1", version)
     assert reduced["throttled"] == 0 and reduced["version"] == "v1.36.3"
     assert fleet_readings.scrape(text, "cp-1")["throttled"] == 0  # the fleet's 429 reading is the same reduction
-    # without APF the WATCHes are still not counted (max-in-flight never limits them); the one LIST is
-    assert sig.reduce(without_apf(text), "cp-1", version)["throttled"] == 1
 
 
-def test_429s_of_the_eviction_api_and_non_resource_paths_are_not_the_apiservers_signals():
+def test_non_resource_paths_are_not_the_apiservers_requests():
     lines = REAL.splitlines()
-    text = without_apf(with_lines(REAL, "apiserver_request_total{", EVICTION, GET_429, WATCH_429))
-    reduced = sig.reduce(text, "cp-1", VERSION)
-    assert reduced["throttled"] == 3 and reduced["version"] == "v1.35.4"
+    reduced = sig.reduce(with_lines(REAL, "apiserver_request_total{", EVICTION, GET_429, WATCH_429), "cp-1", VERSION)
+    assert reduced["version"] == "v1.35.4"
     readyz = sum(float(line.rsplit(" ", 1)[1]) for line in lines if line.startswith("apiserver_request_total{")
                  and re.search(r'[{,]resource=""', line) and 'verb="GET"' in line)
     assert readyz > 0  # the capture's own /metrics, /version and /readyz GETs: not resource requests
