@@ -13,7 +13,7 @@ MODULES := $(sort $(basename $(notdir $(wildcard plugins/modules/*.py))))
 FILTERS := $(sort $(basename $(notdir $(wildcard plugins/filter/*.yml))))
 TESTS := $(sort $(basename $(notdir $(wildcard plugins/test/*.yml))))
 
-.PHONY: setup plan wave fleet test lint unit bench-smoke bench-lab bench-scale bench-wave bench-hosts lab-tests lab-tests-a lab-tests-b lab-tests-fleet lab-tests-skip sanity docs docs-gen bench freeze clean-venv venv-path lab-up lab-down lab-reset \
+.PHONY: setup plan wave fleet test lint unit bench-smoke bench-scale bench-wave bench-hosts lab-tests lab-tests-a lab-tests-b lab-tests-fleet lab-tests-skip sanity docs docs-gen bench freeze clean-venv venv-path lab-up lab-down lab-reset \
 	lab-status molecule
 
 setup: $(VENV)/.installed
@@ -50,27 +50,30 @@ fleet: setup
 # Every test, each phase timed by bin/phase (CI prints the table, with how busy the machine was), in two rounds of
 # phases at once (bin/parallel), each lab stream on lab cells of its own (lab/lab.yml `cells`):
 #   round 1  lab-tests-a on `lab`: the wave story, then on the cell it leaves upgraded the jobs in the
-#            execution-environment image and the etcd window, then the lab benchmarks at small sizes (bench-scale,
-#            bench-hosts: figures printed, not gates; they share the machine, so CI's figures are not
-#            docs/measurements.md's); `lab` is reset after them, which takes it down (an idle cell of three apiservers and three etcd
-#            members costs about a third of a core) and the three fleet cells come up for round 2.
-#            lab-tests-b on `lab-b`: every other lab test, then on a reset lab-b the Molecule scenarios that read the
-#            cluster (MOLECULE_READ_ONLY) and the first that change it; beside them the execution-environment image.
+#            execution-environment image and the etcd window, then on the reset cell the etcd_snapshot Molecule
+#            scenario (its platform's name is its own, so it runs beside the scenarios on lab-b) and the benchmarks
+#            at small sizes (bench-smoke: figures printed, not gates; they share the machine with the other stream,
+#            so CI's figures are not docs/measurements.md's); `lab` is reset after them, which takes it down (an
+#            idle cell of three apiservers and three etcd members costs about a sixth of a core, and round 2 is
+#            CPU-bound; `make wave` brings it up fresh), and the three fleet cells come up for round 2 (this stream
+#            ends before lab-tests-b, so their start-up is off round 2's critical path);
+#            lab-tests-b on `lab-b`: every other lab test, then the other Molecule scenarios that use the cluster
+#            (on a reset lab-b, which goes down after them); beside them the execution-environment image.
 #   round 2  lab-fleet on the three fleet cells (up for it, down after): the three-ring fleet run, which mostly
 #            waits on its cells' waves and soaks; beside it, each a stream of its own, the lab-free checks (lint,
-#            docs, sanity, unit, then the lab-free benchmarks), the skip-level cycle on its own cell (up for it, down
-#            after) and then on lab-b, reset again, the Molecule scenarios that upgrade (MOLECULE_LAST), and the
-#            Molecule scenario that needs no cluster.
-# Round 2 runs also after a failed round 1, so every result is known. Measured on a 2-core machine (docs/measurements.md,
-# "CI"): every phase in one round kept the machine 98 % busy and took 2,537 s against 1,957 s for two rounds; with
-# the fleet's cells mostly waiting, round 2's other streams ended 400 s before the fleet (59b3442), so the
-# upgrading Molecule scenarios and the lab-free benchmarks moved there from round 1, whose two streams each ran
-# about 1,500 s.
+#            docs, sanity, unit), the skip-level cycle on its own cell (up for it, down after), and the Molecule
+#            scenario that needs no cluster.
+# Round 2 runs also after a failed round 1, so every result is known. Measured on a 2-core machine
+# (docs/measurements.md, "CI"): this split was the fastest of the five tried. Putting Molecule beside the fleet
+# instead kept round 2 96 % busy and took longer; every phase in one round kept the machine 98 % busy and took
+# 2,537 s against 1,957 s; moving the upgrading Molecule scenarios and the lab-free benchmarks into round 2's last
+# 400 s, where only the fleet runs, took 2,586 s against 2,409 s (b30935e: round 1 36 s shorter, round 2 214 s
+# longer, and the same work cost 20 % more CPU on a machine kept busier). The machine is the limit, not the layout.
 PHASE := bin/phase
 M := $(MAKE) --no-print-directory
 LAB_B := GPUFLEET_LAB_CELL=lab-b
 LAB_SKIP := GPUFLEET_LAB_CELL=skip-level
-MOLECULE_LAST := kubeadm_upgrade node_upgrade uncordon
+MOLECULE_A := etcd_snapshot
 # The phases that only burn CPU (lint, sanity, unit tests, image builds, the cluster-free Molecule scenario) run
 # niced beside the lab cells, whose soaks and gates measure latency: a warm CI run's fleet cell failed its
 # control-plane soak (write p99 3.8 s against 0.85 s) while the unit tests held both cores at 99 %.
@@ -80,31 +83,25 @@ BATCH := nice -n 10
 test: setup
 	@$(PHASE) lab-up bash -c 'bash lab/build/host-setup.sh && bin/lab reset && bin/lab up'
 	@$(PHASE) lab-up-b env $(LAB_B) bin/lab up
-	@rc=0; bin/parallel "lab-tests-a=GPUFLEET_LAB_FRESH=lab $(M) lab-tests-a && $(M) bench-lab; rc=\$$?; \
-	      bin/lab reset >/dev/null; bin/phase fleet-up bin/lab up --fleet >/dev/null || rc=1; exit \$$rc" \
+	@rc=0; bin/parallel "lab-tests-a=GPUFLEET_LAB_FRESH=lab $(M) lab-tests-a && bin/phase molecule-a $(M) molecule \
+	      MOLECULE_ONLY=$(MOLECULE_A) && $(M) bench-smoke; rc=\$$?; bin/lab reset >/dev/null; \
+	      bin/phase fleet-up bin/lab up --fleet >/dev/null || rc=1; exit \$$rc" \
 	    "lab-tests-b=$(M) lab-tests-b && bin/phase molecule env $(LAB_B) $(M) molecule MOLECULE_NO_CLUSTER= \
-	      MOLECULE_SKIP='$(MOLECULE_LAST)'; rc=\$$?; $(LAB_B) bin/lab down >/dev/null; exit \$$rc" \
+	      MOLECULE_SKIP=$(MOLECULE_A); rc=\$$?; $(LAB_B) bin/lab down >/dev/null; exit \$$rc" \
 	    "ee-image=$(BATCH) bin/lab ee" || rc=$$?; \
 	  bin/parallel "lab-fleet=$(M) lab-tests-fleet; rc=\$$?; bin/lab down --fleet >/dev/null; exit \$$rc" \
 	    "checks=bin/phase lint $(BATCH) $(M) lint && bin/phase docs $(BATCH) $(M) docs \
-	      && bin/phase sanity $(BATCH) $(M) sanity && bin/phase unit $(BATCH) $(M) unit \
-	      && bin/phase bench $(BATCH) $(M) bench" \
-	    "skip-level=$(M) lab-tests-skip; rc=\$$?; $(LAB_SKIP) bin/lab down >/dev/null; \
-	      bin/phase molecule-last env $(LAB_B) $(M) molecule MOLECULE_NO_CLUSTER= MOLECULE_ONLY='$(MOLECULE_LAST)' \
-	      || rc=1; $(LAB_B) bin/lab down >/dev/null; exit \$$rc" \
+	      && bin/phase sanity $(BATCH) $(M) sanity && bin/phase unit $(BATCH) $(M) unit" \
+	    "skip-level=$(M) lab-tests-skip; rc=\$$?; $(LAB_SKIP) bin/lab down >/dev/null; exit \$$rc" \
 	    "molecule-no-cluster=BIN=$(BIN) $(BATCH) tests/molecule-run --parallel 1 $(MOLECULE_NO_CLUSTER)" || rc=$$?; \
 	  bin/lab down >/dev/null || rc=1; $(LAB_B) bin/lab down >/dev/null || rc=1; \
 	  bin/lab down --fleet >/dev/null || rc=1; $(LAB_SKIP) bin/lab down >/dev/null || rc=1; exit $$rc
 
-# The benchmarks at small sizes, the lab ones on the running lab cell: that they still run, and their figures printed
-# (make test runs the two halves apart). The figures to compare are from `make bench`, `bench-scale` and
-# `bench-hosts` run on a quiet machine (docs/measurements.md).
+# The benchmarks at small sizes on the running lab cell (make test runs it after the story): that they still run,
+# and their figures printed. The figures to compare are from `make bench`, `bench-scale` and `bench-hosts` run on a
+# quiet machine (docs/measurements.md).
 bench-smoke: setup
 	@$(PHASE) bench $(M) bench
-	@$(M) bench-lab
-
-# The lab benchmarks at small sizes (make test runs them after the story, and `make bench` in round 2: it needs no lab)
-bench-lab: setup
 	@$(PHASE) bench-scale $(M) bench-scale SCALE_ARGS="--sizes 8,16 --pods-per-node 3"
 	@$(PHASE) bench-hosts $(M) bench-hosts HOSTS_ARGS="--sizes 1,4 --forks 0 --out out/bench/scale-hosts-ci.json"
 
@@ -128,7 +125,8 @@ unit: setup
 LAB_TESTS_A := tests/lab/test_upgrade_wave.py tests/lab/test_awx_runner.py
 LAB_TESTS_FLEET := tests/lab/test_fleet.py
 LAB_TESTS_SKIP := tests/lab/test_skip_level.py
-# the etcd window leaves `lab`'s etcd on its newer release, which only `bin/lab reset` undoes: after the story
+# the etcd window leaves `lab`'s etcd on its newer release, which only `bin/lab reset` undoes: after the story, before
+# the reset for Molecule
 LAB_TESTS_LAST := tests/lab/test_etcd_upgrade.py
 lab-tests: setup lab-up
 	@bin/parallel "lab-tests-a=$(M) lab-tests-a" "lab-tests-b=$(M) lab-tests-b" "lab-fleet=$(M) lab-tests-fleet" \
@@ -220,7 +218,7 @@ export GPUFLEET_LAB_CACHE := $(LAB_CACHE)# bin/lab and Molecule read one cache; 
 # that change it (cordon, drain, upgrade the control plane or a kubelet) then run one at a time.
 # MOLECULE_LAB_RESET=0 skips the reset when the lab cell is known fresh; MOLECULE_NO_CLUSTER= leaves out the
 # cluster-free ones (make test runs them beside the lab tests); MOLECULE_SKIP leaves out others and MOLECULE_ONLY
-# runs only those named (make test runs MOLECULE_LAST apart, in round 2). GPUFLEET_LAB_CELL picks the cell.
+# runs only those named (make test runs etcd_snapshot on `lab`, the rest on lab-b). GPUFLEET_LAB_CELL picks the cell.
 MOLECULE_LAB_RESET ?= 1
 MOLECULE_NO_CLUSTER ?= gpu_stack
 MOLECULE_SKIP ?=
