@@ -5,7 +5,7 @@ Prometheus text (parsed by prometheus_client in promtext.py), shared with the fl
 (fleet_readings.scrape), and the soak's judgement of one control-plane host against the reading taken before it
 moved and against its peer apiservers.
 
-Signals (docs/reference.md section 9):
+Signals (docs/stages.md, "The control-plane soak"):
 
 - ``throttled_per_minute``: requests the apiserver refused for want of capacity, per minute: the requests its
   filters ended with 429 (``apiserver_request_terminations_total{code="429"}``: API Priority and Fairness and the
@@ -58,7 +58,6 @@ REQUESTS = "apiserver_request_total"
 DURATION = "apiserver_request_duration_seconds_bucket"
 RSS = "process_resident_memory_bytes"
 STARTED = "process_start_time_seconds"
-LONG_RUNNING = frozenset(("WATCH", "WATCHLIST", "CONNECT"))
 VERB_CLASS = {"GET": "read", "LIST": "list", "POST": "write", "PUT": "write", "PATCH": "write", "DELETE": "write",
               "DELETECOLLECTION": "write", "APPLY": "write"}
 CLASSES = ("read", "list", "write")
@@ -66,9 +65,9 @@ RELIST_VERBS = ("LIST",)
 BUILD_INFO = "kubernetes_build_info"
 TERMINATIONS = "apiserver_request_terminations_total"  # requests a filter ended, by code: 429 is a refusal
 APF_REJECTED = "apiserver_flowcontrol_rejected_requests_total"
-# the samples read as counts and sizes: NaN, an infinity or a negative one is no reading (NaN would pass every
-# comparison with a limit)
-COUNTS = frozenset((REQUESTS, DURATION, TERMINATIONS, APF_REJECTED, RSS))
+# the samples read as counts, sizes and times: NaN, an infinity or a negative one is no reading (NaN would pass every
+# comparison with a limit, and a NaN start time would make every two scrapes two processes)
+COUNTS = frozenset((REQUESTS, DURATION, TERMINATIONS, APF_REJECTED, RSS, STARTED))
 # an apiserver's own URL (cell.py's gpufleet_apiserver_url), whole and ASCII; the fleet's readings and the cell use it
 APISERVER_URL = re.compile(r"https://[A-Za-z0-9.\[\]:_-]+(:[0-9]{1,5})?/?")
 LOOPBACK = re.compile(r"https://(127\.[0-9.]+|localhost|\[::1\])(:|/|$)")
@@ -159,6 +158,8 @@ def reduce(text: Any, where: str, version_text: Any = None) -> Dict[str, Any]:
             elif name == DURATION:
                 seen.add(name)
                 bound = float(labels["le"])  # every bucket's bound is read: a malformed one refuses the text
+                if math.isnan(bound) or bound == -math.inf:
+                    raise ValueError("a bucket bound le=%r" % labels["le"])
                 kind = VERB_CLASS.get(labels.get("verb", "").upper())
                 if kind is None or not labels.get("resource"):
                     continue  # long-running (WATCH, CONNECT), a verb no class holds, or a non-resource path

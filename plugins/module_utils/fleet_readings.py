@@ -6,7 +6,8 @@ objects). fleet_run.halts judges them against the readings taken before the cell
 
 - ``apiserver_429_per_minute``: requests the apiservers refused for want of capacity (their filters ended them
   429: API Priority and Fairness or max-in-flight), per minute over the window, summed over every apiserver: the
-  soak's ``throttled`` reduction (apiserver_signals.reduce, ``apiserver_request_terminations_total{code="429"}``).
+  soak's ``throttled`` reduction (apiserver_signals.reduce, ``apiserver_request_terminations_total{code="429"}``,
+  or APF's own ``apiserver_flowcontrol_rejected_requests_total`` where higher).
   A watch cache answering 429 while it (re)initialises, or the eviction API's 429, is not throttling.
 - ``apiserver_p99_seconds``: the 99th percentile of request latency over the window, all apiservers' histograms
   merged (``apiserver_request_duration_seconds``), long-running verbs (WATCH, CONNECT) left out as the apiserver's

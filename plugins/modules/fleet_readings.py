@@ -10,8 +10,9 @@ version_added: 0.4.0
 description:
   - Scrapes every apiserver of the cell (O(apiserver_urls), with the connection's credentials) twice,
     O(window_seconds) apart, and reports the requests refused 429 per minute (API Priority and Fairness or
-    max-in-flight, C(apiserver_request_terminations_total); not a watch cache's 429 while it initialises) and the
-    p99 request latency over the window (C(apiserver_request_duration_seconds); WATCH and CONNECT left out).
+    max-in-flight, C(apiserver_request_terminations_total), or APF's own count where higher; not a watch cache's
+    429 while it initialises) and the p99 request latency over the window (C(apiserver_request_duration_seconds);
+    WATCH and CONNECT left out).
   - Reads the Nodes (C(not_ready_nodes); C(gpu_allocatable_fraction), allocatable C(nvidia.com/gpu) on Ready nodes,
     each node counting at most its pool's GPUs per node, over O(expected_gpus) and each pool's) and the JobSets
     (C(jobset_restarts), the sum of C(status.restarts)). A Node list or JobSet of the wrong shape, a GPU count or

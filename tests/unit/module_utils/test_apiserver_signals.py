@@ -343,9 +343,37 @@ def test_a_count_that_is_no_number_is_refused_naming_the_series(value):
     with pytest.raises(InputError, match=r"cp-1: /metrics gives apiserver_flowcontrol_rejected_requests_total\{"
                                          r"flow_schema='global-default',.* the value (nan|inf|-1.0), not a finite"):
         sig.reduce(bad, "cp-1", VERSION)
-    rss = next(line for line in REAL.splitlines() if line.startswith("process_resident_memory_bytes "))
-    with pytest.raises(InputError, match="process_resident_memory_bytes"):
-        sig.reduce(REAL.replace(rss, "process_resident_memory_bytes %s" % value), "cp-1", VERSION)
+    terminated = with_lines(REAL, "# TYPE apiserver_request_duration_seconds", *TERMINATED[:2],
+                            TERMINATED[2].rsplit(" ", 1)[0] + " " + value)
+    with pytest.raises(InputError, match="gives apiserver_request_terminations_total"):
+        sig.reduce(terminated, "cp-1", VERSION)
+    # the request counter, a latency bucket, the resident memory and the start time: each the capture's first line
+    for series in ("apiserver_request_total{", "apiserver_request_duration_seconds_bucket{",
+                   "process_resident_memory_bytes ", "process_start_time_seconds "):
+        line = next(line for line in REAL.splitlines() if line.startswith(series))
+        with pytest.raises(InputError, match="gives %s" % series.strip(" {")):
+            sig.reduce(REAL.replace(line, line.rsplit(" ", 1)[0] + " " + value), "cp-1", VERSION)
+
+
+def test_a_bucket_bound_that_is_nan_is_refused():
+    line = next(line for line in REAL.splitlines() if line.startswith("apiserver_request_duration_seconds_bucket{")
+                and 'resource="' in line and 'resource=""' not in line)
+    bound = re.search(r'le="([^"]+)"', line).group(1)
+    with pytest.raises(InputError, match="cp-1: /metrics is not Prometheus text"):
+        sig.reduce(REAL.replace(line, line.replace('le="%s"' % bound, 'le="NaN"')), "cp-1", VERSION)
+
+
+def test_a_refusal_counter_that_appears_or_takes_over_between_two_scrapes_is_one_process():
+    quiet = sig.reduce(REAL, "cp-1", VERSION)  # neither counter yet: its first refusal makes it appear
+    first = sig.reduce(with_lines(REAL, "# TYPE apiserver_request_duration_seconds", *TERMINATED), "cp-1", VERSION)
+    both = with_lines(REAL, "# TYPE apiserver_request_duration_seconds", *TERMINATED[:2],
+                      TERMINATED[2].rsplit(" ", 1)[0] + " 4", *REJECTED[:2], REJECTED[2] % 9)
+    second = sig.reduce(both, "cp-1", VERSION)  # APF's own count now the higher
+    assert sig.window(quiet, first, 60.0, 1, "cp-1")["throttled_per_minute"] == 3.0
+    assert sig.window(first, second, 60.0, 1, "cp-1")["throttled_per_minute"] == 6.0
+    readings = fleet_readings.apiserver_readings({"cp-1": fleet_readings.scrape(REAL, "cp-1")},
+                                                 {"cp-1": fleet_readings.scrape(both, "cp-1")}, 30.0)
+    assert readings["apiserver_429_per_minute"] == 18.0 and not readings["apiservers"]["cp-1"].get("restarted")
 
 
 def test_the_real_apf_rejections_are_the_filters_429s():
