@@ -195,11 +195,9 @@ ETCD_GRACE_SECONDS = 30.0
 # cell). The cost is memory: an apiserver's RSS about 1.0 GB, not 0.4 GB (about 10 GB for the apiservers of the four
 # cells up at once in CI; the machine has 24 GiB). The soak's memory signal compares an apiserver with its own reading
 # before and its peers, all run alike.
-# LAB ONLY as well: each of these Go processes schedules its goroutines on one thread at a time (GOMAXPROCS=1, not
-# one per core): some fifteen of them share two cores, and with a second processor each would wake threads to look
-# for work (an idle lab-b cell 10.8 -> 9.4 CPU-s a minute: apiservers 4.2 -> 3.6, etcd 2.6 -> 2.0, measured one
-# after the other on a quiet machine). A real control plane keeps Go's default.
-GO_LAB_ENV = {"GOGC": "400", "GOMAXPROCS": "1"}
+# (GOMAXPROCS=1 as well cut an idle lab-b cell's CPU 10.8 -> 9.4 CPU-s a minute, but under CI's load the wave story
+# took 1,082 s against 892-991 s: each apiserver on one thread answers the story's chain of requests later. Not kept.)
+GO_LAB_ENV = {"GOGC": "400"}
 
 
 def etcd_argv(cfg: LabConfig, host: str, text: str) -> Tuple[str, List[str]]:
