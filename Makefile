@@ -68,7 +68,8 @@ fleet: setup
 # instead kept round 2 96 % busy and took longer; every phase in one round kept the machine 98 % busy and took
 # 2,537 s against 1,957 s; moving the upgrading Molecule scenarios and the lab-free benchmarks into round 2's last
 # 400 s, where only the fleet runs, took 2,586 s against 2,409 s (b30935e: round 1 36 s shorter, round 2 214 s
-# longer, and the same work cost 20 % more CPU on a machine kept busier). The machine is the limit, not the layout.
+# longer; the same work cost 20 % more CPU, on a busier machine or a slower afternoon: run-to-run figures here vary by
+# 20-30 %). The CPU the tests take is the limit, more than the layout.
 PHASE := bin/phase
 M := $(MAKE) --no-print-directory
 LAB_B := GPUFLEET_LAB_CELL=lab-b

@@ -195,8 +195,9 @@ ETCD_GRACE_SECONDS = 30.0
 # cell). The cost is memory: an apiserver's RSS about 1.0 GB, not 0.4 GB (about 10 GB for the apiservers of the four
 # cells up at once in CI; the machine has 24 GiB). The soak's memory signal compares an apiserver with its own reading
 # before and its peers, all run alike.
-# (GOMAXPROCS=1 as well cut an idle lab-b cell's CPU 10.8 -> 9.4 CPU-s a minute, but under CI's load the wave story
-# took 1,082 s against 892-991 s: each apiserver on one thread answers the story's chain of requests later. Not kept.)
+# (GOMAXPROCS=1 as well cut an idle lab-b cell's CPU 10.8 -> 9.4 CPU-s a minute. Under CI's load it is unmeasured:
+# the one run with it was as slow as the next one without it, both on a machine 20-30 % slower per task than the
+# morning's runs (docs/measurements.md). Not kept until a paired run shows it helps.)
 GO_LAB_ENV = {"GOGC": "400"}
 
 
