@@ -3,15 +3,18 @@ from __future__ import annotations
 
 import json
 import pathlib
+import ssl
 import subprocess
 import sys
 import time
+import urllib.request
 
 import pytest
 import yaml
 from kubernetes import client, config, dynamic
 from kubernetes.client.rest import ApiException
 
+from ansible_collections.gpufleet.upgrade.plugins.module_utils import apiserver_signals
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.baseline import load_file
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.dcgm import judge_diag, parse_diag
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.drain import selects
@@ -22,6 +25,8 @@ from ansible_collections.gpufleet.upgrade.plugins.module_utils.gpu_health import
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.kubeadm_config import upgrade_configuration
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.kubeadm_plan import judge_plan, parse_plan
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.nccl import judge_runs, parse_output
+from ansible_collections.gpufleet.upgrade.plugins.module_utils.removed_apis import scan_metrics, target_version
+from gpufleet_lab import kubeadm as lab_kubeadm
 from tests.lab.conftest import (ROOT, apiserver_version, etcd_flags, lab_cli, lab_config, lab_env, podman_exec,
                                 wait_control_plane)
 
@@ -76,6 +81,25 @@ def test_apiservers_report_their_true_version(lab):
     out = subprocess.run([str(kubectl), "--kubeconfig", str(lab.kubeconfig), "version", "-o", "json"],
                          capture_output=True, text=True, check=True).stdout
     assert json.loads(out)["serverVersion"]["gitVersion"] == lab.from_version
+
+
+def test_apiservers_serve_every_series_the_readings_need_and_not_the_histograms_the_lab_turns_off(lab):
+    """Each apiserver's own /metrics reduces for the soak and proves itself for the removed-API scan (the real
+    readers), and has none of the histograms the lab's --disabled-metrics turns off (lab/gpufleet_lab/kubeadm.py)."""
+    ctx = ssl.create_default_context(cafile=str(lab.pki / "ca.crt"))
+    ctx.load_cert_chain(str(lab.pki / "admin.crt"), str(lab.pki / "admin.key"))
+    for host in lab.control_plane:
+        texts = {}
+        for path in ("/metrics", "/version"):
+            with urllib.request.urlopen(lab.apiserver_url(host) + path, context=ctx, timeout=30) as resp:
+                texts[path] = resp.read().decode()
+        reduced = apiserver_signals.reduce(texts["/metrics"], host, texts["/version"])
+        assert reduced["requests"] and any(reduced["buckets"].values()) and reduced["rss_bytes"], reduced
+        findings = scan_metrics(texts["/metrics"], texts["/version"], target_version(lab.to_version), host)
+        assert not [f for f in findings if f.get("unreadable")], findings  # the text proved to be this apiserver's
+        names = {line.split("{")[0].split(" ")[0] for line in texts["/metrics"].splitlines() if line[:1] != "#"}
+        off = [n for n in names for m in lab_kubeadm.DISABLED_METRICS if n.startswith(m)]
+        assert not off, off
 
 
 def test_gpu_nodes_ready_with_8_gpus(lab):

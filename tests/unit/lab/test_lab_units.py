@@ -213,6 +213,24 @@ def test_a_twin_cells_group_vars_link_the_committed_ones_and_name_the_twin(tmp_p
     assert sorted(p.name for p in old.iterdir()) == ["all", "etcd.yml", "gpu_nodes.yml", "kube_control_plane.yml"]
 
 
+def test_the_labs_apiservers_turn_off_only_metrics_gpufleet_never_reads():
+    """The lab's apiservers drop the big histograms no reading uses (kubeadm.DISABLED_METRICS, through kubeadm's
+    ClusterConfiguration, so an upgrade keeps it): none of them is named anywhere in the collection's plugins (a
+    reading that starts to use one fails here, naming it), and every series the soak, the fleet's readings and the
+    removed-API scan read stays on."""
+    from ansible_collections.gpufleet.upgrade.plugins.module_utils import apiserver_signals, promtext, removed_apis
+    plugins = "\n".join(p.read_text() for p in (ROOT / "plugins").rglob("*.py"))
+    read = [name for name in kubeadm.DISABLED_METRICS if name in plugins]
+    assert not read, "the lab turns off metrics gpufleet reads: %s" % read
+    needed = {apiserver_signals.REQUESTS, apiserver_signals.DURATION, apiserver_signals.RSS,
+              apiserver_signals.STARTED, apiserver_signals.TERMINATIONS, apiserver_signals.APF_REJECTED,
+              promtext.BUILD_INFO, removed_apis.DEPRECATED}
+    assert not [n for n in needed for off in kubeadm.DISABLED_METRICS if n.startswith(off)]
+    cluster = list(yaml.safe_load_all(kubeadm.kubeadm_config(config.load(), "v1.36.3", "cp-1")))[1]
+    flags = {a["name"]: a["value"] for a in cluster["apiServer"]["extraArgs"]}
+    assert flags["disabled-metrics"].split(",") == list(kubeadm.DISABLED_METRICS)
+
+
 def test_what_kubeadm_reads_and_its_own_manifests(cfg):
     """The kubeadm configuration the cell is made with names external etcd at the paths the hosts mount and the
     lab's apiserver flags (the real kubeadm uploads it, and makes CoreDNS and kube-proxy from it); each
