@@ -248,7 +248,9 @@ def test_what_kubeadm_reads_and_its_own_manifests(cfg):
                                                         for i in range(3)]
     assert cluster["etcd"]["external"]["certFile"] == "/etc/kubernetes/pki/etcd-client.crt"
     assert "bind-address" not in {a["name"] for a in cluster["apiServer"]["extraArgs"]}  # every address of its host
-    assert cluster["controllerManager"]["extraArgs"] == [{"name": "node-monitor-grace-period", "value": "60s"}]
+    assert cluster["controllerManager"]["extraArgs"] == [{"name": "node-monitor-grace-period", "value": "60s"},
+                                                         {"name": "leader-elect-retry-period", "value": "5s"}]
+    assert cluster["scheduler"]["extraArgs"] == [{"name": "leader-elect-retry-period", "value": "5s"}]
     assert kubeadm.mirror_pod(cfg, "kube-apiserver", "cp-1") is None  # nothing runs yet
     running = kubeadm.running_manifest(cfg, "cp-1", "kube-apiserver")
     running.parent.mkdir(parents=True)
