@@ -69,13 +69,15 @@ def cluster_configuration(cfg: LabConfig, version: str) -> Dict[str, Any]:
             "dns": {}, "proxy": {}}
 
 
-# LAB ONLY: the histograms gpufleet never reads that make up most of a lab apiserver's /metrics (about 60 % of a
-# real 1.36 capture's 1.6 MB; etcd's request latency alone is a quarter), turned off with the apiserver's own
-# --disabled-metrics (the admission and workqueue histograms ignore the flag, so they are not listed). Every soak
-# reading, fleet halt reading and removed-API scan parses the whole text with prometheus_client (about 0.4 CPU-s for
-# 1.6 MB), and CI takes hundreds of them on two cores. A real cell keeps all of them: the readings are tested on
-# whole real captures (tests/fixtures/metrics); tests/unit/lab/test_lab_units.py checks that nothing gpufleet reads
-# is here, and tests/lab/test_lab.py that a lab apiserver serves what the readings need and none of these.
+# LAB ONLY: the histograms gpufleet never reads that make up most of a lab apiserver's /metrics, turned off with the
+# apiserver's own --disabled-metrics (the admission and workqueue histograms ignore the flag, so they are not listed):
+# the real 1.35 and 1.36 captures in tests/fixtures/metrics lose 57-61 % of their 1.4-2.0 MB without them (etcd's
+# request latency alone is a quarter), and a lab apiserver a minute after its start served 1.03 MB with the flag.
+# Every soak reading, fleet halt reading and removed-API scan parses the whole text with prometheus_client (about
+# 0.4 CPU-s for 1.6 MB), and CI takes hundreds of them on two cores. A real cell keeps all of them: the readings are
+# tested on whole real captures; tests/unit/lab/test_lab_units.py checks that the readings give the same results on
+# those captures with these families taken out, and tests/lab/test_lab.py that a lab apiserver serves what the
+# readings need and none of these.
 DISABLED_METRICS = ("etcd_request_duration_seconds", "apiserver_request_sli_duration_seconds",
                     "apiserver_watch_list_duration_seconds", "apiserver_watch_cache_read_wait_seconds",
                     "apiserver_request_body_size_bytes", "apiserver_watch_events_sizes",
@@ -100,8 +102,12 @@ AUDIT_VOLUMES = [{"name": "audit-policy", "hostPath": "/etc/kubernetes/audit-pol
                   "mountPath": "/var/log/kubernetes/audit", "readOnly": False, "pathType": "DirectoryOrCreate"}]
 # LAB ONLY: the controller managers and schedulers (one of each on every control-plane host) renew or try for their
 # leader lease every 5 s, not every 2 s: at 2 s their lease requests were half of an idle cell's (136 of 266 a
-# minute), each renewal an etcd write. The lease stays 15 s and the renewal deadline 10 s (their defaults), so a
-# leader that kubeadm restarts is replaced at most 3 s later than with the default.
+# minute), each renewal an etcd write; at 5 s the cell's total fell by about a quarter. The lease stays 15 s and the
+# renewal deadline 10 s (their defaults). A standby tries every 5-11 s (client-go's jitter: up to 2.2 x the period)
+# instead of every 2-4.4 s, so a leader that kubeadm restarts is replaced later: a scheduler gives its lease up on
+# exit and is replaced within 11 s (4.4 s before); a controller manager does not (that needs an alpha feature gate
+# in 1.36 and 1.37), so its lease runs out first - up to 15 s after a standby last saw it renewed, then the next try:
+# up to about 13 s later than with the default. The lab's waits allow minutes for either.
 LEADER_ELECTION_ARGS = (("leader-elect-retry-period", "5s"),)
 # The controller manager's: a Node counts as unreachable after 60 s without a lease renewal, not kubeadm's 50 s
 # (KWOK renews the lab's leases; on two busy cores a renewal can come late).

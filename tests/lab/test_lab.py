@@ -99,7 +99,8 @@ def test_apiservers_serve_every_series_the_readings_need_and_not_the_histograms_
         assert not [f for f in findings if f.get("unreadable")], findings  # the text proved to be this apiserver's
         names = {line.split("{")[0].split(" ")[0] for line in texts["/metrics"].splitlines() if line[:1] != "#"}
         off = [n for n in names for m in lab_kubeadm.DISABLED_METRICS if n.startswith(m)]
-        assert not off, off
+        assert not off, "%s serves %s: a cell made before --disabled-metrics; `bin/lab reset` recreates it" % (
+            host, sorted(off)[:5])
 
 
 def test_gpu_nodes_ready_with_8_gpus(lab):

@@ -3,6 +3,7 @@ inventory it writes, the fault catalogue."""
 from __future__ import annotations
 
 import dataclasses
+import gzip
 import itertools
 import pathlib
 import shutil
@@ -213,22 +214,47 @@ def test_a_twin_cells_group_vars_link_the_committed_ones_and_name_the_twin(tmp_p
     assert sorted(p.name for p in old.iterdir()) == ["all", "etcd.yml", "gpu_nodes.yml", "kube_control_plane.yml"]
 
 
-def test_the_labs_apiservers_turn_off_only_metrics_gpufleet_never_reads():
+def _without(text, families):
+    """``text`` without the samples of ``families`` and their # HELP / # TYPE lines (what --disabled-metrics drops)."""
+    def family(line):
+        name = line.split(" ")[2] if line.startswith(("# HELP ", "# TYPE ")) else line.split("{")[0].split(" ")[0]
+        return next((f for f in families if name == f or name in (f + "_bucket", f + "_sum", f + "_count")), None)
+    return "".join(line for line in text.splitlines(keepends=True) if not family(line))
+
+
+METRICS = ROOT / "tests" / "fixtures" / "metrics"
+REAL_METRICS = sorted(METRICS.glob("real-*.prom.gz"))
+
+
+@pytest.mark.parametrize("capture", REAL_METRICS, ids=[p.name for p in REAL_METRICS])
+def test_the_readings_give_the_same_results_without_the_metrics_the_labs_apiservers_turn_off(capture):
     """The lab's apiservers drop the big histograms no reading uses (kubeadm.DISABLED_METRICS, through kubeadm's
-    ClusterConfiguration, so an upgrade keeps it): none of them is named anywhere in the collection's plugins (a
-    reading that starts to use one fails here, naming it), and every series the soak, the fleet's readings and the
-    removed-API scan read stays on."""
-    from ansible_collections.gpufleet.upgrade.plugins.module_utils import apiserver_signals, promtext, removed_apis
-    plugins = "\n".join(p.read_text() for p in (ROOT / "plugins").rglob("*.py"))
-    read = [name for name in kubeadm.DISABLED_METRICS if name in plugins]
-    assert not read, "the lab turns off metrics gpufleet reads: %s" % read
-    needed = {apiserver_signals.REQUESTS, apiserver_signals.DURATION, apiserver_signals.RSS,
-              apiserver_signals.STARTED, apiserver_signals.TERMINATIONS, apiserver_signals.APF_REJECTED,
-              promtext.BUILD_INFO, removed_apis.DEPRECATED}
-    assert not [n for n in needed for off in kubeadm.DISABLED_METRICS if n.startswith(off)]
+    ClusterConfiguration, so an upgrade keeps it): on each real capture (which still has them all), the soak's
+    reduction, the fleet's reading and the removed-API scan give exactly what they give on the capture without
+    them. A reading that starts to use one of them fails here."""
+    from ansible_collections.gpufleet.upgrade.plugins.module_utils import apiserver_signals, fleet_readings
+    from ansible_collections.gpufleet.upgrade.plugins.module_utils import removed_apis
+    whole = gzip.decompress(capture.read_bytes()).decode()
+    names = {line.split("{")[0].split(" ")[0] for line in whole.splitlines() if line[:1] not in ("#", "")}
+    missing = [f for f in kubeadm.DISABLED_METRICS if not names & {f, f + "_bucket", f + "_count"}]
+    assert not missing, "%s lacks %s: recapture from an apiserver without --disabled-metrics" % (capture.name, missing)
+    cut = _without(whole, kubeadm.DISABLED_METRICS)
+    assert 0.3 < len(cut) / len(whole) < 0.5, len(cut) / len(whole)  # these families are most of the text
+    parts = capture.name[:-len(".prom.gz")].split("-")  # real-1.36.3-soak-0-quiet: real-1.36.3-soak-version.json
+    version_text = next(METRICS / name for name in ("-".join(parts[:k]) + "-version.json"
+                                                    for k in range(len(parts), 1, -1))
+                        if (METRICS / name).is_file()).read_text()
+    assert apiserver_signals.reduce(cut, "cp-1", version_text) == apiserver_signals.reduce(whole, "cp-1", version_text)
+    assert fleet_readings.scrape(cut, "cp-1") == fleet_readings.scrape(whole, "cp-1")
+    target = removed_apis.target_version("v1.38.0")
+    assert removed_apis.scan_metrics(cut, version_text, target, "cp-1") == \
+        removed_apis.scan_metrics(whole, version_text, target, "cp-1")
+
+
+def test_the_labs_apiservers_are_given_the_flag_through_kubeadms_cluster_configuration():
     cluster = list(yaml.safe_load_all(kubeadm.kubeadm_config(config.load(), "v1.36.3", "cp-1")))[1]
     flags = {a["name"]: a["value"] for a in cluster["apiServer"]["extraArgs"]}
-    assert flags["disabled-metrics"].split(",") == list(kubeadm.DISABLED_METRICS)
+    assert flags["disabled-metrics"] == ",".join(kubeadm.DISABLED_METRICS)
 
 
 def test_what_kubeadm_reads_and_its_own_manifests(cfg):
