@@ -62,11 +62,14 @@ def cluster_configuration(cfg: LabConfig, version: str) -> Dict[str, Any]:
                                   "certFile": "/etc/kubernetes/pki/etcd-client.crt",
                                   "keyFile": "/etc/kubernetes/pki/etcd-client.key"}},
             "networking": {"dnsDomain": "cluster.local", "serviceSubnet": SERVICE_SUBNET, "podSubnet": POD_SUBNET},
-            "apiServer": {"extraArgs": [{"name": k, "value": v} for k, v in APISERVER_EXTRA_ARGS],
-                          "extraVolumes": AUDIT_VOLUMES},
-            "controllerManager": {"extraArgs": [{"name": k, "value": v} for k, v in CONTROLLER_MANAGER_EXTRA_ARGS]},
-            "scheduler": {"extraArgs": [{"name": k, "value": v} for k, v in SCHEDULER_EXTRA_ARGS]},
-            "dns": {}, "proxy": {}}
+            "apiServer": {"extraArgs": extra_args(APISERVER_EXTRA_ARGS), "extraVolumes": AUDIT_VOLUMES},
+            "controllerManager": {"extraArgs": extra_args(CONTROLLER_MANAGER_EXTRA_ARGS)},
+            "scheduler": {"extraArgs": extra_args(SCHEDULER_EXTRA_ARGS)}, "dns": {}, "proxy": {}}
+
+
+def extra_args(flags: Tuple[Tuple[str, str], ...]) -> List[Dict[str, str]]:
+    """(name, value) flags as kubeadm v1beta4's extraArgs list."""
+    return [{"name": k, "value": v} for k, v in flags]
 
 
 # LAB ONLY: the histograms gpufleet never reads that make up most of a lab apiserver's /metrics, turned off with the

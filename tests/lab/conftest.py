@@ -70,12 +70,17 @@ def podman_exec(host: str, *cmd: str, stdin: str = "") -> subprocess.CompletedPr
                           capture_output=True, text=True, check=False, timeout=600)
 
 
-def apiserver_version(cfg, host: str) -> str:
-    """What the host's own kube-apiserver answers at /version now (not what the lab's state file says)."""
+def apiserver_get(cfg, host: str, path: str, timeout: float = 10) -> str:
+    """What the host's own kube-apiserver answers at ``path`` now, read as the lab's admin."""
     ctx = ssl.create_default_context(cafile=str(cfg.pki / "ca.crt"))
     ctx.load_cert_chain(str(cfg.pki / "admin.crt"), str(cfg.pki / "admin.key"))
-    with urllib.request.urlopen(cfg.apiserver_url(host) + "/version", context=ctx, timeout=10) as resp:
-        return json.load(resp)["gitVersion"]
+    with urllib.request.urlopen(cfg.apiserver_url(host) + path, context=ctx, timeout=timeout) as resp:
+        return resp.read().decode()
+
+
+def apiserver_version(cfg, host: str) -> str:
+    """What the host's own kube-apiserver answers at /version now (not what the lab's state file says)."""
+    return json.loads(apiserver_get(cfg, host, "/version"))["gitVersion"]
 
 
 def wait_control_plane(cfg, versions: dict, timeout: float = 120) -> dict:

@@ -3,11 +3,9 @@ from __future__ import annotations
 
 import json
 import pathlib
-import ssl
 import subprocess
 import sys
 import time
-import urllib.request
 
 import pytest
 import yaml
@@ -27,8 +25,8 @@ from ansible_collections.gpufleet.upgrade.plugins.module_utils.kubeadm_plan impo
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.nccl import judge_runs, parse_output
 from ansible_collections.gpufleet.upgrade.plugins.module_utils.removed_apis import scan_metrics, target_version
 from gpufleet_lab import kubeadm as lab_kubeadm
-from tests.lab.conftest import (ROOT, apiserver_version, etcd_flags, lab_cli, lab_config, lab_env, podman_exec,
-                                wait_control_plane)
+from tests.lab.conftest import (ROOT, apiserver_get, apiserver_version, etcd_flags, lab_cli, lab_config, lab_env,
+                                podman_exec, wait_control_plane)
 
 pytestmark = pytest.mark.lab
 
@@ -86,13 +84,8 @@ def test_apiservers_report_their_true_version(lab):
 def test_apiservers_serve_every_series_the_readings_need_and_not_the_histograms_the_lab_turns_off(lab):
     """Each apiserver's own /metrics reduces for the soak and proves itself for the removed-API scan (the real
     readers), and has none of the histograms the lab's --disabled-metrics turns off (lab/gpufleet_lab/kubeadm.py)."""
-    ctx = ssl.create_default_context(cafile=str(lab.pki / "ca.crt"))
-    ctx.load_cert_chain(str(lab.pki / "admin.crt"), str(lab.pki / "admin.key"))
     for host in lab.control_plane:
-        texts = {}
-        for path in ("/metrics", "/version"):
-            with urllib.request.urlopen(lab.apiserver_url(host) + path, context=ctx, timeout=30) as resp:
-                texts[path] = resp.read().decode()
+        texts = {path: apiserver_get(lab, host, path, timeout=30) for path in ("/metrics", "/version")}
         reduced = apiserver_signals.reduce(texts["/metrics"], host, texts["/version"])
         assert reduced["requests"] and any(reduced["buckets"].values()) and reduced["rss_bytes"], reduced
         findings = scan_metrics(texts["/metrics"], texts["/version"], target_version(lab.to_version), host)

@@ -251,12 +251,6 @@ def test_the_readings_give_the_same_results_without_the_metrics_the_labs_apiserv
         removed_apis.scan_metrics(whole, version_text, target, "cp-1")
 
 
-def test_the_labs_apiservers_are_given_the_flag_through_kubeadms_cluster_configuration():
-    cluster = list(yaml.safe_load_all(kubeadm.kubeadm_config(config.load(), "v1.36.3", "cp-1")))[1]
-    flags = {a["name"]: a["value"] for a in cluster["apiServer"]["extraArgs"]}
-    assert flags["disabled-metrics"] == ",".join(kubeadm.DISABLED_METRICS)
-
-
 def test_what_kubeadm_reads_and_its_own_manifests(cfg):
     """The kubeadm configuration the cell is made with names external etcd at the paths the hosts mount and the
     lab's apiserver flags (the real kubeadm uploads it, and makes CoreDNS and kube-proxy from it); each
@@ -273,7 +267,9 @@ def test_what_kubeadm_reads_and_its_own_manifests(cfg):
     assert cluster["etcd"]["external"]["endpoints"] == ["https://10.217.0.1:%d" % (cfg.ports["etcd"] + i)
                                                         for i in range(3)]
     assert cluster["etcd"]["external"]["certFile"] == "/etc/kubernetes/pki/etcd-client.crt"
-    assert "bind-address" not in {a["name"] for a in cluster["apiServer"]["extraArgs"]}  # every address of its host
+    flags = {a["name"]: a["value"] for a in cluster["apiServer"]["extraArgs"]}
+    assert "bind-address" not in flags  # every address of its host
+    assert flags["disabled-metrics"] == ",".join(kubeadm.DISABLED_METRICS)
     assert cluster["controllerManager"]["extraArgs"] == [{"name": "node-monitor-grace-period", "value": "60s"},
                                                          {"name": "leader-elect-retry-period", "value": "5s"}]
     assert cluster["scheduler"]["extraArgs"] == [{"name": "leader-elect-retry-period", "value": "5s"}]
