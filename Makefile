@@ -85,16 +85,16 @@ test: setup
 	@$(PHASE) lab-up bash -c 'bash lab/build/host-setup.sh && bin/lab reset && bin/lab up'
 	@$(PHASE) lab-up-b env $(LAB_B) bin/lab up
 	@rc=0; bin/parallel "lab-tests-a=GPUFLEET_LAB_FRESH=lab $(M) lab-tests-a && bin/phase molecule-a $(M) molecule \
-	      MOLECULE_ONLY=$(MOLECULE_A) && $(M) bench-smoke; rc=\$$?; bin/lab reset >/dev/null; exit \$$rc" \
+	      MOLECULE_ONLY=$(MOLECULE_A) && $(M) bench-smoke; rc=\$$?; bin/lab reset >/dev/null; \
+	      bin/phase fleet-up bin/lab up --fleet >/dev/null || rc=1; exit \$$rc" \
 	    "lab-tests-b=$(M) lab-tests-b && bin/phase molecule env $(LAB_B) $(M) molecule MOLECULE_NO_CLUSTER= \
 	      MOLECULE_SKIP=$(MOLECULE_A); rc=\$$?; $(LAB_B) bin/lab down >/dev/null; exit \$$rc" \
-	    "lab-fleet=bin/phase fleet-up bin/lab up --fleet >/dev/null && $(M) lab-tests-fleet; rc=\$$?; \
-	      bin/lab down --fleet >/dev/null; bin/phase skip-level $(M) lab-tests-skip || rc=1; \
-	      $(LAB_SKIP) bin/lab down >/dev/null; exit \$$rc" \
-	    "batch=bin/phase ee-image $(BATCH) bin/lab ee; rc=\$$?; \
-	      bin/phase molecule-no-cluster env BIN=$(BIN) $(BATCH) tests/molecule-run --parallel 1 $(MOLECULE_NO_CLUSTER) \
-	      || rc=1; bin/phase checks bash -c '$(PHASE) lint $(BATCH) $(M) lint && $(PHASE) docs $(BATCH) $(M) docs \
-	      && $(PHASE) sanity $(BATCH) $(M) sanity && $(PHASE) unit $(BATCH) $(M) unit' || rc=1; exit \$$rc" || rc=$$?; \
+	    "ee-image=$(BATCH) bin/lab ee" || rc=$$?; \
+	  bin/parallel "lab-fleet=$(M) lab-tests-fleet; rc=\$$?; bin/lab down --fleet >/dev/null; exit \$$rc" \
+	    "checks=bin/phase lint $(BATCH) $(M) lint && bin/phase docs $(BATCH) $(M) docs \
+	      && bin/phase sanity $(BATCH) $(M) sanity && bin/phase unit $(BATCH) $(M) unit" \
+	    "skip-level=$(M) lab-tests-skip; rc=\$$?; $(LAB_SKIP) bin/lab down >/dev/null; exit \$$rc" \
+	    "molecule-no-cluster=BIN=$(BIN) $(BATCH) tests/molecule-run --parallel 1 $(MOLECULE_NO_CLUSTER)" || rc=$$?; \
 	  bin/lab down >/dev/null || rc=1; $(LAB_B) bin/lab down >/dev/null || rc=1; \
 	  bin/lab down --fleet >/dev/null || rc=1; $(LAB_SKIP) bin/lab down >/dev/null || rc=1; exit $$rc
 
