@@ -40,15 +40,25 @@ def tool_text(module: Any, default_binary: str, default_args: Sequence[str], **k
     return None if result is None else str(result["stdout"])
 
 
+def as_result(values: Dict[str, Any]) -> Dict[str, Any]:
+    """``values`` as a module result: the judged lines to look at by hand go out as ``notices``. ansible-core
+    reserves ``warnings`` in a result (deprecated in 2.19, removed in 2.23), so a report that read them from there
+    would lose them without an error on a newer ansible-core."""
+    result = {k: v for k, v in values.items() if k != "warnings"}
+    if "warnings" in values:
+        result["notices"] = values["warnings"]
+    return result
+
+
 def run_module(module: Any, body: Callable[[], Dict[str, Any]]) -> None:
     """Run ``body`` and exit. Checks never change a host: ``changed`` is always False. A :class:`GpufleetError`
     becomes ``fail_json`` with its message and structured details; any other exception (a bug, or input no parser
     anticipated) becomes a clear failure naming the module and what it was given, with the traceback shown only in
-    verbose output (-vvv)."""
+    verbose output (-vvv). A ``warnings`` list in either is returned as ``notices`` (:func:`as_result`)."""
     try:
-        result = body()
+        result = as_result(body())
     except GpufleetError as exc:
-        details = {k: v for k, v in exc.details.items() if k not in ("msg", "failed", "exception")}
+        details = as_result({k: v for k, v in exc.details.items() if k not in ("msg", "failed", "exception")})
         module.fail_json(msg=exc.msg, error_type=type(exc).__name__, **details)
         return
     except Exception as exc:

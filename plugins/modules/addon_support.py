@@ -117,7 +117,7 @@ blocking:
   returned: always
   type: list
   elements: str
-warnings:
+notices:
   description: Messages of the findings to check by hand.
   returned: success
   type: list

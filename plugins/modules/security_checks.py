@@ -158,7 +158,7 @@ failures:
   returned: state is checked
   type: list
   elements: str
-warnings:
+notices:
   description: One line per check to look at by hand (legacy tokens, NetworkPolicies with no known CNI).
   returned: state is checked
   type: list

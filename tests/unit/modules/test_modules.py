@@ -195,6 +195,9 @@ def test_addon_support(run):
                                  "_ansible_check_mode": True})
     assert not report.failed and report.result["passed"] is False and report.result["changed"] is False
     assert report.result["stages"] == [{"addon": "calico", "name": "Calico", "stage": 3}]
+    # the lines to check by hand go out as notices: ansible-core reserves a result's warnings (removed in 2.23)
+    for result in (out.result, report.result):
+        assert "warnings" not in result and isinstance(result["notices"], list), sorted(result)
     bad = run(addon_support, {"target_version": "v1.30.1", "extra_support": [{"addon": "calico"}]})
     assert bad.failed and "extra_support[0].version: give a MAJOR.MINOR version" in bad.result["msg"]
 
@@ -481,3 +484,10 @@ def test_awx_definitions_for_a_fleet_plans_it_and_refuses_a_bad_fleet(run):
     doc["cells"][0]["ring"] = "ring9"
     bad = run(awx_definitions, {"config": FLEET_CONFIG, "fleet": doc})
     assert bad.failed and bad.result["error_type"] == "InputError" and "ring9" in bad.result["msg"]
+
+
+def test_a_results_warnings_go_out_as_notices_and_nothing_else_changes():
+    from ansible_collections.gpufleet.upgrade.plugins.module_utils.module_support import as_result
+    assert as_result({"passed": True, "warnings": ["look at x"], "checks": []}) == {
+        "passed": True, "notices": ["look at x"], "checks": []}
+    assert as_result({"passed": True}) == {"passed": True}
