@@ -41,24 +41,34 @@ def tool_text(module: Any, default_binary: str, default_args: Sequence[str], **k
 
 
 def as_result(values: Dict[str, Any]) -> Dict[str, Any]:
-    """``values`` as a module result: the judged lines to look at by hand go out as ``notices``. ansible-core
-    reserves ``warnings`` in a result (deprecated in 2.19, removed in 2.23), so a report that read them from there
-    would lose them without an error on a newer ansible-core."""
+    """``values`` as a module result: the judged lines to look at by hand go out as ``notices`` (after any the
+    module already returns there). ansible-core reserves ``warnings`` in a result: deprecated in 2.19, removed in
+    2.23, and an empty list is dropped from the result already, so a role reading it failed on a cell with nothing
+    to look at."""
     result = {k: v for k, v in values.items() if k != "warnings"}
     if "warnings" in values:
-        result["notices"] = values["warnings"]
+        result["notices"] = list(result.get("notices") or []) + list(values["warnings"] or [])
     return result
+
+
+def _show(module: Any, values: Dict[str, Any]) -> Dict[str, Any]:
+    """Each line to look at by hand also shown as a warning of the task (the console, AWX's job events), as
+    ansible-core's ``AnsibleModule.warn`` shows it; then :func:`as_result`."""
+    for line in values.get("warnings") or []:
+        module.warn(str(line))
+    return as_result(values)
 
 
 def run_module(module: Any, body: Callable[[], Dict[str, Any]]) -> None:
     """Run ``body`` and exit. Checks never change a host: ``changed`` is always False. A :class:`GpufleetError`
     becomes ``fail_json`` with its message and structured details; any other exception (a bug, or input no parser
     anticipated) becomes a clear failure naming the module and what it was given, with the traceback shown only in
-    verbose output (-vvv). A ``warnings`` list in either is returned as ``notices`` (:func:`as_result`)."""
+    verbose output (-vvv). A ``warnings`` list in either is shown as the task's warnings and returned as
+    ``notices`` (:func:`_show`)."""
     try:
-        result = as_result(body())
+        result = _show(module, body())
     except GpufleetError as exc:
-        details = as_result({k: v for k, v in exc.details.items() if k not in ("msg", "failed", "exception")})
+        details = _show(module, {k: v for k, v in exc.details.items() if k not in ("msg", "failed", "exception")})
         module.fail_json(msg=exc.msg, error_type=type(exc).__name__, **details)
         return
     except Exception as exc:

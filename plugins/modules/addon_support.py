@@ -118,8 +118,8 @@ blocking:
   type: list
   elements: str
 notices:
-  description: Messages of the findings to check by hand.
-  returned: success
+  description: Messages of the findings to check by hand (each also shown as a warning of the task).
+  returned: always
   type: list
   elements: str
 summary:

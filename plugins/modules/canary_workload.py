@@ -119,6 +119,11 @@ failures:
   returned: success or gate failure
   type: list
   elements: str
+notices:
+  description: One line per check to look at by hand (severity warn), each also shown as a warning of the task.
+  returned: success or gate failure
+  type: list
+  elements: str
 canary:
   description:
     - One record per run - workload, pool, nodes, namespace, name, passed, seconds, busbw (size -> GB/s) or

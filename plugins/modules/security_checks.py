@@ -159,7 +159,8 @@ failures:
   type: list
   elements: str
 notices:
-  description: One line per check to look at by hand (legacy tokens, NetworkPolicies with no known CNI).
+  description: One line per check to look at by hand (legacy tokens, NetworkPolicies with no known CNI), each also
+    shown as a warning of the task.
   returned: state is checked
   type: list
   elements: str

@@ -491,3 +491,33 @@ def test_a_results_warnings_go_out_as_notices_and_nothing_else_changes():
     assert as_result({"passed": True, "warnings": ["look at x"], "checks": []}) == {
         "passed": True, "notices": ["look at x"], "checks": []}
     assert as_result({"passed": True}) == {"passed": True}
+
+
+def test_run_module_shows_each_notice_as_a_warning_of_the_task_and_returns_it_as_notices():
+    from ansible_collections.gpufleet.upgrade.plugins.module_utils.errors import GateFailed
+    from ansible_collections.gpufleet.upgrade.plugins.module_utils.module_support import run_module
+
+    class Module:
+        def __init__(self):
+            self.warned, self.exited, self.failed = [], None, None
+
+        def warn(self, line):
+            self.warned.append(line)
+
+        def exit_json(self, **kw):
+            self.exited = kw
+
+        def fail_json(self, **kw):
+            self.failed = kw
+
+    ok = Module()
+    run_module(ok, lambda: {"passed": True, "warnings": ["legacy token x"], "notices": ["earlier"]})
+    assert ok.warned == ["legacy token x"]
+    assert ok.exited == {"passed": True, "notices": ["earlier", "legacy token x"], "changed": False}
+    gate = Module()
+
+    def failing():
+        raise GateFailed("gate failed: y", passed=False, warnings=["look at z"], failures=["y"])
+    run_module(gate, failing)
+    assert gate.warned == ["look at z"] and "warnings" not in gate.failed
+    assert gate.failed["notices"] == ["look at z"] and gate.failed["msg"] == "gate failed: y"
