@@ -491,6 +491,8 @@ def test_a_results_warnings_go_out_as_notices_and_nothing_else_changes():
     assert as_result({"passed": True, "warnings": ["look at x"], "checks": []}) == {
         "passed": True, "notices": ["look at x"], "checks": []}
     assert as_result({"passed": True}) == {"passed": True}
+    # an empty list stays in the result: ansible-core drops an empty warnings key, and the preflight report read it
+    assert as_result({"passed": True, "warnings": []}) == {"passed": True, "notices": []}
 
 
 def test_run_module_shows_each_notice_as_a_warning_of_the_task_and_returns_it_as_notices():
