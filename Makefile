@@ -64,14 +64,14 @@ fleet: setup
 #            docs, sanity, unit), the skip-level cycle on its own cell (up for it, down after), and the Molecule
 #            scenario that needs no cluster.
 # Round 2 runs also after a failed round 1, so every result is known. Measured on a 2-core machine
-# (docs/measurements.md, "CI"): this split was the fastest of the five tried. Putting Molecule beside the fleet
-# instead kept round 2 96 % busy and took longer; every phase in one round kept the machine 98 % busy and took
-# 2,537 s against 1,957 s (tried again on 670010c, with ansible-core's 10 ms poll: after 1,837 s at 99 % busy no lab
-# stream had finished, the story took over 1,700 s against 924 s, and each ansible-playbook process 0.25 CPU-s against
-# 0.17-0.18 - this machine does the same work with about 45 % more CPU when both cores are held); moving the
-# upgrading Molecule scenarios and the lab-free benchmarks into round 2's last 400 s, where only the fleet runs, took 2,586 s against 2,409 s (b30935e: round 1 36 s shorter, round 2 214 s
-# longer; the same work cost 20 % more CPU, on a busier machine or a slower afternoon: run-to-run figures here vary by
-# 20-30 %). The CPU the tests take is the limit, more than the layout.
+# (docs/measurements.md, "CI"): this split was the fastest of the five tried. Putting Molecule beside the fleet instead
+# kept round 2 96 % busy and took longer; every phase in one round kept the machine 98 % busy and took 2,537 s against
+# 1,957 s (tried again on 670010c, with ansible-core's 10 ms poll: after 1,837 s at 99 % busy no lab stream had
+# finished, the story took over 1,700 s against 924 s, and each ansible-playbook process 0.25 CPU-s against 0.17-0.18 -
+# this machine does the same work with about 45 % more CPU when both cores are held); moving the upgrading Molecule
+# scenarios and the lab-free benchmarks into round 2's last 400 s, where only the fleet runs, took 2,586 s against 2,409
+# s (b30935e: round 1 36 s shorter, round 2 214 s longer; the same work cost 20 % more CPU, on a busier machine or a
+# slower afternoon: run-to-run figures here vary by 20-30 %). The CPU the tests take is the limit, more than the layout.
 PHASE := bin/phase
 M := $(MAKE) --no-print-directory
 LAB_B := GPUFLEET_LAB_CELL=lab-b
